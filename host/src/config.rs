@@ -1,0 +1,671 @@
+//! The operator's configuration: one YAML file with the KubeletConfiguration
+//! field names where one exists, overridden by flags, validated once.
+//!
+//! Every error names the field and what it accepts; an unknown field is
+//! refused with the closest valid name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::Allowance;
+use crate::runtime::{PluginSettings, Ungranted};
+
+/// A configuration error: which field, and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read config file {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML for this schema.
+    #[error("{}: {message}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the closest valid field name for a typo.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field, as it is written in the file.
+        field: String,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+}
+
+/// Convenience alias for this module's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A Go-style duration: `10s`, `5m`, `1m30s`, `250ms`, `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct GoDuration(pub Duration);
+
+impl GoDuration {
+    /// Parses `1h2m3s4ms` style text.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let err = || format!("{s:?} is not a duration (for example 10s, 5m, 1m30s, 250ms)");
+        if s == "0" {
+            return Ok(Self(Duration::ZERO));
+        }
+        let mut total = Duration::ZERO;
+        let mut rest = s.trim();
+        if rest.is_empty() {
+            return Err(err());
+        }
+        while !rest.is_empty() {
+            let n_end = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(err)?;
+            let (num, tail) = rest.split_at(n_end);
+            let value: f64 = num.parse().map_err(|_| err())?;
+            let u_end = tail
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(tail.len());
+            let (unit, next) = tail.split_at(u_end);
+            let secs = match unit {
+                "ns" => 1e-9,
+                "us" | "µs" => 1e-6,
+                "ms" => 1e-3,
+                "s" => 1.0,
+                "m" => 60.0,
+                "h" => 3600.0,
+                _ => return Err(err()),
+            };
+            total += Duration::from_secs_f64(value * secs);
+            rest = next;
+        }
+        Ok(Self(total))
+    }
+}
+
+impl<'de> Deserialize<'de> for GoDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A taint, as `registerWithTaints` lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// The taint key.
+    pub key: String,
+    /// The taint value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// Field allowance patterns for one plugin.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldsFile {
+    /// Allow patterns; `@default` stands for the built-in allowance.
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// Deny patterns.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// One plugin's section of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginFile {
+    /// Whether it runs.
+    pub enabled: Option<bool>,
+    /// Its position; lower runs first.
+    pub order: Option<i32>,
+    /// CPU deadline of one call.
+    pub timeout: Option<GoDuration>,
+    /// Memory cap of one call, as a quantity (`64Mi`).
+    pub memory_limit: Option<String>,
+    /// Overrides the plugin's `affects-readiness`.
+    pub affects_readiness: Option<bool>,
+    /// Read-only directories granted.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Environment variables granted.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Field allowance.
+    #[serde(default)]
+    pub fields: FieldsFile,
+    /// The plugin's own config, passed as JSON.
+    pub config: Option<serde_json::Value>,
+    /// Required sha256 of the plugin file.
+    pub sha256: Option<String>,
+    /// `load-without` (default) or `refuse`.
+    pub on_ungranted: Option<Ungranted>,
+}
+
+/// The config file, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConfigFile {
+    /// The Node's name; defaults to the hostname (or `hostnameOverride`).
+    pub node_name: Option<String>,
+    /// Replaces the hostname in the node's name and Hostname address.
+    pub hostname_override: Option<String>,
+    /// The node's IP (or two, comma-separated, for dual stack).
+    #[serde(rename = "nodeIP")]
+    pub node_ip: Option<String>,
+    /// Labels added at registration.
+    #[serde(default)]
+    pub node_labels: BTreeMap<String, String>,
+    /// Whether to create the Node.
+    pub register_node: Option<bool>,
+    /// Taints added at registration.
+    #[serde(default)]
+    pub register_with_taints: Vec<Taint>,
+    /// `spec.providerID`.
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// How often the setters run.
+    pub node_status_update_frequency: Option<GoDuration>,
+    /// How often an unchanged status is reported anyway.
+    pub node_status_report_frequency: Option<GoDuration>,
+    /// The Lease's duration.
+    pub node_lease_duration_seconds: Option<i64>,
+    /// The most images reported; -1 for no limit.
+    pub node_status_max_images: Option<i64>,
+    /// The plugin directory.
+    pub plugin_dir: Option<PathBuf>,
+    /// The precompile cache directory.
+    pub cache_dir: Option<PathBuf>,
+    /// Per-plugin settings, by plugin name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginFile>,
+}
+
+const TOP_FIELDS: &[&str] = &[
+    "nodeName",
+    "hostnameOverride",
+    "nodeIP",
+    "nodeLabels",
+    "registerNode",
+    "registerWithTaints",
+    "providerID",
+    "nodeStatusUpdateFrequency",
+    "nodeStatusReportFrequency",
+    "nodeLeaseDurationSeconds",
+    "nodeStatusMaxImages",
+    "pluginDir",
+    "cacheDir",
+    "plugins",
+];
+
+/// Levenshtein distance, for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (
+        a.to_lowercase().chars().collect(),
+        b.to_lowercase().chars().collect(),
+    );
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a typo.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (distance(word, c), *c))
+        .min()
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .map(|(_, c)| c)
+}
+
+/// Adds "did you mean" to serde's unknown-field messages.
+fn explain(message: String) -> String {
+    let Some(rest) = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.split("unknown field `").nth(1))
+    else {
+        return message;
+    };
+    let Some((field, tail)) = rest.split_once('`') else {
+        return message;
+    };
+    let expected: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+    let list = if expected.is_empty() {
+        TOP_FIELDS.to_vec()
+    } else {
+        expected
+    };
+    match closest(field, &list) {
+        Some(c) => format!("{message} (did you mean `{c}`?)"),
+        None => message,
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The Node's name.
+    pub node_name: String,
+    /// `hostnameOverride`, if set.
+    pub hostname_override: Option<String>,
+    /// `nodeIP`, parsed.
+    pub node_ips: Vec<std::net::IpAddr>,
+    /// Labels added at registration.
+    pub node_labels: BTreeMap<String, String>,
+    /// Whether to create the Node.
+    pub register_node: bool,
+    /// Taints added at registration.
+    pub register_with_taints: Vec<Taint>,
+    /// `spec.providerID`.
+    pub provider_id: Option<String>,
+    /// How often the setters run.
+    pub node_status_update_frequency: Duration,
+    /// How often an unchanged status is reported anyway.
+    pub node_status_report_frequency: Duration,
+    /// The Lease's duration in seconds.
+    pub node_lease_duration_seconds: i32,
+    /// The most images reported; -1 for no limit.
+    pub node_status_max_images: i64,
+    /// The plugin directory.
+    pub plugin_dir: PathBuf,
+    /// The precompile cache directory.
+    pub cache_dir: PathBuf,
+    /// Per-plugin settings as written, validated.
+    pub plugins: BTreeMap<String, PluginSettings>,
+}
+
+/// The default plugin directory.
+pub const DEFAULT_PLUGIN_DIR: &str = "/etc/nodestatus/plugins";
+
+/// The default precompile cache directory: `$XDG_CACHE_HOME/nodestatus/precompiled`
+/// or `~/.cache/nodestatus/precompiled`.
+pub fn default_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/var/cache"))
+        .join("nodestatus/precompiled")
+}
+
+impl ConfigFile {
+    /// Reads and parses a YAML file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses YAML text; `path` is for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| Error::Parse {
+            path: path.to_owned(),
+            message: explain(e.to_string()),
+        })
+    }
+
+    /// Checks every value and applies the defaults.
+    pub fn validate(self) -> Result<Config> {
+        let hostname = self.hostname_override.clone().unwrap_or_else(|| {
+            crate::runtime::facts::Facts::default()
+                .system()
+                .hostname
+                .clone()
+        });
+        let node_name = self
+            .node_name
+            .clone()
+            .unwrap_or_else(|| hostname.to_lowercase());
+        validate_dns_subdomain(&node_name).map_err(|m| invalid("nodeName", m))?;
+        if let Some(h) = &self.hostname_override {
+            validate_dns_subdomain(h).map_err(|m| invalid("hostnameOverride", m))?;
+        }
+        let node_ips = match &self.node_ip {
+            None => Vec::new(),
+            Some(s) => parse_node_ips(s).map_err(|m| invalid("nodeIP", m))?,
+        };
+        for (k, v) in &self.node_labels {
+            let field = format!("nodeLabels[{k}]");
+            crate::policy::validate_qualified_name(k).map_err(|m| invalid(&field, m))?;
+            crate::policy::validate_label_value(v).map_err(|m| invalid(&field, m))?;
+            if !crate::policy::node_restriction_allows_label(k) {
+                return Err(invalid(
+                    field,
+                    "NodeRestriction refuses this label from a node: labels under kubernetes.io and k8s.io must be the kubelet's well-known ones or under kubelet.kubernetes.io or node.kubernetes.io, and node-restriction.kubernetes.io is never allowed",
+                ));
+            }
+        }
+        for (i, t) in self.register_with_taints.iter().enumerate() {
+            let field = format!("registerWithTaints[{i}]");
+            crate::policy::validate_qualified_name(&t.key).map_err(|m| invalid(&field, m))?;
+            crate::policy::validate_label_value(&t.value).map_err(|m| invalid(&field, m))?;
+            if !matches!(
+                t.effect.as_str(),
+                "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+            ) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "effect {:?} must be NoSchedule, PreferNoSchedule or NoExecute",
+                        t.effect
+                    ),
+                ));
+            }
+        }
+        let update = self
+            .node_status_update_frequency
+            .map_or(Duration::from_secs(10), |d| d.0);
+        if update < Duration::from_millis(100) || update > Duration::from_secs(300) {
+            return Err(invalid(
+                "nodeStatusUpdateFrequency",
+                format!(
+                    "{update:?} is out of range: it must be between 100ms and 5m, and several times shorter than the controller's node-monitor-grace-period (40s to 50s)"
+                ),
+            ));
+        }
+        // The report frequency follows the update frequency when only that one is set.
+        let report = match (
+            self.node_status_report_frequency,
+            self.node_status_update_frequency,
+        ) {
+            (Some(r), _) => r.0,
+            (None, Some(u)) => u.0,
+            (None, None) => Duration::from_secs(300),
+        };
+        if report < update {
+            return Err(invalid(
+                "nodeStatusReportFrequency",
+                format!(
+                    "{report:?} must not be shorter than nodeStatusUpdateFrequency ({update:?})"
+                ),
+            ));
+        }
+        if report > Duration::from_secs(3600) {
+            return Err(invalid(
+                "nodeStatusReportFrequency",
+                format!("{report:?} must be at most 1h"),
+            ));
+        }
+        let lease = self.node_lease_duration_seconds.unwrap_or(40);
+        if !(1..=3600).contains(&lease) {
+            return Err(invalid(
+                "nodeLeaseDurationSeconds",
+                format!("{lease} must be between 1 and 3600 (it must be > 0)"),
+            ));
+        }
+        let max_images = self.node_status_max_images.unwrap_or(50);
+        if max_images < -1 {
+            return Err(invalid(
+                "nodeStatusMaxImages",
+                format!("{max_images} must be >= -1 (-1 means no limit)"),
+            ));
+        }
+        if let Some(p) = &self.provider_id {
+            if p.is_empty() || p.len() > 512 {
+                return Err(invalid("providerID", "must be 1 to 512 characters"));
+            }
+        }
+        let mut plugins = BTreeMap::new();
+        for (name, p) in self.plugins {
+            let settings = plugin_settings(&name, p)?;
+            plugins.insert(name, settings);
+        }
+        Ok(Config {
+            node_name,
+            hostname_override: self.hostname_override,
+            node_ips,
+            node_labels: self.node_labels,
+            register_node: self.register_node.unwrap_or(true),
+            register_with_taints: self.register_with_taints,
+            provider_id: self.provider_id,
+            node_status_update_frequency: update,
+            node_status_report_frequency: report,
+            node_lease_duration_seconds: lease as i32,
+            node_status_max_images: max_images,
+            plugin_dir: self
+                .plugin_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
+            cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+            plugins,
+        })
+    }
+}
+
+fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
+    let f = |field: &str| format!("plugins.{name}.{field}");
+    let mut s = PluginSettings::default();
+    s.enabled = p.enabled.unwrap_or(true);
+    s.order = p.order;
+    if let Some(t) = p.timeout {
+        if t.0 < Duration::from_millis(10) || t.0 > Duration::from_secs(60) {
+            return Err(invalid(
+                f("timeout"),
+                format!("{:?} must be between 10ms and 60s", t.0),
+            ));
+        }
+        s.timeout = t.0;
+    }
+    if let Some(m) = &p.memory_limit {
+        let q = nodestatus_sdk::Quantity::parse(m).map_err(|e| invalid(f("memoryLimit"), e))?;
+        let bytes = q.as_units_ceil();
+        if !(1 << 20..=4 << 30).contains(&bytes) {
+            return Err(invalid(
+                f("memoryLimit"),
+                format!("{m} must be between 1Mi and 4Gi"),
+            ));
+        }
+        s.memory_limit = bytes as usize;
+    }
+    s.affects_readiness = p.affects_readiness;
+    for (i, path) in p.paths.iter().enumerate() {
+        match crate::runtime::facts::normalize_abs(path) {
+            Some(n) => s.paths.push(n),
+            None => {
+                return Err(invalid(
+                    format!("plugins.{name}.paths[{i}]"),
+                    format!("{path:?} must be an absolute path"),
+                ));
+            }
+        }
+    }
+    s.env = p.env;
+    let allow = p.fields.allow.unwrap_or_else(|| vec!["@default".into()]);
+    s.fields = Allowance::parse(&allow, &p.fields.deny).map_err(|e| invalid(f("fields"), e))?;
+    if let Some(c) = p.config {
+        s.config = c;
+    }
+    if let Some(sha) = p.sha256 {
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(invalid(f("sha256"), "must be 64 hexadecimal characters"));
+        }
+        s.sha256 = Some(sha.to_lowercase());
+    }
+    s.on_ungranted = p.on_ungranted.unwrap_or_default();
+    Ok(s)
+}
+
+fn parse_node_ips(s: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    let ips: Vec<std::net::IpAddr> = s
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse()
+                .map_err(|_| format!("{p:?} is not an IP address"))
+        })
+        .collect::<Result<_, _>>()?;
+    if ips.len() > 2 || (ips.len() == 2 && ips[0].is_ipv4() == ips[1].is_ipv4()) {
+        return Err("give one IP, or two of different families for dual stack".into());
+    }
+    for ip in &ips {
+        let bad = ip.is_loopback()
+            || ip.is_multicast()
+            || ip.is_unspecified()
+            || match ip {
+                std::net::IpAddr::V4(v4) => v4.is_link_local(),
+                std::net::IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+            };
+        if bad {
+            return Err(format!(
+                "{ip} is loopback, link-local, multicast or unspecified"
+            ));
+        }
+    }
+    Ok(ips)
+}
+
+/// A DNS subdomain (RFC 1123), as node names must be.
+pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} must be a lowercase RFC 1123 DNS subdomain: letters, digits, '-' and '.', at most 253 characters"
+        ))
+    }
+}
+
+impl Config {
+    /// The settings for a plugin name: its config section, or the defaults.
+    pub fn plugin_settings(&self, name: &str) -> PluginSettings {
+        self.plugins.get(name).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(yaml: &str) -> Result<Config> {
+        ConfigFile::parse(yaml, Path::new("c.yaml"))?.validate()
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            GoDuration::parse("1m30s").unwrap().0,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            GoDuration::parse("250ms").unwrap().0,
+            Duration::from_millis(250)
+        );
+        assert!(GoDuration::parse("10").is_err());
+        assert!(GoDuration::parse("5x").is_err());
+    }
+
+    #[test]
+    fn defaults_follow_the_kubelet() {
+        let c = check("nodeName: n1\n").unwrap();
+        assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(c.node_lease_duration_seconds, 40);
+        assert_eq!(c.node_status_max_images, 50);
+        assert!(c.register_node);
+        let c = check("nodeName: n1\nnodeStatusUpdateFrequency: 20s\n").unwrap();
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn each_mistake_names_its_field() {
+        let cases = [
+            (
+                "nodeStatusUpdateFrequncy: 10s",
+                "did you mean `nodeStatusUpdateFrequency`",
+            ),
+            ("nodeName: Bad_Name", "nodeName"),
+            ("nodeName: n\nnodeIP: 127.0.0.1", "nodeIP"),
+            (
+                "nodeName: n\nnodeLabels: {node-role.kubernetes.io/master: ''}",
+                "nodeLabels[node-role.kubernetes.io/master]",
+            ),
+            (
+                "nodeName: n\nnodeLeaseDurationSeconds: 0",
+                "nodeLeaseDurationSeconds",
+            ),
+            (
+                "nodeName: n\nnodeStatusMaxImages: -2",
+                "nodeStatusMaxImages",
+            ),
+            (
+                "nodeName: n\nnodeStatusUpdateFrequency: 1m\nnodeStatusReportFrequency: 10s",
+                "nodeStatusReportFrequency",
+            ),
+            (
+                "nodeName: n\nnodeStatusUpdateFrequency: 1ms",
+                "nodeStatusUpdateFrequency",
+            ),
+            (
+                "nodeName: n\nregisterWithTaints: [{key: a, effect: Nope}]",
+                "registerWithTaints[0]",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {timeout: 5m}}",
+                "plugins.gpu.timeout",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {memoryLimit: 1Ti}}",
+                "plugins.gpu.memoryLimit",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {sha256: abc}}",
+                "plugins.gpu.sha256",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {fields: {allow: ['@x']}}}",
+                "plugins.gpu.fields",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {paths: [relative]}}",
+                "plugins.gpu.paths[0]",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {timout: 1s}}",
+                "did you mean `timeout`",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let err = check(yaml).unwrap_err().to_string();
+            assert!(err.contains(want), "{yaml:?} gave {err:?}, wanted {want:?}");
+        }
+    }
+}

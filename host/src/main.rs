@@ -1,0 +1,173 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use nodestatus::config::{Config, ConfigFile};
+use nodestatus::plugin_dir::PluginDir;
+use nodestatus::runtime::{CallContext, Plugin, Runtime};
+
+/// A Kubernetes node status engine whose setters are sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(name = "nodestatus", version, about, long_about = None)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every setter once over a node and print the resulting Node JSON.
+    ///
+    /// The node comes from --node, or is a fresh initial node named after
+    /// --node-name (default: this machine's hostname). What each plugin
+    /// changed, or why it failed, goes to stderr.
+    Once {
+        /// Directory of *.wasm plugins.
+        #[arg(long)]
+        plugin_dir: PathBuf,
+        /// A Node as JSON to start from.
+        #[arg(long)]
+        node: Option<PathBuf>,
+        /// The name of the fresh node, when --node is not given.
+        #[arg(long)]
+        node_name: Option<String>,
+        /// Config file (YAML) with per-plugin settings and grants.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Precompile cache directory.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+    },
+    /// Inspect plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Print a plugin's metadata, or say exactly why it would be refused.
+    Check {
+        /// The plugin file.
+        file: PathBuf,
+        /// Config file (YAML), to check the plugin against its settings.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,nodestatus=info,cranelift=warn,wasmtime=warn"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let file = match path {
+        Some(p) => ConfigFile::read(p)?,
+        None => ConfigFile::default(),
+    };
+    Ok(file.validate()?)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Once {
+            plugin_dir,
+            node,
+            node_name,
+            config,
+            cache_dir,
+        } => {
+            let mut config = load_config(config.as_ref())?;
+            if let Some(n) = node_name {
+                config.node_name = n;
+            }
+            let runtime = Runtime::new(Some(cache_dir.unwrap_or(config.cache_dir.clone())))?;
+            let cfg = Arc::new(config);
+            let settings = cfg.clone();
+            let dir = PluginDir::new(
+                plugin_dir,
+                runtime,
+                Arc::new(move |name| settings.plugin_settings(name)),
+            );
+            let node = match node {
+                Some(p) => nodestatus::once::read_node(&p)?,
+                None => {
+                    let hostname = cfg.hostname_override.clone().unwrap_or_else(|| {
+                        nodestatus::runtime::facts::Facts::default()
+                            .system()
+                            .hostname
+                            .to_lowercase()
+                    });
+                    nodestatus::once::initial_node(&cfg.node_name, &hostname)
+                }
+            };
+            let (loads, out, report) =
+                nodestatus::once::run_once(&dir, &node, &CallContext::default());
+            nodestatus::once::write_report(&mut std::io::stderr(), &loads, &report)?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin {
+            command: PluginCommand::Check { file, config },
+        } => {
+            let config = load_config(config.as_ref())?;
+            let runtime = Runtime::new(Some(config.cache_dir.clone()))?;
+            match Plugin::load_file(&runtime, &file, &|name| config.plugin_settings(name)) {
+                Ok(p) => {
+                    let (allow, deny) = p.settings().fields.describe();
+                    let info = serde_json::json!({
+                        "file": file,
+                        "sha256": p.sha256(),
+                        "metadata": p.metadata(),
+                        "granted": {"paths": p.granted_paths(), "withheld": p.withheld()},
+                        "affectsReadiness": p.affects_readiness(),
+                        "order": nodestatus::pipeline::order_of(&p),
+                        "fields": {"allow": allow, "deny": deny},
+                    });
+                    println!("{}", serde_json::to_string_pretty(&info)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "{} would be refused: {}",
+                        file.display(),
+                        nodestatus::plugin_dir::describe_load_error(&e)
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+    }
+}

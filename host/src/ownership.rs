@@ -1,0 +1,239 @@
+//! Which plugin owns which fields of the node, recorded on the node itself.
+//!
+//! Every field a plugin changes becomes its own. The record lives in the
+//! annotation [`OWNED_FIELDS_ANNOTATION`] (JSON: plugin name to field paths),
+//! so it survives a restart of the engine. When a plugin is no longer loaded
+//! (its file was deleted, or the operator disabled it), the fields it owned
+//! and no loaded plugin also owns are removed from the node on the next pass:
+//! nothing is orphaned, unlike node-problem-detector's conditions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use crate::policy::FieldPath;
+
+/// The annotation that holds the ownership record.
+pub const OWNED_FIELDS_ANNOTATION: &str = "nodestatus.io/owned-fields";
+
+/// Plugin name to the fields it owns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Ownership(BTreeMap<String, BTreeSet<FieldPath>>);
+
+impl Ownership {
+    /// Reads the record from the node's annotation. A missing or unreadable
+    /// annotation gives an empty record (logged), never an error: the worst
+    /// case is a field that is not cleaned up, never a field wrongly removed.
+    pub fn from_node(node: &Value) -> Self {
+        let Some(text) = node
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(OWNED_FIELDS_ANNOTATION))
+            .and_then(Value::as_str)
+        else {
+            return Self::default();
+        };
+        serde_json::from_str(text).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "ignoring unreadable {OWNED_FIELDS_ANNOTATION} annotation");
+            Self::default()
+        })
+    }
+
+    /// The fields `plugin` owns.
+    pub fn owned_by(&self, plugin: &str) -> impl Iterator<Item = &FieldPath> {
+        self.0.get(plugin).into_iter().flatten()
+    }
+
+    /// The plugins in the record.
+    pub fn plugins(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// Records that `plugin` changed `changed` in a pass whose result is
+    /// `node`: fields it set are now its own, fields it removed are not.
+    pub fn record(&mut self, plugin: &str, changed: &[FieldPath], node: &Value) {
+        if changed.is_empty() {
+            return;
+        }
+        let owned = self.0.entry(plugin.to_owned()).or_default();
+        for path in changed {
+            if exists(node, path) {
+                owned.insert(path.clone());
+            } else {
+                owned.remove(path);
+            }
+        }
+        if owned.is_empty() {
+            self.0.remove(plugin);
+        }
+    }
+
+    /// Removes from `node` every field owned by a plugin that `is_loaded`
+    /// says is gone, unless a loaded plugin owns it too, and forgets those
+    /// plugins. Returns what was removed, for the log.
+    pub fn release_unloaded(
+        &mut self,
+        is_loaded: impl Fn(&str) -> bool,
+        node: &mut Value,
+    ) -> Vec<(String, FieldPath)> {
+        let gone: Vec<String> = self.0.keys().filter(|p| !is_loaded(p)).cloned().collect();
+        let mut removed = Vec::new();
+        for plugin in gone {
+            let fields = self.0.remove(&plugin).unwrap_or_default();
+            for path in fields {
+                let shared = self.0.values().any(|owned| owned.contains(&path));
+                if !shared && remove(node, &path) {
+                    removed.push((plugin.clone(), path));
+                }
+            }
+        }
+        removed
+    }
+
+    /// Writes the record into the node's annotation (removing the annotation
+    /// when nothing is owned).
+    pub fn write(&self, node: &mut Value) {
+        let Some(meta) = node.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if self.0.is_empty() {
+            if let Some(ann) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                ann.remove(OWNED_FIELDS_ANNOTATION);
+            }
+            return;
+        }
+        let ann = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !ann.is_object() {
+            *ann = Value::Object(Map::new());
+        }
+        let text = serde_json::to_string(self).expect("ownership serializes");
+        ann.as_object_mut()
+            .expect("made an object above")
+            .insert(OWNED_FIELDS_ANNOTATION.to_owned(), Value::String(text));
+    }
+}
+
+fn map_of<'a>(node: &'a Value, pointer: &str) -> Option<&'a Map<String, Value>> {
+    node.pointer(pointer).and_then(Value::as_object)
+}
+
+fn map_of_mut<'a>(node: &'a mut Value, pointer: &str) -> Option<&'a mut Map<String, Value>> {
+    node.pointer_mut(pointer).and_then(Value::as_object_mut)
+}
+
+fn container(path: &FieldPath) -> Option<(&'static str, &str)> {
+    Some(match path {
+        FieldPath::Label(k) => ("/metadata/labels", k),
+        FieldPath::Annotation(k) => ("/metadata/annotations", k),
+        FieldPath::Capacity(k) => ("/status/capacity", k),
+        FieldPath::Allocatable(k) => ("/status/allocatable", k),
+        FieldPath::NodeInfo(k) => ("/status/nodeInfo", k),
+        FieldPath::Status(k) => ("/status", k),
+        FieldPath::Meta(k) => ("/metadata", k),
+        FieldPath::Spec(k) => ("/spec", k),
+        FieldPath::Top(k) => ("", k),
+        FieldPath::Condition(_) => return None,
+    })
+}
+
+/// Whether the field is present (and not null) in `node`.
+pub fn exists(node: &Value, path: &FieldPath) -> bool {
+    match path {
+        FieldPath::Condition(t) => {
+            crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+                .iter()
+                .any(|(k, _)| k == t)
+        }
+        _ => {
+            let (ptr, key) = container(path).expect("non-condition paths have a container");
+            map_of(node, ptr)
+                .and_then(|m| m.get(key))
+                .is_some_and(|v| !v.is_null())
+        }
+    }
+}
+
+/// Removes the field from `node`; returns whether it was there.
+pub fn remove(node: &mut Value, path: &FieldPath) -> bool {
+    match path {
+        FieldPath::Condition(t) => {
+            let Some(list) = node
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+            else {
+                return false;
+            };
+            let before = list.len();
+            list.retain(|c| c.get("type").and_then(Value::as_str) != Some(t.as_str()));
+            list.len() != before
+        }
+        _ => {
+            let (ptr, key) = container(path).expect("non-condition paths have a container");
+            map_of_mut(node, ptr).is_some_and(|m| m.remove(key).is_some())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn record_survives_the_annotation_and_releases_only_what_is_unshared() {
+        let mut node = json!({
+            "metadata": {"name": "n", "labels": {"a": "1", "b": "2"}},
+            "status": {"conditions": [{"type": "X", "status": "True"}, {"type": "Ready", "status": "True"}]}
+        });
+        let mut own = Ownership::default();
+        own.record(
+            "p1",
+            &[
+                FieldPath::Label("a".into()),
+                FieldPath::Condition("X".into()),
+            ],
+            &node,
+        );
+        own.record(
+            "p2",
+            &[FieldPath::Label("b".into()), FieldPath::Label("a".into())],
+            &node,
+        );
+        own.write(&mut node);
+
+        let mut again = Ownership::from_node(&node);
+        assert_eq!(again, own);
+        let removed = again.release_unloaded(|p| p == "p2", &mut node);
+        assert_eq!(
+            removed,
+            vec![("p1".to_string(), FieldPath::Condition("X".into()))]
+        );
+        assert_eq!(node["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+        assert_eq!(
+            node["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}])
+        );
+        again.write(&mut node);
+        assert_eq!(
+            Ownership::from_node(&node).plugins().collect::<Vec<_>>(),
+            vec!["p2"]
+        );
+    }
+
+    #[test]
+    fn a_removed_field_is_no_longer_owned() {
+        let node = json!({"metadata": {"name": "n", "labels": {}}});
+        let mut own = Ownership::default();
+        own.record("p", &[FieldPath::Label("a".into())], &node);
+        assert_eq!(own.owned_by("p").count(), 0);
+        assert!(
+            Ownership::from_node(
+                &json!({"metadata": {"annotations": {OWNED_FIELDS_ANNOTATION: "garbage"}}})
+            )
+            .0
+            .is_empty()
+        );
+    }
+}

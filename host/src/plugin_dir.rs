@@ -1,0 +1,465 @@
+//! The plugin directory: load every `*.wasm` at start, watch the directory,
+//! and swap in a new [`PluginSet`] when files appear, change or go.
+//!
+//! - Each watch event (debounced) triggers a rescan of the whole directory, and
+//!   a periodic rescan backs up the watch (inotify can overflow).
+//! - Dotfiles and names not ending in `.wasm` (`*.tmp`, `*~`, `*.swp`) are
+//!   ignored, so writers can write a temp file and rename it into place.
+//! - A file whose sha256 did not change is not reloaded.
+//! - A changed file is compiled (or taken from the precompile cache),
+//!   type-checked against the world and asked for its metadata before it
+//!   replaces the old version. If any step fails, the last good version keeps
+//!   running and the error is reported.
+//! - The new set is swapped in atomically; a pass holds the set it started
+//!   with, so it never sees half a reload.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+
+use crate::pipeline::PluginSet;
+use crate::runtime::{LoadError, Plugin, PluginSettings, Runtime};
+
+/// How long the watcher waits for a burst of events to settle.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// How often the directory is rescanned even without events.
+pub const RESCAN_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What a rescan did to one file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "result", rename_all = "lowercase")]
+pub enum ReloadEvent {
+    /// A new plugin is active.
+    Loaded {
+        /// The file.
+        file: PathBuf,
+        /// Its plugin name.
+        plugin: String,
+        /// Its version.
+        version: String,
+        /// Its sha256.
+        sha256: String,
+    },
+    /// A new version replaced an old one.
+    Reloaded {
+        /// The file.
+        file: PathBuf,
+        /// Its plugin name.
+        plugin: String,
+        /// Its new version.
+        version: String,
+        /// Its new sha256.
+        sha256: String,
+    },
+    /// The file is gone and its plugin unloaded.
+    Unloaded {
+        /// The file.
+        file: PathBuf,
+        /// The plugin that was loaded from it.
+        plugin: String,
+    },
+    /// The file could not be loaded.
+    Failed {
+        /// The file.
+        file: PathBuf,
+        /// Why, with every cause.
+        error: String,
+        /// The version that keeps running, if one was loaded before.
+        kept: Option<String>,
+    },
+}
+
+impl ReloadEvent {
+    /// `loaded`, `reloaded`, `unloaded` or `failed`, for metrics.
+    pub fn result(&self) -> &'static str {
+        match self {
+            Self::Loaded { .. } => "loaded",
+            Self::Reloaded { .. } => "reloaded",
+            Self::Unloaded { .. } => "unloaded",
+            Self::Failed { .. } => "failed",
+        }
+    }
+
+    fn log(&self) {
+        match self {
+            Self::Loaded {
+                file,
+                plugin,
+                version,
+                sha256,
+            } => tracing::info!(
+                file = %file.display(), plugin, version, sha256 = &sha256[..12], "plugin loaded"
+            ),
+            Self::Reloaded {
+                file,
+                plugin,
+                version,
+                sha256,
+            } => tracing::info!(
+                file = %file.display(), plugin, version, sha256 = &sha256[..12], "plugin reloaded"
+            ),
+            Self::Unloaded { file, plugin } => {
+                tracing::info!(file = %file.display(), plugin, "plugin unloaded")
+            }
+            Self::Failed { file, error, kept } => tracing::error!(
+                file = %file.display(), kept = kept.as_deref().unwrap_or("none"), "plugin refused: {error}"
+            ),
+        }
+    }
+}
+
+/// The state of one file, as `/status` and `plugin list` show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileStatus {
+    /// The file.
+    pub file: PathBuf,
+    /// The plugin running from it, if any.
+    pub plugin: Option<String>,
+    /// Its version.
+    pub version: Option<String>,
+    /// The sha256 of the running version.
+    pub sha256: Option<String>,
+    /// The last load error, if the file on disk is not what runs.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+struct FileState {
+    stamp: Stamp,
+    sha256: String,
+    plugin: Option<Arc<Plugin>>,
+    error: Option<String>,
+}
+
+/// Settings for each plugin name, from the operator's config.
+pub type SettingsFn = Arc<dyn Fn(&str) -> PluginSettings + Send + Sync>;
+
+/// A watched plugin directory and the plugin set loaded from it.
+pub struct PluginDir {
+    dir: PathBuf,
+    runtime: Runtime,
+    settings: SettingsFn,
+    files: Mutex<BTreeMap<PathBuf, FileState>>,
+    current: ArcSwap<PluginSet>,
+    listeners: Mutex<Vec<Box<dyn Fn(&ReloadEvent) + Send + Sync>>>,
+}
+
+/// Whether a directory entry's name is a plugin file.
+pub fn is_plugin_file_name(name: &str) -> bool {
+    !name.starts_with('.') && name.ends_with(".wasm") && name.len() > ".wasm".len()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Renders a load error with all its causes on one line.
+pub fn describe_load_error(e: &LoadError) -> String {
+    error_chain(e)
+}
+
+impl PluginDir {
+    /// A plugin directory; nothing is loaded until [`PluginDir::rescan`].
+    pub fn new(dir: impl Into<PathBuf>, runtime: Runtime, settings: SettingsFn) -> Arc<Self> {
+        Arc::new(Self {
+            dir: dir.into(),
+            runtime,
+            settings,
+            files: Mutex::new(BTreeMap::new()),
+            current: ArcSwap::from_pointee(PluginSet::default()),
+            listeners: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The runtime plugins are loaded into.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The active plugin set. Hold the `Arc` for a whole pass.
+    pub fn current(&self) -> Arc<PluginSet> {
+        self.current.load_full()
+    }
+
+    /// Calls `f` for every reload event from now on (metrics, status).
+    pub fn on_event(&self, f: impl Fn(&ReloadEvent) + Send + Sync + 'static) {
+        self.listeners
+            .lock()
+            .expect("listeners lock")
+            .push(Box::new(f));
+    }
+
+    /// Each file's state.
+    pub fn status(&self) -> Vec<FileStatus> {
+        self.files
+            .lock()
+            .expect("files lock")
+            .iter()
+            .map(|(file, st)| FileStatus {
+                file: file.clone(),
+                plugin: st.plugin.as_ref().map(|p| p.name().to_owned()),
+                version: st.plugin.as_ref().map(|p| p.metadata().version.clone()),
+                sha256: st.plugin.as_ref().map(|p| p.sha256().to_owned()),
+                error: st.error.clone(),
+            })
+            .collect()
+    }
+
+    fn list(&self) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !is_plugin_file_name(name) {
+                continue;
+            }
+            // Follow symlinks: ConfigMap volumes link each key through `..data`.
+            let Ok(meta) = std::fs::metadata(entry.path()) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            out.push((
+                entry.path(),
+                Stamp {
+                    len: meta.len(),
+                    modified: meta.modified().ok(),
+                    inode: meta.ino(),
+                },
+            ));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Brings the loaded set in line with the directory and returns what
+    /// changed. Safe to call at any time; concurrent calls run one at a time.
+    pub fn rescan(&self) -> Vec<ReloadEvent> {
+        let mut files = self.files.lock().expect("files lock");
+        let mut events = Vec::new();
+        let listing = match self.list() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory; keeping the loaded plugins");
+                return events;
+            }
+        };
+        let present: HashMap<&PathBuf, &Stamp> = listing.iter().map(|(p, s)| (p, s)).collect();
+
+        // Files that are gone.
+        let gone: Vec<PathBuf> = files
+            .keys()
+            .filter(|p| !present.contains_key(p))
+            .cloned()
+            .collect();
+        for file in gone {
+            if let Some(FileState {
+                plugin: Some(p), ..
+            }) = files.remove(&file)
+            {
+                events.push(ReloadEvent::Unloaded {
+                    file,
+                    plugin: p.name().to_owned(),
+                });
+            }
+        }
+
+        // New and changed files.
+        for (file, stamp) in &listing {
+            if files.get(file).is_some_and(|st| st.stamp == *stamp) {
+                continue;
+            }
+            let bytes = match std::fs::read(file) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::debug!(file = %file.display(), error = %e, "plugin file vanished while reading");
+                    continue;
+                }
+            };
+            let sha = crate::runtime::sha256_hex(&bytes);
+            if let Some(st) = files.get_mut(file) {
+                if st.sha256 == sha {
+                    st.stamp = stamp.clone();
+                    continue;
+                }
+            }
+            let settings = self.settings.clone();
+            let result = Plugin::load_bytes(&self.runtime, file, &bytes, &|name| settings(name));
+            let previous = files.get(file).and_then(|st| st.plugin.clone());
+            let state = match result {
+                Ok(p) => {
+                    for w in p.withheld() {
+                        tracing::warn!(plugin = p.name(), "not granted, loading without it: {w}");
+                    }
+                    let (plugin, version, sha256) = (
+                        p.name().to_owned(),
+                        p.metadata().version.clone(),
+                        p.sha256().to_owned(),
+                    );
+                    events.push(match &previous {
+                        None => ReloadEvent::Loaded {
+                            file: file.clone(),
+                            plugin,
+                            version,
+                            sha256,
+                        },
+                        Some(_) => ReloadEvent::Reloaded {
+                            file: file.clone(),
+                            plugin,
+                            version,
+                            sha256,
+                        },
+                    });
+                    FileState {
+                        stamp: stamp.clone(),
+                        sha256: sha,
+                        plugin: Some(Arc::new(p)),
+                        error: None,
+                    }
+                }
+                Err(e) => {
+                    let error = describe_load_error(&e);
+                    events.push(ReloadEvent::Failed {
+                        file: file.clone(),
+                        error: error.clone(),
+                        kept: previous.as_ref().map(|p| p.metadata().version.clone()),
+                    });
+                    FileState {
+                        stamp: stamp.clone(),
+                        sha256: sha,
+                        plugin: previous,
+                        error: Some(error),
+                    }
+                }
+            };
+            files.insert(file.clone(), state);
+        }
+
+        // One plugin per name: the file that sorts first wins.
+        let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+        let mut plugins = Vec::new();
+        for (file, st) in files.iter_mut() {
+            let Some(p) = &st.plugin else { continue };
+            if let Some(first) = by_name.get(p.name()) {
+                let error = format!(
+                    "plugin name {:?} is already loaded from {}; rename one of them",
+                    p.name(),
+                    first.display()
+                );
+                if st.error.as_deref() != Some(&error) {
+                    events.push(ReloadEvent::Failed {
+                        file: file.clone(),
+                        error: error.clone(),
+                        kept: None,
+                    });
+                }
+                st.error = Some(error);
+                continue;
+            }
+            by_name.insert(p.name().to_owned(), file.clone());
+            plugins.push(p.clone());
+        }
+
+        if !events.is_empty() {
+            self.current.store(Arc::new(PluginSet::new(plugins)));
+        }
+        drop(files);
+        let listeners = self.listeners.lock().expect("listeners lock");
+        for e in &events {
+            e.log();
+            for l in listeners.iter() {
+                l(e);
+            }
+        }
+        events
+    }
+
+    /// Watches the directory on a background thread until `stop` is set:
+    /// every debounced event, and every [`RESCAN_INTERVAL`], rescans it.
+    pub fn watch(
+        self: &Arc<Self>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
+        use notify_debouncer_full::notify::RecursiveMode;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut debouncer = notify_debouncer_full::new_debouncer(DEBOUNCE, None, move |res| {
+            let _ = tx.send(res);
+        })?;
+        debouncer.watch(&self.dir, RecursiveMode::NonRecursive)?;
+        let this = Arc::clone(self);
+        Ok(std::thread::Builder::new()
+            .name("nodestatus-plugin-watch".into())
+            .spawn(move || {
+                let _debouncer = debouncer;
+                let tick = Duration::from_millis(100);
+                let mut since_rescan = Duration::ZERO;
+                while !stop.load(Ordering::Relaxed) {
+                    match rx.recv_timeout(tick) {
+                        Ok(Ok(_events)) => {
+                            this.rescan();
+                            since_rescan = Duration::ZERO;
+                        }
+                        Ok(Err(errors)) => {
+                            for e in errors {
+                                tracing::warn!(error = %e, "plugin directory watch error; rescanning");
+                            }
+                            this.rescan();
+                            since_rescan = Duration::ZERO;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            since_rescan += tick;
+                            if since_rescan >= RESCAN_INTERVAL {
+                                this.rescan();
+                                since_rescan = Duration::ZERO;
+                            }
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            })
+            .expect("spawning the plugin watcher thread"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_and_dot_files_are_ignored() {
+        assert!(is_plugin_file_name("gpu.wasm"));
+        assert!(!is_plugin_file_name(".gpu.wasm"));
+        assert!(!is_plugin_file_name("gpu.wasm.tmp"));
+        assert!(!is_plugin_file_name("gpu.wasm~"));
+        assert!(!is_plugin_file_name(".gpu.wasm.swp"));
+        assert!(!is_plugin_file_name(".wasm"));
+    }
+}

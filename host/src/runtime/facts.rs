@@ -1,0 +1,351 @@
+//! Machine facts that WASI has no API for: uname, identity files, network
+//! interfaces and filesystem statistics.
+//!
+//! [`Facts`] reads each group lazily and at most once, so a pass that creates
+//! one `Facts` and shares it between its setters reads `/etc/machine-id` once,
+//! not once per plugin.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Kernel and identity facts, as the `system-info` WIT record carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SystemInfo {
+    /// `uname -n`.
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`.
+    pub kernel_version: String,
+    /// `uname -m`.
+    pub machine: String,
+    /// `/etc/os-release` or `/usr/lib/os-release`.
+    pub os_release: String,
+    /// `/etc/machine-id` or `/var/lib/dbus/machine-id`.
+    pub machine_id: String,
+    /// `/sys/class/dmi/id/product_uuid`.
+    pub system_uuid: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// Logical CPUs online.
+    pub cpus: u32,
+}
+
+/// One address on an interface.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IpAddress {
+    /// The address.
+    pub address: IpAddr,
+    /// Its prefix length.
+    pub prefix_len: u8,
+}
+
+/// A network interface.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NetworkInterface {
+    /// Name, such as `eth0`.
+    pub name: String,
+    /// `IFF_UP`.
+    pub up: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// IPv4 first, then IPv6, each in the kernel's order.
+    pub addresses: Vec<IpAddress>,
+}
+
+/// `statvfs(3)` in bytes and inodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FsStats {
+    /// Total size.
+    pub total_bytes: u64,
+    /// Free bytes, root's reserve included.
+    pub free_bytes: u64,
+    /// Bytes available to unprivileged users.
+    pub available_bytes: u64,
+    /// Total inodes.
+    pub total_inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// `ST_RDONLY`.
+    pub read_only: bool,
+}
+
+/// Where the facts come from. Tests point it at a fixture tree; production
+/// uses the real machine (`root = /`).
+#[derive(Debug, Clone)]
+pub struct FactSource {
+    root: PathBuf,
+    override_system: Option<SystemInfo>,
+    override_interfaces: Option<Vec<NetworkInterface>>,
+}
+
+impl Default for FactSource {
+    fn default() -> Self {
+        Self::host()
+    }
+}
+
+impl FactSource {
+    /// The real machine.
+    pub fn host() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            override_system: None,
+            override_interfaces: None,
+        }
+    }
+
+    /// Fixed facts, for tests and `once --facts`.
+    pub fn fixed(system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            override_system: Some(system),
+            override_interfaces: Some(interfaces),
+        }
+    }
+}
+
+/// Facts for one pass, each group read on first use.
+#[derive(Debug, Default)]
+pub struct Facts {
+    source: FactSource,
+    system: OnceLock<SystemInfo>,
+    interfaces: OnceLock<Vec<NetworkInterface>>,
+}
+
+impl Facts {
+    /// Facts read from `source` on demand.
+    pub fn new(source: FactSource) -> Self {
+        Self {
+            source,
+            system: OnceLock::new(),
+            interfaces: OnceLock::new(),
+        }
+    }
+
+    /// Kernel and identity facts.
+    pub fn system(&self) -> &SystemInfo {
+        self.system.get_or_init(|| {
+            self.source
+                .override_system
+                .clone()
+                .unwrap_or_else(|| read_system_info(&self.source.root))
+        })
+    }
+
+    /// Network interfaces and their addresses.
+    pub fn interfaces(&self) -> &[NetworkInterface] {
+        self.interfaces.get_or_init(|| {
+            self.source
+                .override_interfaces
+                .clone()
+                .unwrap_or_else(read_interfaces)
+        })
+    }
+}
+
+fn read_first(root: &Path, candidates: &[&str]) -> String {
+    candidates
+        .iter()
+        .find_map(|c| std::fs::read_to_string(root.join(c.trim_start_matches('/'))).ok())
+        .unwrap_or_default()
+}
+
+fn read_system_info(root: &Path) -> SystemInfo {
+    // SAFETY: uname fills the zeroed struct; every field is a NUL-terminated
+    // array of c_char.
+    let uts = unsafe {
+        let mut uts: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut uts);
+        uts
+    };
+    let field = |f: &[libc::c_char]| {
+        // SAFETY: uname guarantees NUL termination within the array.
+        unsafe { CStr::from_ptr(f.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    SystemInfo {
+        hostname: field(&uts.nodename),
+        kernel_release: field(&uts.release),
+        kernel_version: field(&uts.version),
+        machine: field(&uts.machine),
+        os_release: read_first(root, &["/etc/os-release", "/usr/lib/os-release"]),
+        machine_id: read_first(root, &["/etc/machine-id", "/var/lib/dbus/machine-id"])
+            .trim()
+            .to_owned(),
+        system_uuid: read_first(root, &["/sys/class/dmi/id/product_uuid"])
+            .trim()
+            .to_owned(),
+        boot_id: read_first(root, &["/proc/sys/kernel/random/boot_id"])
+            .trim()
+            .to_owned(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+    }
+}
+
+fn read_interfaces() -> Vec<NetworkInterface> {
+    let mut by_name: BTreeMap<String, NetworkInterface> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below; we only read it.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return Vec::new();
+    }
+    let mut cur = ifap;
+    while !cur.is_null() {
+        // SAFETY: cur walks the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        // SAFETY: ifa_name is a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let entry = by_name.entry(name.clone()).or_insert_with(|| {
+            order.push(name.clone());
+            NetworkInterface {
+                name,
+                up: ifa.ifa_flags & libc::IFF_UP as u32 != 0,
+                loopback: ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0,
+                addresses: Vec::new(),
+            }
+        });
+        // SAFETY: the sockaddr pointers, when non-null, point at a sockaddr of
+        // the family they declare.
+        let (addr, mask) = unsafe { (sockaddr_ip(ifa.ifa_addr), sockaddr_ip(ifa.ifa_netmask)) };
+        if let Some(address) = addr {
+            let prefix_len = match mask {
+                Some(IpAddr::V4(m)) => u32::from(m).count_ones() as u8,
+                Some(IpAddr::V6(m)) => u128::from(m).count_ones() as u8,
+                None => 0,
+            };
+            entry.addresses.push(IpAddress {
+                address,
+                prefix_len,
+            });
+        }
+    }
+    // SAFETY: ifap came from getifaddrs.
+    unsafe { libc::freeifaddrs(ifap) };
+    order
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .map(|mut i| {
+            i.addresses.sort_by_key(|a| a.address.is_ipv6());
+            i
+        })
+        .collect()
+}
+
+/// # Safety
+/// `sa` is null or points at a valid sockaddr.
+unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: per the function's contract.
+    unsafe {
+        match (*sa).sa_family as i32 {
+            libc::AF_INET => {
+                let sin = &*(sa as *const libc::sockaddr_in);
+                Some(IpAddr::from(
+                    u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                ))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(sa as *const libc::sockaddr_in6);
+                Some(IpAddr::from(sin6.sin6_addr.s6_addr))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Normalizes an absolute path lexically: no `.`, no `..`, no trailing slash.
+/// Returns `None` for a relative path or one that climbs above `/`.
+pub fn normalize_abs(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(s) => out.push(s),
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` lies at or under one of `granted` (component-wise, after
+/// normalization).
+pub fn is_within(path: &Path, granted: &[PathBuf]) -> bool {
+    granted.iter().any(|g| path.starts_with(g))
+}
+
+/// `statvfs(3)` on `path`.
+pub fn statvfs(path: &Path) -> std::io::Result<FsStats> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs fills the zeroed struct on success.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    let frsize = st.f_frsize as u64;
+    Ok(FsStats {
+        total_bytes: st.f_blocks as u64 * frsize,
+        free_bytes: st.f_bfree as u64 * frsize,
+        available_bytes: st.f_bavail as u64 * frsize,
+        total_inodes: st.f_files as u64,
+        free_inodes: st.f_ffree as u64,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_rejects_escapes_and_relative_paths() {
+        assert_eq!(normalize_abs("/proc/../etc"), Some(PathBuf::from("/etc")));
+        assert_eq!(normalize_abs("/a/./b/"), Some(PathBuf::from("/a/b")));
+        assert_eq!(normalize_abs("proc"), None);
+        assert_eq!(normalize_abs("/.."), None);
+    }
+
+    #[test]
+    fn within_is_component_wise() {
+        let granted = vec![PathBuf::from("/proc")];
+        assert!(is_within(Path::new("/proc/meminfo"), &granted));
+        assert!(is_within(Path::new("/proc"), &granted));
+        assert!(!is_within(Path::new("/procfs"), &granted));
+        assert!(!is_within(Path::new("/etc"), &granted));
+    }
+
+    #[test]
+    fn real_machine_facts_are_read() {
+        let facts = Facts::new(FactSource::host());
+        assert!(!facts.system().kernel_release.is_empty());
+        assert!(facts.system().cpus >= 1);
+        assert!(facts.interfaces().iter().any(|i| i.loopback));
+        let st = statvfs(Path::new("/")).unwrap();
+        assert!(st.total_bytes > 0 && st.total_bytes >= st.free_bytes);
+    }
+}

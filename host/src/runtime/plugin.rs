@@ -1,0 +1,712 @@
+//! One loaded plugin: a compiled, type-checked component with its metadata and
+//! the grants the operator gave it, ready to be instantiated for each call.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Store;
+use wasmtime::component::Component;
+
+use super::host_api::{CallState, Grants, bindings};
+use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, facts};
+use crate::policy::Allowance;
+
+/// Default CPU deadline of one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default memory cap of one call.
+pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
+/// Largest plugin file accepted.
+pub const MAX_PLUGIN_BYTES: usize = 256 << 20;
+
+/// What the operator decided for one plugin. The config module builds it; the
+/// defaults grant nothing.
+#[derive(Debug, Clone)]
+pub struct PluginSettings {
+    /// Whether the plugin runs at all.
+    pub enabled: bool,
+    /// Position in the pass; lower runs first. `None` uses the default order.
+    pub order: Option<i32>,
+    /// CPU deadline of one call.
+    pub timeout: Duration,
+    /// Memory cap of one call, in bytes.
+    pub memory_limit: usize,
+    /// Overrides the plugin's own `affects-readiness`.
+    pub affects_readiness: Option<bool>,
+    /// Directories the plugin may read (read-only).
+    pub paths: Vec<PathBuf>,
+    /// Environment variables the plugin may read.
+    pub env: Vec<String>,
+    /// Which fields the plugin may change.
+    pub fields: Allowance,
+    /// The plugin's own configuration.
+    pub config: serde_json::Value,
+    /// When set, the plugin's sha256 must equal it.
+    pub sha256: Option<String>,
+    /// What to do when the plugin asks for a path or variable not granted.
+    pub on_ungranted: Ungranted,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            order: None,
+            timeout: DEFAULT_TIMEOUT,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            affects_readiness: None,
+            paths: Vec::new(),
+            env: Vec::new(),
+            fields: Allowance::default(),
+            config: serde_json::Value::Object(Default::default()),
+            sha256: None,
+            on_ungranted: Ungranted::LoadWithout,
+        }
+    }
+}
+
+/// What happens to a plugin that asks for a capability it was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ungranted {
+    /// Load it without the capability, and log what was withheld.
+    #[default]
+    LoadWithout,
+    /// Refuse to load it.
+    Refuse,
+}
+
+/// A plugin's description of itself, validated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Metadata {
+    /// Unique name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// One line on what it sets.
+    pub description: String,
+    /// Directories it asks to read.
+    pub paths: Vec<String>,
+    /// Environment variables it asks for.
+    pub env: Vec<String>,
+    /// Whether its failure should make the node not Ready.
+    pub affects_readiness: bool,
+}
+
+/// Why a file could not become a running plugin. Every message names the
+/// problem precisely enough to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_PLUGIN_BYTES`].
+    #[error("file is {size} bytes, larger than the {MAX_PLUGIN_BYTES}-byte limit")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+    },
+    /// The file does not start with the WebAssembly magic number.
+    #[error("not a WebAssembly file: it does not start with the `\\0asm` magic number")]
+    NotWasm,
+    /// The file is a core module, not a component.
+    #[error(
+        "a core WebAssembly module, not a component: build for `wasm32-wasip2`, or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule,
+    /// Compilation failed.
+    #[error("invalid component")]
+    Compile(#[source] wasmtime::Error),
+    /// The component imports something the host does not provide.
+    #[error(
+        "the component's imports cannot be satisfied by this host (nodestatus:plugin@0.1.x and WASI 0.2)"
+    )]
+    Link(#[source] wasmtime::Error),
+    /// The component does not export the `nodestatus:plugin/setter` interface.
+    #[error(
+        "the component does not implement the world `nodestatus:plugin/plugin@0.1.0` (export `nodestatus:plugin/setter`)"
+    )]
+    WrongWorld(#[source] wasmtime::Error),
+    /// `metadata()` trapped, timed out or could not be called.
+    #[error("calling `metadata` failed")]
+    Metadata(#[source] CallError),
+    /// The metadata is invalid.
+    #[error("invalid metadata: {0}")]
+    BadMetadata(String),
+    /// The operator disabled the plugin.
+    #[error("plugin {0:?} is disabled in the config")]
+    Disabled(String),
+    /// The sha256 pin does not match.
+    #[error(
+        "sha256 mismatch for plugin {name:?}: the config pins {expected}, the file is {actual}"
+    )]
+    Sha256Mismatch {
+        /// The plugin.
+        name: String,
+        /// The pinned hash.
+        expected: String,
+        /// The file's hash.
+        actual: String,
+    },
+    /// The plugin asks for capabilities the operator did not grant, and the
+    /// config says to refuse it.
+    #[error("plugin {name:?} asks for {what} that the config does not grant (onUngranted: refuse)")]
+    Ungranted {
+        /// The plugin.
+        name: String,
+        /// What was not granted.
+        what: String,
+    },
+    /// A granted path cannot be opened.
+    #[error("granted path {} cannot be opened", .path.display())]
+    Grant {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: wasmtime::Error,
+    },
+}
+
+/// The kind of a failed call, a bounded set fit for metric labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallErrorKind {
+    /// The CPU deadline passed.
+    Timeout,
+    /// The memory cap was reached.
+    Memory,
+    /// The guest trapped.
+    Trap,
+    /// The setter returned an error of its own.
+    Plugin,
+    /// The output is not JSON, or not a Node.
+    Output,
+    /// The output changes fields outside the allowance.
+    Policy,
+    /// The sandbox could not be set up or the component instantiated.
+    Instantiate,
+}
+
+impl CallErrorKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::Trap => "trap",
+            Self::Plugin => "plugin",
+            Self::Output => "output",
+            Self::Policy => "policy",
+            Self::Instantiate => "instantiate",
+        }
+    }
+}
+
+/// A failed call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct CallError {
+    /// What kind of failure.
+    pub kind: CallErrorKind,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl CallError {
+    pub(crate) fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// The result of a successful `set`.
+#[derive(Debug)]
+pub struct SetOutput {
+    /// The node the plugin returned, as JSON (not yet checked).
+    pub json: String,
+    /// Events it recorded.
+    pub events: Vec<EmittedEvent>,
+}
+
+/// A loaded plugin. Immutable; a new version is a new `Plugin`.
+pub struct Plugin {
+    metadata: Metadata,
+    sha256: String,
+    source: PathBuf,
+    settings: PluginSettings,
+    affects_readiness: bool,
+    grants: Arc<Grants>,
+    name: Arc<str>,
+    pre: bindings::PluginPre<CallState>,
+    withheld: Vec<String>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.metadata.name)
+            .field("version", &self.metadata.version)
+            .field("sha256", &self.sha256)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sha256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm);
+    }
+    // Core modules have layer 0 (version 1); components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+impl Plugin {
+    /// Reads, compiles (or takes from the cache), type-checks and describes
+    /// the plugin at `path`, then applies the settings `settings_for` returns
+    /// for its name.
+    pub fn load_file(
+        runtime: &Runtime,
+        path: &Path,
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<Self, LoadError> {
+        let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if meta.len() > MAX_PLUGIN_BYTES as u64 {
+            return Err(LoadError::TooLarge { size: meta.len() });
+        }
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::load_bytes(runtime, path, &bytes, settings_for)
+    }
+
+    /// Like [`Plugin::load_file`], from bytes already read; `source` is only
+    /// recorded.
+    pub fn load_bytes(
+        runtime: &Runtime,
+        source: &Path,
+        bytes: &[u8],
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<Self, LoadError> {
+        check_header(bytes)?;
+        let sha256 = sha256_hex(bytes);
+        let component = compile(runtime, &sha256, bytes)?;
+        let instance_pre = runtime
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(LoadError::Link)?;
+        let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
+
+        let name: Arc<str> = Arc::from("(loading)");
+        let raw = call_metadata(runtime, &pre, name)?;
+        let metadata = validate_metadata(raw)?;
+
+        let settings = settings_for(&metadata.name);
+        if !settings.enabled {
+            return Err(LoadError::Disabled(metadata.name));
+        }
+        if let Some(expected) = &settings.sha256 {
+            if !expected.eq_ignore_ascii_case(&sha256) {
+                return Err(LoadError::Sha256Mismatch {
+                    name: metadata.name,
+                    expected: expected.clone(),
+                    actual: sha256,
+                });
+            }
+        }
+        let (grants, withheld) = resolve_grants(&metadata, &settings)?;
+        // Check now that every granted path can be preopened, so a bad grant
+        // fails the load with a clear error instead of every call.
+        for p in &grants.paths {
+            wasmtime_wasi::WasiCtx::builder()
+                .preopened_dir(p, "/", wasmtime_wasi::FsPerms::ReadOnly)
+                .map_err(|source| LoadError::Grant {
+                    path: p.clone(),
+                    source,
+                })?;
+        }
+        let affects_readiness = settings
+            .affects_readiness
+            .unwrap_or(metadata.affects_readiness);
+        Ok(Self {
+            name: Arc::from(metadata.name.as_str()),
+            metadata,
+            sha256,
+            source: source.to_owned(),
+            settings,
+            affects_readiness,
+            grants: Arc::new(grants),
+            pre,
+            withheld,
+        })
+    }
+
+    /// The plugin's validated metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The sha256 of the component file.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The file it was loaded from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The operator's settings for it.
+    pub fn settings(&self) -> &PluginSettings {
+        &self.settings
+    }
+
+    /// Whether its failure makes the node not Ready (metadata, overridden by
+    /// the config).
+    pub fn affects_readiness(&self) -> bool {
+        self.affects_readiness
+    }
+
+    /// What it asked for and was not granted, for the log and `/status`.
+    pub fn withheld(&self) -> &[String] {
+        &self.withheld
+    }
+
+    /// Directories it can read.
+    pub fn granted_paths(&self) -> &[PathBuf] {
+        &self.grants.paths
+    }
+
+    /// Calls `set` in a fresh sandbox. Never panics on guest misbehaviour; a
+    /// trap, timeout or memory overflow comes back as a [`CallError`].
+    pub fn call_set(
+        &self,
+        runtime: &Runtime,
+        node_json: &str,
+        ctx: CallContext,
+    ) -> Result<SetOutput, CallError> {
+        let started = Instant::now();
+        let mut store = self.new_store(runtime, ctx)?;
+        let result = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify(&store, e, "instantiate"))
+            .and_then(|p| {
+                p.nodestatus_plugin_setter()
+                    .call_set(&mut store, node_json)
+                    .map_err(|e| classify(&store, e, "set"))
+            });
+        log_stderr(&self.name, &store);
+        tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
+        let events = std::mem::take(&mut store.data_mut().events);
+        match result? {
+            Ok(json) => Ok(SetOutput { json, events }),
+            Err(message) => Err(CallError::new(
+                CallErrorKind::Plugin,
+                format!("the setter failed: {message}"),
+            )),
+        }
+    }
+
+    fn new_store(
+        &self,
+        runtime: &Runtime,
+        ctx: CallContext,
+    ) -> Result<Store<CallState>, CallError> {
+        new_store(
+            runtime,
+            self.name.clone(),
+            self.grants.clone(),
+            ctx,
+            self.settings.memory_limit,
+            self.settings.timeout,
+        )
+    }
+}
+
+fn new_store(
+    runtime: &Runtime,
+    name: Arc<str>,
+    grants: Arc<Grants>,
+    ctx: CallContext,
+    memory_limit: usize,
+    timeout: Duration,
+) -> Result<Store<CallState>, CallError> {
+    let state = CallState::new(name, grants, ctx, memory_limit).map_err(|e| {
+        CallError::new(
+            CallErrorKind::Instantiate,
+            format!("cannot build the sandbox: {e:#}"),
+        )
+    })?;
+    let mut store = Store::new(runtime.engine(), state);
+    store.limiter(|s| &mut s.limits);
+    let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
+    // One more tick: the current epoch period has already partly run.
+    store.set_epoch_deadline(ticks + 1);
+    store.epoch_deadline_trap();
+    Ok(store)
+}
+
+fn log_stderr(name: &str, store: &Store<CallState>) {
+    let err = store.data().stderr.contents();
+    if !err.is_empty() {
+        let text = String::from_utf8_lossy(&err);
+        for line in text.lines().take(20) {
+            tracing::debug!(target: "nodestatus::plugin", plugin = name, stderr = true, "{line}");
+        }
+    }
+}
+
+fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallError {
+    let limits = &store.data().limits;
+    if let Some(desired) = limits.exceeded {
+        return CallError::new(
+            CallErrorKind::Memory,
+            format!(
+                "stopped at its memory cap: `{what}` asked to grow memory to {desired} bytes, over the {}-byte limit",
+                limits.memory
+            ),
+        );
+    }
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::Interrupt {
+            return CallError::new(
+                CallErrorKind::Timeout,
+                format!("stopped at its CPU deadline: `{what}` ran too long"),
+            );
+        }
+        return CallError::new(CallErrorKind::Trap, format!("`{what}` trapped: {trap}"));
+    }
+    let kind = if what == "instantiate" {
+        CallErrorKind::Instantiate
+    } else {
+        CallErrorKind::Trap
+    };
+    CallError::new(kind, format!("`{what}` failed: {err:#}"))
+}
+
+fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    let engine = runtime.engine();
+    if let Some(cache) = runtime.cache() {
+        if let Some(component) = cache.load(engine, sha256) {
+            return Ok(component);
+        }
+        let code = engine
+            .precompile_component(bytes)
+            .map_err(LoadError::Compile)?;
+        cache.store(sha256, &code);
+        // SAFETY: `code` was produced just now by this engine.
+        return unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile);
+    }
+    Component::new(engine, bytes).map_err(LoadError::Compile)
+}
+
+fn call_metadata(
+    runtime: &Runtime,
+    pre: &bindings::PluginPre<CallState>,
+    name: Arc<str>,
+) -> Result<bindings::exports::nodestatus::plugin::setter::PluginInfo, LoadError> {
+    let mut store = new_store(
+        runtime,
+        name.clone(),
+        Arc::new(Grants::default()),
+        CallContext::default(),
+        DEFAULT_MEMORY_LIMIT,
+        DEFAULT_TIMEOUT,
+    )
+    .map_err(LoadError::Metadata)?;
+    let result = pre
+        .instantiate(&mut store)
+        .map_err(|e| classify(&store, e, "instantiate"))
+        .and_then(|p| {
+            p.nodestatus_plugin_setter()
+                .call_metadata(&mut store)
+                .map_err(|e| classify(&store, e, "metadata"))
+        });
+    log_stderr(&name, &store);
+    result.map_err(LoadError::Metadata)
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn validate_metadata(
+    m: bindings::exports::nodestatus::plugin::setter::PluginInfo,
+) -> Result<Metadata, LoadError> {
+    if !valid_name(&m.name) {
+        return Err(LoadError::BadMetadata(format!(
+            "name {:?} must be 1 to 63 lowercase letters, digits or '-', not starting or ending with '-'",
+            m.name
+        )));
+    }
+    if m.version.len() > 64 || m.description.len() > 1024 {
+        return Err(LoadError::BadMetadata(
+            "version must be at most 64 bytes and description at most 1024".into(),
+        ));
+    }
+    for p in &m.paths {
+        match facts::normalize_abs(p) {
+            Some(n) if n.to_string_lossy() == *p => {}
+            _ => {
+                return Err(LoadError::BadMetadata(format!(
+                    "path {p:?} must be absolute and normalized (no '.', '..' or trailing '/')"
+                )));
+            }
+        }
+    }
+    if let Some(bad) = m.env.iter().find(|e| !valid_env_name(e)) {
+        return Err(LoadError::BadMetadata(format!(
+            "environment variable name {bad:?} is not valid"
+        )));
+    }
+    Ok(Metadata {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        paths: m.paths,
+        env: m.env,
+        affects_readiness: m.affects_readiness,
+    })
+}
+
+/// Grants = what the plugin asks for ∩ what the operator granted.
+fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<String>), LoadError> {
+    let mut withheld = Vec::new();
+    let mut paths = Vec::new();
+    for asked in &m.paths {
+        let asked_path = PathBuf::from(asked);
+        if facts::is_within(&asked_path, &s.paths) {
+            paths.push(asked_path);
+        } else {
+            withheld.push(format!("path {asked}"));
+        }
+    }
+    let mut env = Vec::new();
+    for var in &m.env {
+        if s.env.iter().any(|g| g == var) {
+            if let Ok(value) = std::env::var(var) {
+                env.push((var.clone(), value));
+            }
+        } else {
+            withheld.push(format!("env {var}"));
+        }
+    }
+    if !withheld.is_empty() && s.on_ungranted == Ungranted::Refuse {
+        return Err(LoadError::Ungranted {
+            name: m.name.clone(),
+            what: withheld.join(", "),
+        });
+    }
+    Ok((
+        Grants {
+            paths,
+            env,
+            config: Arc::from(s.config.to_string()),
+        },
+        withheld,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_checks_name_the_problem() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn names_are_dns_labels() {
+        assert!(valid_name("gpu-reporter"));
+        assert!(!valid_name("GPU"));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"a".repeat(64)));
+    }
+
+    fn meta(paths: &[&str], env: &[&str]) -> Metadata {
+        Metadata {
+            name: "p".into(),
+            version: "1".into(),
+            description: String::new(),
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|s| s.to_string()).collect(),
+            affects_readiness: false,
+        }
+    }
+
+    #[test]
+    fn grants_are_the_intersection() {
+        let s = PluginSettings {
+            paths: vec![PathBuf::from("/proc")],
+            env: vec!["HOME".into()],
+            ..Default::default()
+        };
+        let (g, withheld) =
+            resolve_grants(&meta(&["/proc/sys", "/etc"], &["HOME", "SECRET"]), &s).unwrap();
+        assert_eq!(g.paths, vec![PathBuf::from("/proc/sys")]);
+        assert_eq!(
+            g.env.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+            vec!["HOME"]
+        );
+        assert_eq!(
+            withheld,
+            vec!["path /etc".to_string(), "env SECRET".to_string()]
+        );
+
+        let refuse = PluginSettings {
+            on_ungranted: Ungranted::Refuse,
+            ..s
+        };
+        let err = resolve_grants(&meta(&["/etc"], &[]), &refuse).unwrap_err();
+        assert!(err.to_string().contains("path /etc"), "{err}");
+    }
+}

@@ -1,0 +1,218 @@
+//! # nodestatus-sdk: write node-status setters in Rust
+//!
+//! A setter is a WebAssembly component that the nodestatus host calls once
+//! per status pass with the Node as JSON; it changes its part of the node and
+//! returns it. This crate gives you:
+//!
+//! - [`Setter`] and [`export!`]: implement two functions, export them;
+//! - [`Node`]: the node, parsed lazily, with helpers for labels, annotations,
+//!   conditions (with the kubelet's heartbeat and transition rules),
+//!   capacity and allocatable [`Quantity`]s, addresses and `nodeInfo`;
+//! - [`host`]: the host's log, your plugin's config, events, and machine
+//!   facts (hostname, interfaces, filesystem statistics).
+//!
+//! ```no_run
+//! use nodestatus_sdk::{ConditionStatus, Metadata, Node, Setter};
+//!
+//! struct Maintenance;
+//!
+//! impl Setter for Maintenance {
+//!     fn metadata() -> Metadata {
+//!         Metadata::new("maintenance", env!("CARGO_PKG_VERSION"))
+//!             .description("marks the node when /run/maintenance exists")
+//!             .path("/run")
+//!     }
+//!
+//!     fn set(node: &mut Node) -> nodestatus_sdk::Result<()> {
+//!         let on = std::path::Path::new("/run/maintenance").exists();
+//!         node.set_label("example.com/maintenance", if on { "true" } else { "false" });
+//!         node.set_condition(
+//!             "Maintenance",
+//!             ConditionStatus::from_bool(on),
+//!             if on { "MaintenanceScheduled" } else { "NoMaintenance" },
+//!             "",
+//!         );
+//!         Ok(())
+//!     }
+//! }
+//!
+//! nodestatus_sdk::export!(Maintenance);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` and drop
+//! `target/wasm32-wasip2/release/<name>.wasm` into the plugin directory.
+
+pub mod condition;
+pub mod host;
+pub mod node;
+pub mod quantity;
+pub mod time;
+
+pub use condition::{Condition, ConditionStatus, Transition};
+pub use host::EventType;
+pub use node::Node;
+pub use quantity::Quantity;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_plugin",
+        default_bindings_module: "nodestatus_sdk::bindings",
+    });
+}
+
+/// An error a setter returns; the host reports its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<String> for Error {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(s: &str) -> Self {
+        Self(s.to_owned())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// `Result<T, nodestatus_sdk::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a plugin is and what it asks for. Build it with [`Metadata::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// Unique name: lowercase letters, digits and `-`.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// One line on what it sets.
+    pub description: String,
+    /// Directories it reads, granted read-only by the operator.
+    pub paths: Vec<String>,
+    /// Environment variables it reads, granted by the operator.
+    pub env: Vec<String>,
+    /// Whether its failure should make the node not Ready.
+    pub affects_readiness: bool,
+}
+
+impl Metadata {
+    /// A plugin called `name`, at `version`, asking for nothing.
+    pub fn new(name: &str, version: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            description: String::new(),
+            paths: Vec::new(),
+            env: Vec::new(),
+            affects_readiness: false,
+        }
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, d: &str) -> Self {
+        self.description = d.to_owned();
+        self
+    }
+
+    /// Asks to read a directory (absolute).
+    pub fn path(mut self, p: &str) -> Self {
+        self.paths.push(p.to_owned());
+        self
+    }
+
+    /// Asks for an environment variable.
+    pub fn env(mut self, name: &str) -> Self {
+        self.env.push(name.to_owned());
+        self
+    }
+
+    /// Says that this plugin's failure should make the node not Ready.
+    pub fn affects_readiness(mut self, yes: bool) -> Self {
+        self.affects_readiness = yes;
+        self
+    }
+}
+
+/// A node-status setter. Implement it and call [`export!`].
+pub trait Setter {
+    /// Describes the plugin. Called once at load, with no grants.
+    fn metadata() -> Metadata;
+    /// Sets this plugin's part of the node.
+    fn set(node: &mut Node) -> Result<()>;
+}
+
+/// Runs a setter over a Node's JSON: parse, set, serialize. The export glue
+/// calls it; benchmarks and tests call it natively with the same JSON.
+pub fn run<S: Setter>(node_json: &str) -> std::result::Result<String, String> {
+    let mut node = Node::parse(node_json)
+        .map_err(|e| format!("the host sent a node that does not parse: {e}"))?;
+    S::set(&mut node).map_err(|e| e.0)?;
+    Ok(node.to_json())
+}
+
+#[doc(hidden)]
+pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin::setter::PluginInfo {
+    let m = S::metadata();
+    bindings::exports::nodestatus::plugin::setter::PluginInfo {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        paths: m.paths,
+        env: m.env,
+        affects_readiness: m.affects_readiness,
+    }
+}
+
+/// Exports a [`Setter`] as the plugin's `nodestatus:plugin/setter`. Compiled
+/// natively it expands to nothing, so a plugin crate can also be a normal
+/// library for tests and benchmarks.
+#[macro_export]
+macro_rules! export {
+    ($setter:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __NodestatusExport;
+            impl $crate::bindings::exports::nodestatus::plugin::setter::Guest for __NodestatusExport {
+                fn metadata() -> $crate::bindings::exports::nodestatus::plugin::setter::PluginInfo {
+                    $crate::__metadata::<$setter>()
+                }
+                fn set(node: ::std::string::String) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                    $crate::run::<$setter>(&node)
+                }
+            }
+            $crate::bindings::__export_plugin!(__NodestatusExport with_types_in $crate::bindings);
+        };
+    };
+}
