@@ -1,1 +1,29 @@
+//! Test kit for nodestatus: the plugins built from `plugins/`, small hostile
+//! WAT components, sample nodes, and helpers to drop files into a watched
+//! directory the way users are told to (write a temp file, then rename).
 
+use std::path::{Path, PathBuf};
+
+pub mod hostile;
+pub mod nodes;
+
+/// Paths of the components built from `plugins/` by this crate's build script.
+pub mod built {
+    include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
+}
+
+/// Copies `src` into `dir` as `name` by writing a dotfile and renaming it, as
+/// the docs tell users to.
+pub fn drop_plugin(dir: &Path, name: &str, src: &Path) -> PathBuf {
+    let bytes = std::fs::read(src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+    drop_bytes(dir, name, &bytes)
+}
+
+/// Writes `bytes` into `dir` as `name` by write-then-rename.
+pub fn drop_bytes(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).unwrap();
+    let dest = dir.join(name);
+    std::fs::rename(&tmp, &dest).unwrap();
+    dest
+}

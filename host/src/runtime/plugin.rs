@@ -616,10 +616,23 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
         let asked_path = PathBuf::from(asked);
         if facts::is_within(&asked_path, &s.paths) {
             paths.push(asked_path);
-        } else {
+            continue;
+        }
+        // The operator may grant less than asked: a directory inside it.
+        let narrower: Vec<&PathBuf> = s
+            .paths
+            .iter()
+            .filter(|g| g.starts_with(&asked_path))
+            .collect();
+        if narrower.is_empty() {
             withheld.push(format!("path {asked}"));
+        } else {
+            paths.extend(narrower.into_iter().cloned());
+            withheld.push(format!("path {asked} (only the granted parts inside it)"));
         }
     }
+    paths.sort();
+    paths.dedup();
     let mut env = Vec::new();
     for var in &m.env {
         if s.env.iter().any(|g| g == var) {

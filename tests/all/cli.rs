@@ -1,0 +1,148 @@
+//! The `nodestatus` command line, run as a user would.
+
+use std::path::Path;
+use std::process::Command;
+
+use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
+use serde_json::Value;
+
+fn nodestatus() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nodestatus"));
+    c.env("RUST_LOG", "warn").args(["--log-format", "text"]);
+    c
+}
+
+#[test]
+fn once_shows_a_label_and_a_condition_from_a_rust_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    drop_plugin(
+        dir.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    drop_bytes(
+        dir.path(),
+        "trap.wasm",
+        &hostile::component("trap", &hostile::Behaviour::Trap),
+    );
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "plugins:\n  kernel-check:\n    config: {minKernel: \"99.0\"}\n",
+    )
+    .unwrap();
+    let out = nodestatus()
+        .args(["once", "--node-name", "cli-node", "--plugin-dir"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let node: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(node["metadata"]["name"], "cli-node");
+    assert!(
+        node["metadata"]["labels"]["kernel.example.com/version"]
+            .as_str()
+            .unwrap()
+            .contains('.')
+    );
+    let cond = &node["status"]["conditions"][0];
+    assert_eq!(cond["type"], "KernelSupported");
+    assert_eq!(cond["status"], "False");
+    assert_eq!(cond["reason"], "KernelTooOld");
+    assert!(stderr.contains("kernel-check 0.1.0: set metadata.labels[kernel.example.com/version], status.conditions[KernelSupported]"), "{stderr}");
+    assert!(stderr.contains("trap 0.0.1: FAILED [trap]"), "{stderr}");
+}
+
+#[test]
+fn once_starts_from_a_given_node_file() {
+    let dir = tempfile::tempdir().unwrap();
+    drop_plugin(
+        dir.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    let node_file = dir.path().join("node.json");
+    std::fs::write(&node_file, nodestatus_tests::nodes::busy_node().to_string()).unwrap();
+    let out = nodestatus()
+        .args(["once", "--plugin-dir"])
+        .arg(dir.path())
+        .arg("--node")
+        .arg(&node_file)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(node["status"]["images"].as_array().unwrap().len(), 50);
+    assert_eq!(node["status"]["conditions"].as_array().unwrap().len(), 5);
+
+    std::fs::write(&node_file, "[]").unwrap();
+    let out = nodestatus()
+        .args(["once", "--plugin-dir"])
+        .arg(dir.path())
+        .arg("--node")
+        .arg(&node_file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a Node"));
+}
+
+#[test]
+fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
+    let out = nodestatus()
+        .args(["plugin", "check", built::PROBE])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["metadata"]["name"], "probe");
+    assert_eq!(
+        info["metadata"]["paths"],
+        serde_json::json!(["/tmp", "/etc"])
+    );
+    assert_eq!(info["granted"]["withheld"].as_array().unwrap().len(), 4);
+
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, want) in [
+        ("text.wasm", b"hello".to_vec(), "not a WebAssembly file"),
+        (
+            "core.wasm",
+            hostile::core_module(),
+            "a core WebAssembly module, not a component",
+        ),
+        (
+            "world.wasm",
+            hostile::wrong_world(),
+            "does not implement the world",
+        ),
+    ] {
+        let path = drop_bytes(dir.path(), name, &bytes);
+        let out = nodestatus()
+            .args(["plugin", "check"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{name}: {stderr}");
+    }
+    let out = nodestatus()
+        .args(["plugin", "check", "/nonexistent.wasm"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.wasm"));
+}

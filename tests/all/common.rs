@@ -1,0 +1,37 @@
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use nodestatus::plugin_dir::{PluginDir, SettingsFn};
+use nodestatus::runtime::{PluginSettings, Runtime};
+use nodestatus_tests::built;
+
+/// One runtime for the whole test binary, with the warm shared cache.
+pub fn runtime() -> Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| Runtime::new(Some(PathBuf::from(built::TEST_CACHE_DIR))).expect("runtime"))
+        .clone()
+}
+
+/// Settings from a closure.
+pub fn settings(f: impl Fn(&str) -> PluginSettings + Send + Sync + 'static) -> SettingsFn {
+    Arc::new(f)
+}
+
+/// A plugin directory in a fresh temp dir, with default settings.
+pub fn plugin_dir(settings_fn: SettingsFn) -> (tempfile::TempDir, Arc<PluginDir>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = PluginDir::new(tmp.path(), runtime(), settings_fn);
+    (tmp, dir)
+}
+
+/// Polls `f` every 20 ms until it is true or `secs` pass.
+pub fn wait_for(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    f()
+}

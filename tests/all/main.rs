@@ -1,0 +1,9 @@
+//! nodestatus's integration tests: real components built from `plugins/`,
+//! hostile WAT components, real files in watched directories, and (in
+//! `kube`) a real kube-apiserver.
+
+mod cli;
+mod common;
+mod grants;
+mod hostile;
+mod hot_reload;
