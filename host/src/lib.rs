@@ -28,10 +28,13 @@
 //!
 //! Plugins are loaded and hot-reloaded from a directory by [`plugin_dir`].
 
+pub mod agent;
+pub mod cluster;
 pub mod config;
 pub mod once;
 pub mod ownership;
 pub mod pipeline;
 pub mod plugin_dir;
 pub mod policy;
+pub mod run;
 pub mod runtime;

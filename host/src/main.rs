@@ -26,6 +26,13 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Register this node and keep its status and lease current.
+    ///
+    /// Connects with --kubeconfig, $KUBECONFIG or the in-cluster config; with
+    /// none of them, starts a local etcd and kube-apiserver on loopback (the
+    /// embedded default) and registers this machine with a
+    /// system:node:<name> identity.
+    Run(Box<RunArgs>),
     /// Run every setter once over a node and print the resulting Node JSON.
     ///
     /// The node comes from --node, or is a fresh initial node named after
@@ -55,6 +62,61 @@ enum Command {
     },
 }
 
+/// Flags of `run`. Each overrides the config file field of the same
+/// KubeletConfiguration name.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Config file (YAML, KubeletConfiguration field names).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Kubeconfig of the node's identity. Default: $KUBECONFIG, then the
+    /// in-cluster config, then the embedded local apiserver.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// nodeName: the Node's name (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// hostnameOverride.
+    #[arg(long)]
+    hostname_override: Option<String>,
+    /// nodeIP: one IP, or two comma-separated for dual stack.
+    #[arg(long = "node-ip")]
+    node_ip: Option<String>,
+    /// nodeLabels, as key=value,key=value.
+    #[arg(long, value_delimiter = ',')]
+    node_labels: Vec<String>,
+    /// registerNode: create the Node (true) or wait for it (false).
+    #[arg(long)]
+    register_node: Option<bool>,
+    /// registerWithTaints, as key=value:Effect,key:Effect.
+    #[arg(long, value_delimiter = ',')]
+    register_with_taints: Vec<String>,
+    /// providerID.
+    #[arg(long = "provider-id")]
+    provider_id: Option<String>,
+    /// nodeStatusUpdateFrequency, for example 10s.
+    #[arg(long)]
+    node_status_update_frequency: Option<String>,
+    /// nodeStatusReportFrequency, for example 5m.
+    #[arg(long)]
+    node_status_report_frequency: Option<String>,
+    /// nodeLeaseDurationSeconds.
+    #[arg(long)]
+    node_lease_duration_seconds: Option<i64>,
+    /// nodeStatusMaxImages (-1: no limit).
+    #[arg(long, allow_hyphen_values = true)]
+    node_status_max_images: Option<i64>,
+    /// pluginDir: the directory of *.wasm setters, watched for changes.
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
+    /// Precompile cache directory.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// State directory of the embedded local apiserver.
+    #[arg(long)]
+    embedded_dir: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum PluginCommand {
     /// Print a plugin's metadata, or say exactly why it would be refused.
@@ -70,7 +132,9 @@ enum PluginCommand {
 fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,nodestatus=info,cranelift=warn,wasmtime=warn"));
+        .unwrap_or_else(|_| EnvFilter::new(
+            "warn,nodestatus=info,cranelift=warn,wasmtime=warn,kube_client::client::builder=off,kube_client::client::tls=error",
+        ));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -91,6 +155,19 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    if let Command::Run(args) = cli.command {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        return match rt.block_on(nodestatus::run::run(args.into_options())) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -100,8 +177,32 @@ fn main() -> ExitCode {
     }
 }
 
+impl RunArgs {
+    fn into_options(self) -> nodestatus::run::Options {
+        nodestatus::run::Options {
+            config: self.config,
+            kubeconfig: self.kubeconfig,
+            node_name: self.node_name,
+            hostname_override: self.hostname_override,
+            node_ip: self.node_ip,
+            node_labels: self.node_labels,
+            register_node: self.register_node,
+            register_with_taints: self.register_with_taints,
+            provider_id: self.provider_id,
+            node_status_update_frequency: self.node_status_update_frequency,
+            node_status_report_frequency: self.node_status_report_frequency,
+            node_lease_duration_seconds: self.node_lease_duration_seconds,
+            node_status_max_images: self.node_status_max_images,
+            plugin_dir: self.plugin_dir,
+            cache_dir: self.cache_dir,
+            embedded_dir: self.embedded_dir,
+        }
+    }
+}
+
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Run(_) => unreachable!("handled in main"),
         Command::Once {
             plugin_dir,
             node,

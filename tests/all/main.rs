@@ -7,3 +7,5 @@ mod common;
 mod grants;
 mod hostile;
 mod hot_reload;
+mod kube;
+mod process;

@@ -10,6 +10,8 @@ struct Config {
     read: Vec<String>,
     env: Vec<String>,
     statvfs: Vec<String>,
+    /// When set, the condition `ProbeFlag` says whether this file exists.
+    flag: Option<String>,
 }
 
 pub struct Probe;
@@ -46,6 +48,15 @@ impl Setter for Probe {
                 Err(e) => format!("err:{e}"),
             };
             node.set_annotation(&format!("probe.nodestatus.test/statvfs-{i}"), &v);
+        }
+        if let Some(flag) = &config.flag {
+            let on = std::path::Path::new(flag).exists();
+            node.set_condition(
+                "ProbeFlag",
+                ConditionStatus::from_bool(on),
+                if on { "FlagPresent" } else { "FlagAbsent" },
+                flag,
+            );
         }
         let version = &env!("CARGO_PKG_VERSION")[..1];
         node.set_label("probe.nodestatus.test/version", version);

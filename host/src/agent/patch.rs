@@ -1,0 +1,439 @@
+//! The status patch: a two-way strategic merge patch from the node on the
+//! server to the node the setters computed, as the kubelet sends it to
+//! `nodes/<name>/status`.
+//!
+//! - Maps (labels, annotations, capacity, allocatable, nodeInfo, ...) carry
+//!   only changed keys; a removed key is `null`.
+//! - `status.conditions` merges on `type`: the patch lists every type in the
+//!   new order in `$setElementOrder/conditions` and carries only the changed
+//!   fields of the changed conditions (a heartbeat-only change is `type` plus
+//!   `lastHeartbeatTime`); a removed condition is `{"$patch": "delete"}`.
+//! - `status.addresses` is sent whole with `{"$patch": "replace"}`, because
+//!   its merge key (`type`) is not unique.
+//! - Other lists (images, volumesInUse, ...) have no merge key and are
+//!   replaced whole.
+//! - `spec` is never sent; nothing unchanged is sent.
+//!
+//! [`apply`] is the server's side of the same rules, for tests.
+
+use serde_json::{Map, Value, json};
+
+use crate::policy::conditions_by_type;
+
+/// The patch from `old` to `new`, or `None` when nothing differs.
+pub fn two_way(old: &Value, new: &Value) -> Option<Value> {
+    let mut patch = Map::new();
+    let mut meta = Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(d) = diff_object(
+            old.pointer(&format!("/metadata/{key}")),
+            new.pointer(&format!("/metadata/{key}")),
+        ) {
+            meta.insert(key.to_owned(), d);
+        }
+    }
+    if !meta.is_empty() {
+        patch.insert("metadata".into(), Value::Object(meta));
+    }
+    if let Some(status) = diff_status(old.get("status"), new.get("status")) {
+        patch.insert("status".into(), status);
+    }
+    if patch.is_empty() {
+        return None;
+    }
+    let mut patch = Value::Object(patch);
+    sort_keys(&mut patch);
+    Some(patch)
+}
+
+/// Sorts object keys, as Go's encoding/json writes maps, so patch bodies are
+/// byte-for-byte what the kubelet would send. List order is kept.
+fn sort_keys(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut x) in entries {
+                sort_keys(&mut x);
+                m.insert(k, x);
+            }
+        }
+        Value::Array(l) => l.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
+fn obj(v: Option<&Value>) -> Option<&Map<String, Value>> {
+    v.and_then(Value::as_object)
+}
+
+/// A recursive merge diff of two objects: changed keys carry the new value
+/// (nested objects diffed again), removed keys are `null`.
+fn diff_object(old: Option<&Value>, new: Option<&Value>) -> Option<Value> {
+    let empty = Map::new();
+    let (o, n) = (obj(old).unwrap_or(&empty), obj(new).unwrap_or(&empty));
+    let mut out = Map::new();
+    for (k, nv) in n {
+        match o.get(k) {
+            Some(ov) if ov == nv => {}
+            Some(ov) if ov.is_object() && nv.is_object() => {
+                if let Some(d) = diff_object(Some(ov), Some(nv)) {
+                    out.insert(k.clone(), d);
+                }
+            }
+            _ => {
+                out.insert(k.clone(), nv.clone());
+            }
+        }
+    }
+    for k in o.keys() {
+        if !n.contains_key(k) {
+            out.insert(k.clone(), Value::Null);
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+fn diff_status(old: Option<&Value>, new: Option<&Value>) -> Option<Value> {
+    let empty = Map::new();
+    let (o, n) = (obj(old).unwrap_or(&empty), obj(new).unwrap_or(&empty));
+    let mut out = Map::new();
+    let mut keys: Vec<&String> = n.keys().collect();
+    keys.extend(o.keys().filter(|k| !n.contains_key(*k)));
+    for k in keys {
+        let (ov, nv) = (o.get(k), n.get(k));
+        if ov == nv {
+            continue;
+        }
+        match (k.as_str(), nv) {
+            ("conditions", _) => diff_conditions(ov, nv, &mut out),
+            (_, None) => {
+                out.insert(k.clone(), Value::Null);
+            }
+            ("addresses", Some(Value::Array(list))) => {
+                let mut l = list.clone();
+                l.push(json!({"$patch": "replace"}));
+                out.insert(k.clone(), Value::Array(l));
+            }
+            (_, Some(nv)) if nv.is_object() && ov.is_some_and(Value::is_object) => {
+                if let Some(d) = diff_object(ov, Some(nv)) {
+                    out.insert(k.clone(), d);
+                }
+            }
+            (_, Some(nv)) => {
+                out.insert(k.clone(), nv.clone());
+            }
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+fn diff_conditions(old: Option<&Value>, new: Option<&Value>, out: &mut Map<String, Value>) {
+    let (oc, nc) = (conditions_by_type(old), conditions_by_type(new));
+    let mut entries = Vec::new();
+    for (t, n) in &nc {
+        match oc.iter().find(|(k, _)| k == t).map(|(_, v)| *v) {
+            Some(o) if o == *n => {}
+            Some(o) => {
+                let mut d = match diff_object(Some(o), Some(n)) {
+                    Some(Value::Object(m)) => m,
+                    _ => Map::new(),
+                };
+                d.insert("type".into(), Value::String((*t).to_owned()));
+                entries.push(Value::Object(d));
+            }
+            None => entries.push((*n).clone()),
+        }
+    }
+    for (t, _) in &oc {
+        if !nc.iter().any(|(k, _)| k == t) {
+            entries.push(json!({"$patch": "delete", "type": t}));
+        }
+    }
+    let order_changed =
+        oc.iter().map(|c| c.0).collect::<Vec<_>>() != nc.iter().map(|c| c.0).collect::<Vec<_>>();
+    if entries.is_empty() && !order_changed {
+        return;
+    }
+    let order: Vec<Value> = nc.iter().map(|(t, _)| json!({"type": t})).collect();
+    out.insert("$setElementOrder/conditions".into(), Value::Array(order));
+    if !entries.is_empty() {
+        out.insert("conditions".into(), Value::Array(entries));
+    }
+}
+
+/// Applies a patch made by [`two_way`] the way the API server applies a
+/// strategic merge patch to a Node. Used to check the patches; the engine
+/// itself never needs it.
+pub fn apply(old: &Value, patch: &Value) -> Value {
+    let mut out = old.clone();
+    if let Some(meta) = patch.get("metadata").and_then(Value::as_object) {
+        let target = out
+            .as_object_mut()
+            .expect("a node is an object")
+            .entry("metadata")
+            .or_insert_with(|| json!({}));
+        merge_object(target, &Value::Object(meta.clone()));
+    }
+    let Some(status) = patch.get("status").and_then(Value::as_object) else {
+        return out;
+    };
+    let target = out
+        .as_object_mut()
+        .expect("a node is an object")
+        .entry("status")
+        .or_insert_with(|| json!({}));
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().expect("made an object");
+    for (k, v) in status {
+        match k.as_str() {
+            "$setElementOrder/conditions" => {}
+            "conditions" => {}
+            "addresses" => {
+                let list: Vec<Value> = v
+                    .as_array()
+                    .map(|l| {
+                        l.iter()
+                            .filter(|e| e.get("$patch").is_none())
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                t.insert(k.clone(), Value::Array(list));
+            }
+            _ if v.is_null() => {
+                t.remove(k);
+            }
+            _ if v.is_object() && t.get(k).is_some_and(Value::is_object) => {
+                merge_object(t.get_mut(k).expect("checked"), v);
+            }
+            _ => {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if status.contains_key("conditions") || status.contains_key("$setElementOrder/conditions") {
+        let current: Vec<Value> = t
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut merged: Vec<Value> = current;
+        for e in status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let ty = e.get("type").and_then(Value::as_str).unwrap_or_default();
+            let pos = merged
+                .iter()
+                .position(|c| c.get("type").and_then(Value::as_str) == Some(ty));
+            if e.get("$patch").and_then(Value::as_str) == Some("delete") {
+                if let Some(p) = pos {
+                    merged.remove(p);
+                }
+                continue;
+            }
+            match pos {
+                Some(p) => merge_object(&mut merged[p], e),
+                None => merged.push(e.clone()),
+            }
+        }
+        if let Some(order) = status
+            .get("$setElementOrder/conditions")
+            .and_then(Value::as_array)
+        {
+            let rank = |c: &Value| {
+                let ty = c.get("type").and_then(Value::as_str);
+                order
+                    .iter()
+                    .position(|o| o.get("type").and_then(Value::as_str) == ty)
+                    .unwrap_or(usize::MAX)
+            };
+            merged.sort_by_key(rank);
+        }
+        t.insert("conditions".into(), Value::Array(merged));
+    }
+    out
+}
+
+fn merge_object(target: &mut Value, patch: &Value) {
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().expect("made an object");
+    for (k, v) in patch.as_object().into_iter().flatten() {
+        if v.is_null() {
+            t.remove(k);
+        } else if v.is_object() && t.get(k).is_some_and(Value::is_object) {
+            merge_object(t.get_mut(k).expect("checked"), v);
+        } else {
+            t.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Whether the status changed in a way the kubelet reports at once: the
+/// conditions compared by type with `lastHeartbeatTime` blanked, every other
+/// status field compared deeply, and labels or annotations.
+pub fn changed(old: &Value, new: &Value) -> bool {
+    let blank = |v: Option<&Value>| -> Vec<Value> {
+        let mut list: Vec<Value> = conditions_by_type(v)
+            .into_iter()
+            .map(|(_, c)| {
+                let mut c = c.clone();
+                if let Some(o) = c.as_object_mut() {
+                    o.remove("lastHeartbeatTime");
+                }
+                c
+            })
+            .collect();
+        list.sort_by(|a, b| {
+            a.get("type")
+                .and_then(Value::as_str)
+                .cmp(&b.get("type").and_then(Value::as_str))
+        });
+        list
+    };
+    let without_conditions = |v: Option<&Value>| -> Option<Value> {
+        v.cloned().map(|mut s| {
+            if let Some(o) = s.as_object_mut() {
+                o.remove("conditions");
+            }
+            s
+        })
+    };
+    let (os, ns) = (old.get("status"), new.get("status"));
+    blank(os.and_then(|s| s.get("conditions"))) != blank(ns.and_then(|s| s.get("conditions")))
+        || without_conditions(os) != without_conditions(ns)
+        || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
+        || old.pointer("/metadata/annotations") != new.pointer("/metadata/annotations")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cond(t: &str, s: &str, hb: &str) -> Value {
+        json!({"type": t, "status": s, "lastHeartbeatTime": hb, "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": format!("R{s}"), "message": "m"})
+    }
+
+    fn node(hb: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "labels": {"a": "1"}},
+            "spec": {"podCIDR": "10.0.0.0/24"},
+            "status": {
+                "conditions": ["MemoryPressure", "DiskPressure", "PIDPressure"].iter().map(|t| cond(t, "False", hb))
+                    .chain([cond("Ready", "True", hb)]).collect::<Vec<_>>(),
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n"}],
+                "capacity": {"cpu": "2", "memory": "1Gi"},
+                "images": [{"names": ["a"], "sizeBytes": 1}],
+            }
+        })
+    }
+
+    #[test]
+    fn heartbeat_only_patch_is_the_kubelets() {
+        let old = node("2026-01-01T00:00:00Z");
+        let new = node("2026-01-01T00:00:10Z");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p.to_string(),
+            r#"{"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"conditions":[{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"MemoryPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"DiskPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"PIDPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"Ready"}]}}"#
+        );
+        assert!(!changed(&old, &new));
+        assert_eq!(apply(&old, &p), new);
+    }
+
+    #[test]
+    fn golden_patch_for_a_flip_a_label_and_new_addresses() {
+        let old = node("2026-01-01T00:00:00Z");
+        let mut new = old.clone();
+        new["status"]["conditions"][3] = json!({"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:10Z", "reason": "KubeletNotReady", "message": "node is shutting down"});
+        new["metadata"]["labels"]["b"] = json!("2");
+        new["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("a");
+        new["status"]["addresses"][0]["address"] = json!("10.0.0.2");
+        new["spec"]["podCIDR"] = json!("changed");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p.to_string(),
+            r#"{"metadata":{"labels":{"b":"2","a":null}},"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"conditions":[{"lastTransitionTime":"2026-01-01T00:00:10Z","message":"node is shutting down","reason":"KubeletNotReady","status":"False","type":"Ready"}],"addresses":[{"address":"10.0.0.2","type":"InternalIP"},{"address":"n","type":"Hostname"},{"$patch":"replace"}]}}"#
+        );
+        assert!(changed(&old, &new));
+        let mut expected = new.clone();
+        expected["spec"] = old["spec"].clone();
+        assert_eq!(apply(&old, &p), expected);
+    }
+
+    #[test]
+    fn removed_conditions_are_deleted_and_nothing_unchanged_is_sent() {
+        let old = node("t");
+        assert!(two_way(&old, &old).is_none());
+        let mut new = old.clone();
+        new["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .remove(1);
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p["status"]["conditions"],
+            json!([{"$patch": "delete", "type": "DiskPressure"}])
+        );
+        assert_eq!(apply(&old, &p), new);
+    }
+
+    fn arb_node() -> impl Strategy<Value = Value> {
+        let cond_types = prop::sample::subsequence(vec!["A", "B", "C", "Ready"], 0..=4);
+        (
+            prop::collection::btree_map("[a-c]", "[x-z]{0,2}", 0..4),
+            cond_types,
+            prop::collection::vec(("[A-C]", "True|False"), 0..4),
+            prop::collection::btree_map("cpu|memory|pods|gpu", "[1-9]", 0..4),
+            prop::option::of(prop::collection::vec("[a-c]", 0..3)),
+            "[0-9]",
+        )
+            .prop_map(|(labels, types, _, cap, addrs, hb)| {
+                let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": labels}, "spec": {}, "status": {}});
+                n["status"]["conditions"] = Value::Array(types.iter().map(|t| cond(t, if hb.as_str() < "5" { "True" } else { "False" }, &hb)).collect());
+                n["status"]["capacity"] = json!(cap);
+                if let Some(a) = addrs {
+                    n["status"]["addresses"] = Value::Array(a.iter().map(|x| json!({"type": "InternalIP", "address": x})).collect());
+                }
+                n
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn applying_the_patch_to_the_old_node_gives_the_new_one(old in arb_node(), new in arb_node()) {
+            let mut expected = new.clone();
+            expected["spec"] = old["spec"].clone();
+            match two_way(&old, &new) {
+                None => prop_assert_eq!(&old, &expected),
+                Some(p) => {
+                    let applied = apply(&old, &p);
+                    // An empty map and an absent one are the same to the API server.
+                    prop_assert_eq!(normalize(applied), normalize(expected));
+                }
+            }
+        }
+    }
+
+    fn normalize(mut v: Value) -> Value {
+        if let Some(o) = v.as_object_mut() {
+            for x in o.values_mut() {
+                *x = normalize(x.take());
+            }
+            o.retain(|_, x| !x.as_object().is_some_and(|m| m.is_empty()));
+        }
+        v
+    }
+}

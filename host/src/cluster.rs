@@ -1,0 +1,353 @@
+//! A local etcd and kube-apiserver on loopback: the embedded default of
+//! `nodestatus run` when no kubeconfig is given, and the real API server the
+//! integration tests run against.
+//!
+//! The apiserver runs with `--authorization-mode=Node,RBAC` and the
+//! `NodeRestriction` admission plugin, and a static token file with an admin
+//! (`system:masters`) and one `system:node:<name>` identity per node, so a
+//! node identity gets exactly a real kubelet's rights.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Errors starting the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A binary is missing.
+    #[error(
+        "{what} not found at {path:?}: run scripts/ensure-apiserver.sh (it builds kube-apiserver from Debian's source package and installs etcd)"
+    )]
+    Missing {
+        /// Which binary.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// A file or process operation failed.
+    #[error("{context}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The apiserver did not become ready.
+    #[error("kube-apiserver did not become ready within {0:?}; its log is {1}")]
+    NotReady(Duration, String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// Convenience alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Where the kube-apiserver binary is: `$NODESTATUS_APISERVER`, else the
+/// cache `scripts/ensure-apiserver.sh` fills.
+pub fn apiserver_binary() -> PathBuf {
+    std::env::var_os("NODESTATUS_APISERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("NODESTATUS_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nodestatus"))
+                })
+                .unwrap_or_else(|| PathBuf::from("/var/cache/nodestatus"))
+                .join("bin/kube-apiserver")
+        })
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
+    Ok(l.local_addr().map_err(io("reading a bound port"))?.port())
+}
+
+/// A running etcd and kube-apiserver.
+pub struct LocalCluster {
+    dir: PathBuf,
+    die_with_parent: bool,
+    remove_dir: bool,
+    etcd: Option<Child>,
+    apiserver: Option<Child>,
+    etcd_url: String,
+    secure_port: u16,
+    /// `https://127.0.0.1:<port>`.
+    pub server: String,
+    /// The `system:masters` token.
+    pub admin_token: String,
+}
+
+impl LocalCluster {
+    /// Starts etcd and kube-apiserver with their state in `dir`, with a node
+    /// identity for each of `nodes`. `remove_dir` deletes `dir` on drop.
+    pub async fn start(dir: &Path, nodes: &[&str], remove_dir: bool) -> Result<Self> {
+        Self::start_with(dir, nodes, remove_dir, false).await
+    }
+
+    /// Like [`LocalCluster::start`]; with `die_with_parent`, the processes
+    /// are killed when the thread that started them ends (tests use it so
+    /// that no server outlives a test binary).
+    pub async fn start_with(
+        dir: &Path,
+        nodes: &[&str],
+        remove_dir: bool,
+        die_with_parent: bool,
+    ) -> Result<Self> {
+        let apiserver = apiserver_binary();
+        if !apiserver.exists() {
+            return Err(Error::Missing {
+                what: "kube-apiserver",
+                path: apiserver,
+            });
+        }
+        std::fs::create_dir_all(dir.join("certs"))
+            .map_err(io(format!("creating {}", dir.display())))?;
+        let sa_key = dir.join("sa.key");
+        if !sa_key.exists() {
+            let st = Command::new("openssl")
+                .args(["genrsa", "-out"])
+                .arg(&sa_key)
+                .arg("2048")
+                .stderr(Stdio::null())
+                .status()
+                .map_err(io(
+                    "running openssl (install it with apt-get install openssl)",
+                ))?;
+            if !st.success() {
+                return Err(Error::Io {
+                    context: "openssl genrsa failed".into(),
+                    source: std::io::Error::other("openssl"),
+                });
+            }
+        }
+        let admin_token = "admin-token".to_owned();
+        let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
+        for n in nodes {
+            tokens.push_str(&format!(
+                "{},system:node:{n},node-{n},\"system:nodes\"\n",
+                node_token(n)
+            ));
+        }
+        std::fs::write(dir.join("tokens.csv"), tokens).map_err(io("writing tokens.csv"))?;
+
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let etcd_log =
+            std::fs::File::create(dir.join("etcd.log")).map_err(io("creating etcd.log"))?;
+        let mut etcd_cmd = Command::new("etcd");
+        if die_with_parent {
+            kill_with_parent(&mut etcd_cmd);
+        }
+        let etcd = etcd_cmd
+            .arg("--data-dir")
+            .arg(dir.join("etcd"))
+            .args([
+                "--listen-client-urls",
+                &etcd_url,
+                "--advertise-client-urls",
+                &etcd_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer_port}"),
+            ])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer_port}"),
+            ])
+            .args([
+                "--initial-cluster",
+                &format!("default=http://127.0.0.1:{peer_port}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(etcd_log)
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Error::Missing {
+                    what: "etcd",
+                    path: "etcd".into(),
+                },
+                _ => Error::Io {
+                    context: "starting etcd".into(),
+                    source: e,
+                },
+            })?;
+        let mut cluster = Self {
+            dir: dir.to_owned(),
+            die_with_parent,
+            remove_dir,
+            etcd: Some(etcd),
+            apiserver: None,
+            etcd_url,
+            secure_port: free_port()?,
+            server: String::new(),
+            admin_token,
+        };
+        cluster.server = format!("https://127.0.0.1:{}", cluster.secure_port);
+        cluster.start_apiserver().await?;
+        Ok(cluster)
+    }
+
+    /// Starts (or restarts) kube-apiserver on the same port and waits until
+    /// `/readyz` answers `ok`.
+    pub async fn start_apiserver(&mut self) -> Result<()> {
+        let log_path = self.dir.join("apiserver.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io("creating apiserver.log"))?;
+        let d = &self.dir;
+        let mut cmd = Command::new(apiserver_binary());
+        if self.die_with_parent {
+            kill_with_parent(&mut cmd);
+        }
+        let child = cmd
+            .arg(format!("--etcd-servers={}", self.etcd_url))
+            .arg(format!("--secure-port={}", self.secure_port))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--cert-dir={}", d.join("certs").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                d.join("tokens.csv").display()
+            ))
+            .arg("--authorization-mode=Node,RBAC")
+            .arg("--enable-admission-plugins=NodeRestriction")
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg(format!(
+                "--service-account-key-file={}",
+                d.join("sa.key").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                d.join("sa.key").display()
+            ))
+            .arg("--service-cluster-ip-range=10.96.0.0/16")
+            .arg("--event-ttl=1h")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(io("starting kube-apiserver"))?;
+        self.apiserver = Some(child);
+        let started = Instant::now();
+        let limit = Duration::from_secs(90);
+        let client = self.admin_client()?;
+        while started.elapsed() < limit {
+            let req = http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("a valid request");
+            if let Ok(text) = client.request_text(req).await {
+                if text.trim() == "ok" {
+                    return Ok(());
+                }
+            }
+            if let Some(Ok(Some(status))) = self.apiserver.as_mut().map(Child::try_wait) {
+                return Err(Error::NotReady(
+                    started.elapsed(),
+                    format!("{} (it exited: {status})", log_path.display()),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Error::NotReady(limit, log_path.display().to_string()))
+    }
+
+    /// Stops kube-apiserver (etcd keeps running).
+    pub fn stop_apiserver(&mut self) {
+        if let Some(mut c) = self.apiserver.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A kubeconfig for `token`.
+    pub fn kubeconfig_yaml(&self, user: &str, token: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}\n  context:\n    cluster: local\n    user: {user}\ncurrent-context: {user}\n",
+            self.server
+        )
+    }
+
+    /// Writes a kubeconfig for node `name`'s identity and returns its path.
+    pub fn write_node_kubeconfig(&self, name: &str) -> Result<PathBuf> {
+        let path = self.dir.join(format!("kubeconfig-{name}"));
+        std::fs::write(
+            &path,
+            self.kubeconfig_yaml(&format!("system:node:{name}"), &node_token(name)),
+        )
+        .map_err(io("writing a kubeconfig"))?;
+        Ok(path)
+    }
+
+    /// Writes the admin kubeconfig and returns its path.
+    pub fn write_admin_kubeconfig(&self) -> Result<PathBuf> {
+        let path = self.dir.join("kubeconfig-admin");
+        std::fs::write(&path, self.kubeconfig_yaml("admin", &self.admin_token))
+            .map_err(io("writing a kubeconfig"))?;
+        Ok(path)
+    }
+
+    /// A client with `token`, skipping TLS verification of this loopback server.
+    pub fn client_for(&self, token: &str) -> Result<kube::Client> {
+        let mut config = kube::Config::new(self.server.parse().expect("a valid URL"));
+        config.accept_invalid_certs = true;
+        config.auth_info.token = Some(token.to_owned().into());
+        config.read_timeout = Some(Duration::from_secs(10));
+        config.connect_timeout = Some(Duration::from_secs(5));
+        kube::Client::try_from(config).map_err(|e| Error::Io {
+            context: "building a client".into(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+
+    /// The admin's client.
+    pub fn admin_client(&self) -> Result<kube::Client> {
+        self.client_for(&self.admin_token)
+    }
+
+    /// Node `name`'s client.
+    pub fn node_client(&self, name: &str) -> Result<kube::Client> {
+        self.client_for(&node_token(name))
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn kill_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// The static token of node `name`'s identity.
+pub fn node_token(name: &str) -> String {
+    format!("node-{name}-token")
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop_apiserver();
+        if let Some(mut c) = self.etcd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if self.remove_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

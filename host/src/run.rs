@@ -1,0 +1,187 @@
+//! `nodestatus run`: config, connection (or the embedded local apiserver),
+//! plugin directory, the node loops, and a clean shutdown on SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::agent::client::{NodeClient, Traffic};
+use crate::cluster::LocalCluster;
+use crate::config::{ConfigFile, GoDuration, Taint};
+use crate::plugin_dir::PluginDir;
+use crate::runtime::Runtime;
+
+/// `run`'s flags; each overrides the config file.
+#[derive(Debug, Default)]
+#[allow(missing_docs)]
+pub struct Options {
+    pub config: Option<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+    pub node_name: Option<String>,
+    pub hostname_override: Option<String>,
+    pub node_ip: Option<String>,
+    pub node_labels: Vec<String>,
+    pub register_node: Option<bool>,
+    pub register_with_taints: Vec<String>,
+    pub provider_id: Option<String>,
+    pub node_status_update_frequency: Option<String>,
+    pub node_status_report_frequency: Option<String>,
+    pub node_lease_duration_seconds: Option<i64>,
+    pub node_status_max_images: Option<i64>,
+    pub plugin_dir: Option<PathBuf>,
+    pub cache_dir: Option<PathBuf>,
+    pub embedded_dir: Option<PathBuf>,
+}
+
+fn flag_duration(flag: &str, v: Option<String>) -> anyhow::Result<Option<GoDuration>> {
+    v.map(|s| GoDuration::parse(&s).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
+        .transpose()
+}
+
+/// Applies the flags over the file and validates the result.
+pub fn load_config(o: &Options) -> anyhow::Result<crate::config::Config> {
+    let mut f = match &o.config {
+        Some(p) => ConfigFile::read(p)?,
+        None => ConfigFile::default(),
+    };
+    macro_rules! over {
+        ($($field:ident),*) => { $( if let Some(v) = o.$field.clone() { f.$field = Some(v); } )* };
+    }
+    over!(
+        node_name,
+        hostname_override,
+        provider_id,
+        register_node,
+        node_lease_duration_seconds,
+        node_status_max_images,
+        plugin_dir,
+        cache_dir
+    );
+    if let Some(v) = o.node_ip.clone() {
+        f.node_ip = Some(v);
+    }
+    for l in &o.node_labels {
+        let (k, v) = l
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--node-labels: {l:?} is not key=value"))?;
+        f.node_labels.insert(k.to_owned(), v.to_owned());
+    }
+    for t in &o.register_with_taints {
+        let (kv, effect) = t.rsplit_once(':').ok_or_else(|| {
+            anyhow::anyhow!("--register-with-taints: {t:?} is not key=value:Effect")
+        })?;
+        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+        f.register_with_taints.push(Taint {
+            key: key.into(),
+            value: value.into(),
+            effect: effect.into(),
+        });
+    }
+    if let Some(d) = flag_duration(
+        "node-status-update-frequency",
+        o.node_status_update_frequency.clone(),
+    )? {
+        f.node_status_update_frequency = Some(d);
+    }
+    if let Some(d) = flag_duration(
+        "node-status-report-frequency",
+        o.node_status_report_frequency.clone(),
+    )? {
+        f.node_status_report_frequency = Some(d);
+    }
+    Ok(f.validate()?)
+}
+
+async fn connect(
+    o: &Options,
+    node_name: &str,
+) -> anyhow::Result<(kube::Client, Option<LocalCluster>)> {
+    let kubeconfig = o
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    if let Some(path) = kubeconfig {
+        let kc = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .with_context(|| format!("using kubeconfig {}", path.display()))?;
+        return Ok((kube::Client::try_from(cfg)?, None));
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        let cfg = kube::Config::incluster().context("reading the in-cluster config")?;
+        return Ok((kube::Client::try_from(cfg)?, None));
+    }
+    let dir = o.embedded_dir.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/var/lib".into())
+            .join(".local/share/nodestatus/embedded")
+    });
+    eprintln!(
+        "no kubeconfig given: starting a local etcd and kube-apiserver in {}",
+        dir.display()
+    );
+    let cluster = LocalCluster::start(&dir, &[node_name], false).await?;
+    let admin = cluster.write_admin_kubeconfig()?;
+    cluster.write_node_kubeconfig(node_name)?;
+    eprintln!("local kube-apiserver at {}", cluster.server);
+    eprintln!(
+        "see this node with:\n\n    kubectl --kubeconfig {} get node {node_name} -o wide\n",
+        admin.display()
+    );
+    Ok((cluster.node_client(node_name)?, Some(cluster)))
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub async fn run(o: Options) -> anyhow::Result<()> {
+    let cfg = Arc::new(load_config(&o)?);
+    let (client, _cluster) = connect(&o, &cfg.node_name).await?;
+    let runtime = Runtime::new(Some(cfg.cache_dir.clone()))?;
+    let settings = cfg.clone();
+    let plugins = PluginDir::new(
+        cfg.plugin_dir.clone(),
+        runtime,
+        Arc::new(move |n| settings.plugin_settings(n)),
+    );
+    if !cfg.plugin_dir.is_dir() {
+        anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
+    }
+    plugins.rescan();
+    for p in plugins.current().plugins() {
+        tracing::info!(
+            plugin = p.name(),
+            version = p.metadata().version,
+            order = crate::pipeline::order_of(p),
+            "setter"
+        );
+    }
+    let stop_watch = Arc::new(AtomicBool::new(false));
+    let watcher = plugins.watch(stop_watch.clone())?;
+    let node_client = NodeClient::new(client, &cfg.node_name, Arc::new(Traffic::default()));
+    let agent = Agent::new(cfg.clone(), node_client, plugins);
+
+    let cancel = CancellationToken::new();
+    let signals = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            }
+            cancel.cancel();
+        })
+    };
+    let result = agent.run(cancel).await;
+    signals.abort();
+    stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.join();
+    Ok(result?)
+}

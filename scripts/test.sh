@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every test of nodestatus on a fresh machine: installs what is missing
+# (the wasm32-wasip2 target, etcd and a kube-apiserver built from Debian's
+# source package, cached in ~/.cache/nodestatus), then runs the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { printf '\n== %s\n' "$*" >&2; }
+
+log "rust target wasm32-wasip2"
+rustup target add wasm32-wasip2
+
+log "kube-apiserver and etcd (built once, cached outside the checkout)"
+NODESTATUS_APISERVER="$(scripts/ensure-apiserver.sh | tail -n 1)"
+export NODESTATUS_APISERVER
+
+log "cargo test (builds plugins/ for wasm32-wasip2 on the way)"
+cargo test --workspace --no-fail-fast "$@"

@@ -1,0 +1,573 @@
+//! The node loops against a real kube-apiserver and etcd, always with the
+//! node's own identity (`system:node:<name>` under the Node authorizer and
+//! NodeRestriction). The admin identity is used only to look, and to play the
+//! other agents (deleting the node, writing a foreign condition).
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use nodestatus::agent::client::{NodeClient, RequestKind, Traffic};
+use nodestatus::agent::{Agent, SyncOutcome};
+use nodestatus::cluster::LocalCluster;
+use nodestatus::config::{Config, ConfigFile};
+use nodestatus::plugin_dir::PluginDir;
+use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{runtime, wait_for};
+
+/// Every node identity the shared cluster knows.
+const NODES: &[&str] = &[
+    "reg-node",
+    "count-node",
+    "flip-node",
+    "drop-node",
+    "del-node",
+    "npd-node",
+    "crit-node",
+    "node-a",
+    "node-b",
+    "companion-node",
+    "term-node",
+];
+
+pub struct Shared {
+    pub server: String,
+    pub dir: std::path::PathBuf,
+    admin_token: String,
+}
+
+/// One apiserver for this test binary, started on a thread that lives as long
+/// as the process, so its processes die with the test binary.
+pub fn cluster() -> &'static Shared {
+    static C: OnceLock<Shared> = OnceLock::new();
+    C.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let dir = tempfile::Builder::new()
+                .prefix("nodestatus-apiserver")
+                .tempdir()
+                .unwrap()
+                .keep();
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let c = rt
+                .block_on(LocalCluster::start_with(&dir, NODES, true, true))
+                .expect("starting the shared kube-apiserver");
+            tx.send(Shared {
+                server: c.server.clone(),
+                dir: dir.clone(),
+                admin_token: c.admin_token.clone(),
+            })
+            .unwrap();
+            // Keep the cluster (and this thread) alive until the process ends.
+            let _keep = c;
+            loop {
+                std::thread::park();
+            }
+        });
+        rx.recv().expect("the shared cluster started")
+    })
+}
+
+fn client(token: &str) -> kube::Client {
+    let mut config = kube::Config::new(cluster().server.parse().unwrap());
+    config.accept_invalid_certs = true;
+    config.auth_info.token = Some(token.to_owned().into());
+    kube::Client::try_from(config).unwrap()
+}
+
+pub fn admin() -> kube::Client {
+    client(&cluster().admin_token)
+}
+
+pub async fn server_node(name: &str) -> Option<Value> {
+    Api::<Node>::all(admin())
+        .get_opt(name)
+        .await
+        .unwrap()
+        .map(|n| serde_json::to_value(n).unwrap())
+}
+
+pub fn condition<'a>(node: &'a Value, t: &str) -> Option<&'a Value> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+pub struct TestAgent {
+    pub agent: Arc<Agent>,
+    pub dir: tempfile::TempDir,
+    pub traffic: Arc<Traffic>,
+}
+
+/// An agent for `name` with the node's own credentials, fast periods, and the
+/// given plugins dropped into its directory.
+pub fn agent(name: &str, identity: &str, extra_yaml: &str, plugins: &[(&str, &Path)]) -> TestAgent {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in plugins {
+        drop_plugin(dir.path(), file, src);
+    }
+    let yaml = format!(
+        "nodeName: {name}\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 6s\nnodeLeaseDurationSeconds: 4\npluginDir: {}\n{extra_yaml}",
+        dir.path().display()
+    );
+    let cfg: Config = ConfigFile::parse(&yaml, Path::new("test.yaml"))
+        .unwrap()
+        .validate()
+        .unwrap();
+    let cfg = Arc::new(cfg);
+    let settings = cfg.clone();
+    let plugins = PluginDir::new(
+        dir.path(),
+        runtime(),
+        Arc::new(move |n| settings.plugin_settings(n)),
+    );
+    plugins.rescan();
+    let traffic = Arc::new(Traffic::default());
+    let nc = NodeClient::new(
+        client(&nodestatus::cluster::node_token(identity)),
+        name,
+        traffic.clone(),
+    );
+    TestAgent {
+        agent: Agent::new(cfg, nc, plugins),
+        dir,
+        traffic,
+    }
+}
+
+fn default_plugins<'a>() -> Vec<(&'a str, &'a Path)> {
+    vec![
+        ("kernel-check.wasm", Path::new(built::KERNEL_CHECK)),
+        ("ready.wasm", Path::new(built::READY)),
+    ]
+}
+
+async fn until<F, Fut>(secs: u64, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registers_with_the_right_labels_and_renews_its_lease() {
+    let t = agent(
+        "reg-node",
+        "reg-node",
+        "nodeLabels: {example.com/pool: blue}\nregisterWithTaints: [{key: example.com/new, effect: NoSchedule}]\nproviderID: example://reg-node\n",
+        &default_plugins(),
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("reg-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await,
+        "node never Ready"
+    );
+    let node = server_node("reg-node").await.unwrap();
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(
+        labels["kubernetes.io/hostname"],
+        nodestatus::runtime::facts::Facts::default()
+            .system()
+            .hostname
+            .to_lowercase()
+    );
+    assert_eq!(labels["kubernetes.io/os"], "linux");
+    assert_eq!(labels["kubernetes.io/arch"], nodestatus::once::go_arch());
+    assert_eq!(labels["beta.kubernetes.io/os"], "linux");
+    assert_eq!(labels["example.com/pool"], "blue");
+    assert!(labels["kernel.example.com/version"].is_string());
+    assert_eq!(
+        node["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true"
+    );
+    assert_eq!(node["spec"]["taints"][0]["key"], "example.com/new");
+    assert_eq!(node["spec"]["providerID"], "example://reg-node");
+    assert_eq!(condition(&node, "Ready").unwrap()["reason"], "KubeletReady");
+    assert_eq!(
+        node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["type"],
+        "Ready"
+    );
+
+    let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
+    assert!(
+        until(10, || async {
+            leases.get_opt("reg-node").await.unwrap().is_some()
+        })
+        .await
+    );
+    let first = leases.get("reg-node").await.unwrap();
+    let spec = first.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("reg-node"));
+    assert_eq!(spec.lease_duration_seconds, Some(4));
+    let owner = &first.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", "reg-node")
+    );
+    assert_eq!(Some(owner.uid.as_str()), node["metadata"]["uid"].as_str());
+    let t0 = spec.renew_time.unwrap().0;
+    assert!(
+        until(5, || async {
+            leases
+                .get("reg-node")
+                .await
+                .unwrap()
+                .spec
+                .unwrap()
+                .renew_time
+                .unwrap()
+                .0
+                > t0
+        })
+        .await,
+        "renewTime never advanced"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
+    let t = agent("count-node", "count-node", "", &default_plugins());
+    let cancel = CancellationToken::new();
+    t.agent.register(&cancel).await.unwrap();
+    t.agent.sync_once().await.unwrap();
+    // The step function, with no timers: a change is written at once, and
+    // the next passes, which change nothing, write nothing.
+    drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
+    t.agent.plugins().rescan();
+    assert!(matches!(
+        t.agent.sync_once().await.unwrap(),
+        SyncOutcome::Patched { .. }
+    ));
+    assert!(
+        server_node("count-node")
+            .await
+            .and_then(|n| condition(&n, "ProbeRan").cloned())
+            .is_some()
+    );
+    for _ in 0..3 {
+        assert_eq!(t.agent.sync_once().await.unwrap(), SyncOutcome::Unchanged);
+    }
+
+    // Now the real loops for a while, counting every request the engine sends.
+    let before = t.traffic.snapshot().len();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let window = Duration::from_secs(14);
+    tokio::time::sleep(window).await;
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    let sent: Vec<_> = t.traffic.snapshot().into_iter().skip(before).collect();
+    let count = |k: RequestKind| sent.iter().filter(|s| s.kind == k).count();
+    let patches: Vec<_> = sent
+        .iter()
+        .filter(|s| s.kind == RequestKind::PatchStatus)
+        .collect();
+    // The shutdown patch is the last one; before it, only periodic reports:
+    // one every 6 s (after a change, the first comes within 3 to 9 s).
+    let reports = patches.len() - 1;
+    assert!(
+        (1..=3).contains(&reports),
+        "{reports} status writes in {window:?} with a 6s report period: {sent:#?}"
+    );
+    // One lease update per renew interval (1 s + jitter), and no more.
+    let leases = count(RequestKind::UpdateLease) + count(RequestKind::CreateLease);
+    assert!(
+        (10..=15).contains(&leases),
+        "{leases} lease writes in {window:?}"
+    );
+    // One GET at start (run registers again and finds the node), none after.
+    assert_eq!(
+        count(RequestKind::GetNode),
+        1,
+        "GETs in a steady state: {sent:#?}"
+    );
+    for s in sent.iter().filter(|s| s.kind == RequestKind::UpdateLease) {
+        assert!(
+            s.body_bytes < 1024,
+            "lease update of {} bytes",
+            s.body_bytes
+        );
+    }
+    // A heartbeat-only patch is exactly as large as the kubelet's for the
+    // same conditions.
+    let node = server_node("count-node").await.unwrap();
+    let types: Vec<&str> = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    let hb = "2026-01-01T00:00:00Z";
+    let kubelet = json!({"status": {
+        "$setElementOrder/conditions": types.iter().map(|t| json!({"type": t})).collect::<Vec<_>>(),
+        "conditions": types.iter().map(|t| json!({"lastHeartbeatTime": hb, "type": t})).collect::<Vec<_>>(),
+    }})
+    .to_string()
+    .len();
+    let heartbeat_patches = &patches[..reports];
+    for p in heartbeat_patches {
+        assert!(
+            p.body_bytes <= kubelet,
+            "a heartbeat patch of {} bytes, the kubelet's is {kubelet}",
+            p.body_bytes
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flipped_condition_and_a_dropped_plugin_reach_the_server_within_one_period() {
+    let flag_dir = tempfile::tempdir_in("/tmp").unwrap();
+    let flag = flag_dir.path().join("flag");
+    let yaml = format!(
+        "plugins:\n  probe:\n    paths: [{}]\n    config: {{flag: {}}}\n",
+        flag_dir.path().display(),
+        flag.display()
+    );
+    let mut plugins = default_plugins();
+    plugins.push(("probe.wasm", Path::new(built::PROBE)));
+    let t = agent("flip-node", "flip-node", &yaml, &plugins);
+    let cancel = CancellationToken::new();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = t.agent.plugins().watch(stop.clone()).unwrap();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("flip-node")
+                .await
+                .and_then(|n| condition(&n, "ProbeFlag").cloned())
+                .is_some_and(|c| c["status"] == "False")
+        })
+        .await
+    );
+
+    // The flip: the file appears; the update period is 1 s.
+    std::fs::write(&flag, "").unwrap();
+    let started = Instant::now();
+    assert!(
+        until(5, || async {
+            server_node("flip-node")
+                .await
+                .and_then(|n| condition(&n, "ProbeFlag").cloned())
+                .is_some_and(|c| c["status"] == "True")
+        })
+        .await
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "flip took {:?}",
+        started.elapsed()
+    );
+
+    // A plugin dropped while running.
+    let started = Instant::now();
+    drop_bytes(
+        t.dir.path(),
+        "late.wasm",
+        &hostile::component("late", &hostile::Behaviour::Fail("x".into())),
+    );
+    drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE_V2));
+    assert!(
+        until(10, || async {
+            server_node("flip-node")
+                .await
+                .is_some_and(|n| n["metadata"]["labels"]["probe.nodestatus.test/version"] == "2")
+        })
+        .await
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "the new plugin took {:?}",
+        started.elapsed()
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_node_and_a_deleted_lease_come_back() {
+    let t = agent("del-node", "del-node", "", &default_plugins());
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let nodes: Api<Node> = Api::all(admin());
+    let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
+    assert!(
+        until(20, || async {
+            leases.get_opt("del-node").await.unwrap().is_some()
+        })
+        .await
+    );
+    let uid = nodes.get("del-node").await.unwrap().metadata.uid.unwrap();
+
+    nodes
+        .delete("del-node", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        until(20, || async {
+            nodes
+                .get_opt("del-node")
+                .await
+                .unwrap()
+                .is_some_and(|n| n.metadata.uid.as_deref() != Some(uid.as_str()))
+        })
+        .await,
+        "the node was not registered again"
+    );
+    let old_lease = leases.get("del-node").await.unwrap().metadata.uid.unwrap();
+    leases
+        .delete("del-node", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        until(10, || async {
+            leases
+                .get_opt("del-node")
+                .await
+                .unwrap()
+                .is_some_and(|l| l.metadata.uid.as_deref() != Some(old_lease.as_str()))
+        })
+        .await,
+        "no new lease"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_agents_condition_survives_every_patch() {
+    let t = agent("npd-node", "npd-node", "", &default_plugins());
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("npd-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await
+    );
+    // node-problem-detector writes its own condition and label.
+    let patch = json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "False", "reason": "KernelHasNoDeadlock", "message": "kernel has no deadlock", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    Api::<Node>::all(admin())
+        .patch_status(
+            "npd-node",
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        )
+        .await
+        .unwrap();
+    // Force several engine writes (a changed plugin set changes the status).
+    drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
+    t.agent.plugins().rescan();
+    for _ in 0..3 {
+        t.agent.sync_once().await.ok();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    let node = server_node("npd-node").await.unwrap();
+    assert_eq!(
+        condition(&node, "KernelDeadlock").unwrap()["reason"],
+        "KernelHasNoDeadlock"
+    );
+    assert!(condition(&node, "ProbeRan").is_some());
+    assert_eq!(
+        condition(&node, "Ready").unwrap()["message"],
+        "node is shutting down"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_critical_plugin_makes_the_node_not_ready() {
+    let mut plugins = default_plugins();
+    let dir = tempfile::tempdir().unwrap();
+    let fail = dir.path().join("fail.wasm");
+    std::fs::write(
+        &fail,
+        hostile::component(
+            "broken-runtime",
+            &hostile::Behaviour::Fail("runtime socket is gone".into()),
+        ),
+    )
+    .unwrap();
+    plugins.push(("fail.wasm", fail.as_path()));
+    let t = agent(
+        "crit-node",
+        "crit-node",
+        "plugins:\n  broken-runtime:\n    affectsReadiness: true\n",
+        &plugins,
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("crit-node").await.and_then(|n| condition(&n, "Ready").cloned()).is_some_and(|c| {
+                c["status"] == "False" && c["reason"] == "KubeletNotReady" && c["message"].as_str().unwrap().contains("plugin broken-runtime is failing: the setter failed: runtime socket is gone")
+            })
+        })
+        .await,
+        "Ready never went False: {:#?}",
+        server_node("crit-node").await.and_then(|n| condition(&n, "Ready").cloned())
+    );
+    // Fixing it (removing the plugin) makes the node Ready again.
+    std::fs::remove_file(t.dir.path().join("fail.wasm")).unwrap();
+    t.agent.plugins().rescan();
+    assert!(
+        until(10, || async {
+            server_node("crit-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_identity_cannot_register_another_node_and_says_so() {
+    let t = agent("node-b", "node-a", "", &default_plugins());
+    let started = Instant::now();
+    let err = t
+        .agent
+        .register(&CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "retried for {:?}",
+        started.elapsed()
+    );
+    let text = format!("{err}: {:?}", err);
+    assert!(text.contains("permission denied, not retrying"), "{text}");
+    assert!(text.contains("403"), "{text}");
+    assert!(server_node("node-b").await.is_none());
+}

@@ -1,0 +1,145 @@
+//! `nodestatus run` as a process: it survives the API server going away for
+//! 30 s with visible backoff and no busy loop, and SIGTERM leaves the node
+//! not Ready.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use nodestatus::cluster::LocalCluster;
+use nodestatus_tests::{built, drop_plugin};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn survives_an_apiserver_outage_and_marks_the_node_not_ready_on_sigterm() {
+    let state = tempfile::tempdir().unwrap();
+    let mut cluster =
+        LocalCluster::start_with(&state.path().join("cluster"), &["term-node"], false, true)
+            .await
+            .unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    drop_plugin(plugins.path(), "ready.wasm", Path::new(built::READY));
+    drop_plugin(
+        plugins.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    let kubeconfig = cluster.write_node_kubeconfig("term-node").unwrap();
+    let log_path = state.path().join("nodestatus.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args([
+            "run",
+            "--node-name",
+            "term-node",
+            "--node-status-update-frequency",
+            "1s",
+            "--node-lease-duration-seconds",
+            "4",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(plugins.path())
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let admin = cluster.admin_client().unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .cloned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !nodes
+        .get_opt("term-node")
+        .await
+        .unwrap()
+        .as_ref()
+        .and_then(ready)
+        .is_some_and(|c| c.status == "True")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "never Ready: {}",
+            std::fs::read_to_string(&log_path).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // 30 s without an API server.
+    cluster.stop_apiserver();
+    let log_before = std::fs::read_to_string(&log_path).unwrap().len();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "nodestatus exited during the outage"
+    );
+    let during = std::fs::read_to_string(&log_path).unwrap()[log_before..].to_owned();
+    let lease_retries = during.matches("unable to renew the node lease").count();
+    let sync_retries = during.matches("unable to update node status").count();
+    assert!(
+        during.contains("retry_in"),
+        "no backoff in the log:\n{during}"
+    );
+    // Backoff from 200 ms (lease) and 100 ms (sync) doubling to 7 s allows
+    // about 10 rounds each in 30 s; a busy loop would make thousands.
+    assert!(
+        (3..=20).contains(&lease_retries),
+        "{lease_retries} lease retry rounds in 30 s:\n{during}"
+    );
+    assert!(
+        (2..=20).contains(&sync_retries),
+        "{sync_retries} sync retry rounds in 30 s:\n{during}"
+    );
+
+    cluster.start_apiserver().await.unwrap();
+    let restarted = k8s_openapi::jiff::Timestamp::now();
+    let leases: Api<Lease> = Api::namespaced(cluster.admin_client().unwrap(), "kube-node-lease");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let renewed = leases
+            .get_opt("term-node")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.renew_time)
+            .is_some_and(|t| t.0 > restarted);
+        if renewed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease was not renewed after the outage:\n{}",
+            std::fs::read_to_string(&log_path).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // SIGTERM: Ready=False, `node is shutting down`, then a clean exit.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "exit status {status}:\n{}",
+        std::fs::read_to_string(&log_path).unwrap()
+    );
+    let nodes: Api<Node> = Api::all(cluster.admin_client().unwrap());
+    let c = ready(&nodes.get("term-node").await.unwrap()).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+        (
+            "False",
+            Some("KubeletNotReady"),
+            Some("node is shutting down")
+        )
+    );
+}
