@@ -15,3 +15,6 @@ export NODESTATUS_APISERVER
 
 log "cargo test (builds plugins/ for wasm32-wasip2 on the way)"
 cargo test --workspace --no-fail-fast "$@"
+
+log "plugin unit tests (the setters compiled natively, on fixture trees)"
+cargo test --manifest-path plugins/Cargo.toml --workspace "$@"
