@@ -126,7 +126,7 @@ async fn connect(
         "no kubeconfig given: starting a local etcd and kube-apiserver in {}",
         dir.display()
     );
-    let cluster = LocalCluster::start(&dir, &[node_name], false).await?;
+    let cluster = LocalCluster::start_with(&dir, &[node_name], false, true).await?;
     let admin = cluster.write_admin_kubeconfig()?;
     cluster.write_node_kubeconfig(node_name)?;
     eprintln!("local kube-apiserver at {}", cluster.server);

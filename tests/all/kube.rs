@@ -571,3 +571,81 @@ async fn a_node_identity_cannot_register_another_node_and_says_so() {
     assert!(text.contains("403"), "{text}");
     assert!(server_node("node-b").await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn register_node_false_waits_for_an_existing_node() {
+    let t = agent(
+        "companion-node",
+        "companion-node",
+        "registerNode: false\n",
+        &default_plugins(),
+    );
+    assert!(
+        !t.agent.register_once().await.unwrap(),
+        "it must not create the node"
+    );
+    assert!(server_node("companion-node").await.is_none());
+    // Someone else (the kubelet, here the admin) creates it; then it is found.
+    let node: Node =
+        serde_json::from_value(json!({"metadata": {"name": "companion-node"}})).unwrap();
+    Api::<Node>::all(admin())
+        .create(&Default::default(), &node)
+        .await
+        .unwrap();
+    assert!(t.agent.register_once().await.unwrap());
+    assert!(matches!(
+        t.agent.sync_once().await.unwrap(),
+        SyncOutcome::Patched { .. }
+    ));
+    let n = server_node("companion-node").await.unwrap();
+    assert!(condition(&n, "KernelSupported").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_use_the_kubelets_reasons() {
+    use k8s_openapi::api::core::v1::Event;
+    // crit-node's test flips Ready; drop-node starts and flips too.
+    let dir = tempfile::tempdir().unwrap();
+    let fail = dir.path().join("fail.wasm");
+    std::fs::write(
+        &fail,
+        hostile::component("flaky", &hostile::Behaviour::Fail("gone".into())),
+    )
+    .unwrap();
+    let mut plugins = default_plugins();
+    plugins.push(("fail.wasm", fail.as_path()));
+    let t = agent(
+        "drop-node",
+        "drop-node",
+        "plugins:\n  flaky:\n    affectsReadiness: true\n",
+        &plugins,
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let events: Api<Event> = Api::namespaced(admin(), "default");
+    let reasons = || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("drop-node"))
+            .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    // Ready starts True (the first failures are below the threshold), then flips.
+    assert!(
+        until(20, || async {
+            reasons().await.iter().any(|(r, m)| {
+                r == "NodeNotReady" && m == "Node drop-node status is now: NodeNotReady"
+            })
+        })
+        .await,
+        "{:?}",
+        reasons().await
+    );
+    assert!(reasons().await.iter().any(|(r, _)| r == "Starting"));
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}

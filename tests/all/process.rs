@@ -143,3 +143,73 @@ async fn survives_an_apiserver_outage_and_marks_the_node_not_ready_on_sigterm() 
         )
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_no_kubeconfig_it_starts_a_local_apiserver_and_registers_this_machine() {
+    let state = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    drop_plugin(plugins.path(), "ready.wasm", Path::new(built::READY));
+    let embedded = state.path().join("embedded");
+    let log_path = state.path().join("nodestatus.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(["run", "--node-name", "embedded-node"])
+        .arg("--plugin-dir")
+        .arg(plugins.path())
+        .arg("--embedded-dir")
+        .arg(&embedded)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let admin_kubeconfig = embedded.join("kubeconfig-admin");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let hint = format!(
+        "kubectl --kubeconfig {} get node embedded-node",
+        admin_kubeconfig.display()
+    );
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        if log.contains(&hint) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "exited:\n{log}");
+        assert!(Instant::now() < deadline, "no kubectl hint:\n{log}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // kubectl, as a person would run it, shows the node Ready.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&admin_kubeconfig)
+            .args([
+                "get",
+                "node",
+                "embedded-node",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout) == "True" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never Ready: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log_path).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(
+        child.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&log_path).unwrap()
+    );
+}

@@ -191,6 +191,9 @@ pub fn apply(old: &Value, patch: &Value) -> Value {
         match k.as_str() {
             "$setElementOrder/conditions" => {}
             "conditions" => {}
+            _ if v.is_null() => {
+                t.remove(k);
+            }
             "addresses" => {
                 let list: Vec<Value> = v
                     .as_array()
@@ -202,9 +205,6 @@ pub fn apply(old: &Value, patch: &Value) -> Value {
                     })
                     .unwrap_or_default();
                 t.insert(k.clone(), Value::Array(list));
-            }
-            _ if v.is_null() => {
-                t.remove(k);
             }
             _ if v.is_object() && t.get(k).is_some_and(Value::is_object) => {
                 merge_object(t.get_mut(k).expect("checked"), v);
@@ -323,13 +323,17 @@ mod tests {
     }
 
     fn node(hb: &str) -> Value {
+        let conditions: Vec<Value> = ["MemoryPressure", "DiskPressure", "PIDPressure"]
+            .iter()
+            .map(|t| cond(t, "False", hb))
+            .chain([cond("Ready", "True", hb)])
+            .collect();
         json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "n", "labels": {"a": "1"}},
             "spec": {"podCIDR": "10.0.0.0/24"},
             "status": {
-                "conditions": ["MemoryPressure", "DiskPressure", "PIDPressure"].iter().map(|t| cond(t, "False", hb))
-                    .chain([cond("Ready", "True", hb)]).collect::<Vec<_>>(),
+                "conditions": conditions,
                 "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n"}],
                 "capacity": {"cpu": "2", "memory": "1Gi"},
                 "images": [{"names": ["a"], "sizeBytes": 1}],
@@ -365,7 +369,7 @@ mod tests {
         let p = two_way(&old, &new).unwrap();
         assert_eq!(
             p.to_string(),
-            r#"{"metadata":{"labels":{"b":"2","a":null}},"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"conditions":[{"lastTransitionTime":"2026-01-01T00:00:10Z","message":"node is shutting down","reason":"KubeletNotReady","status":"False","type":"Ready"}],"addresses":[{"address":"10.0.0.2","type":"InternalIP"},{"address":"n","type":"Hostname"},{"$patch":"replace"}]}}"#
+            r#"{"metadata":{"labels":{"a":null,"b":"2"}},"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"addresses":[{"address":"10.0.0.2","type":"InternalIP"},{"address":"n","type":"Hostname"},{"$patch":"replace"}],"conditions":[{"lastTransitionTime":"2026-01-01T00:00:10Z","message":"node is shutting down","reason":"KubeletNotReady","status":"False","type":"Ready"}]}}"#
         );
         assert!(changed(&old, &new));
         let mut expected = new.clone();
