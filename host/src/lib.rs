@@ -31,6 +31,8 @@
 pub mod agent;
 pub mod cluster;
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod once;
 pub mod ownership;
 pub mod pipeline;

@@ -115,6 +115,10 @@ struct RunArgs {
     /// State directory of the embedded local apiserver.
     #[arg(long)]
     embedded_dir: Option<PathBuf>,
+    /// Address of the HTTP endpoint (/livez, /readyz, /metrics, /status);
+    /// empty to disable.
+    #[arg(long, default_value = nodestatus::run::DEFAULT_ADDRESS)]
+    address: String,
 }
 
 #[derive(Subcommand)]
@@ -196,6 +200,7 @@ impl RunArgs {
             plugin_dir: self.plugin_dir,
             cache_dir: self.cache_dir,
             embedded_dir: self.embedded_dir,
+            address: Some(self.address),
         }
     }
 }

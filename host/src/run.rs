@@ -35,7 +35,11 @@ pub struct Options {
     pub plugin_dir: Option<PathBuf>,
     pub cache_dir: Option<PathBuf>,
     pub embedded_dir: Option<PathBuf>,
+    pub address: Option<String>,
 }
+
+/// The default address of the HTTP endpoint.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:10258";
 
 fn flag_duration(flag: &str, v: Option<String>) -> anyhow::Result<Option<GoDuration>> {
     v.map(|s| GoDuration::parse(&s).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
@@ -166,6 +170,23 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
     let agent = Agent::new(cfg.clone(), node_client, plugins);
 
     let cancel = CancellationToken::new();
+    let address = o
+        .address
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ADDRESS.to_owned());
+    let http = if address.is_empty() {
+        None
+    } else {
+        let addr: std::net::SocketAddr = address
+            .parse()
+            .with_context(|| format!("--address {address:?} is not host:port"))?;
+        let (agent, cancel) = (agent.clone(), cancel.clone());
+        Some(tokio::spawn(async move {
+            if let Err(e) = crate::http::serve(addr, agent, cancel).await {
+                tracing::error!(%addr, "the HTTP endpoint failed: {e}");
+            }
+        }))
+    };
     let signals = {
         let cancel = cancel.clone();
         tokio::spawn(async move {
@@ -179,7 +200,11 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
             cancel.cancel();
         })
     };
-    let result = agent.run(cancel).await;
+    let result = agent.run(cancel.clone()).await;
+    cancel.cancel();
+    if let Some(h) = http {
+        let _ = h.await;
+    }
     signals.abort();
     stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();

@@ -34,6 +34,7 @@ const NODES: &[&str] = &[
     "node-b",
     "companion-node",
     "term-node",
+    "metrics-node",
 ];
 
 pub struct Shared {
@@ -648,4 +649,142 @@ async fn events_use_the_kubelets_reasons() {
     assert!(reasons().await.iter().any(|(r, _)| r == "Starting"));
     cancel.cancel();
     run.await.unwrap().unwrap();
+}
+
+/// A plain HTTP/1.0 GET, returning (status, body).
+fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_status_and_probes_move_with_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = dir.path().join("fail.wasm");
+    std::fs::write(
+        &fail,
+        hostile::component("flaky", &hostile::Behaviour::Trap),
+    )
+    .unwrap();
+    let mut plugins = default_plugins();
+    plugins.push(("fail.wasm", fail.as_path()));
+    let t = agent("metrics-node", "metrics-node", "", &plugins);
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let http = tokio::spawn(nodestatus::http::serve(
+        addr,
+        t.agent.clone(),
+        cancel.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, body) = tokio::task::spawn_blocking(move || http_get(addr, "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(code, 503, "not ready before registration: {body}");
+    assert!(
+        tokio::task::spawn_blocking(move || http_get(addr, "/livez"))
+            .await
+            .unwrap()
+            .0
+            == 200
+    );
+
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            tokio::task::spawn_blocking(move || http_get(addr, "/readyz").0 == 200)
+                .await
+                .unwrap()
+        })
+        .await,
+        "never ready: {:?} {:?}",
+        tokio::task::spawn_blocking(move || http_get(addr, "/readyz"))
+            .await
+            .unwrap(),
+        t.traffic.snapshot()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let get = |p: &'static str| async move {
+        tokio::task::spawn_blocking(move || http_get(addr, p).1)
+            .await
+            .unwrap()
+    };
+    let m1 = get("/metrics").await;
+    for series in [
+        "nodestatus_sync_passes_total",
+        "nodestatus_sync_pass_duration_seconds_count",
+        "nodestatus_status_patches_total",
+        "nodestatus_status_patch_bytes_total",
+        "nodestatus_lease_renewals_total{result=\"ok\"}",
+        "nodestatus_plugin_calls_total{plugin=\"ready\"}",
+        "nodestatus_plugin_call_duration_seconds_count{plugin=\"kernel-check\"}",
+        "nodestatus_plugin_errors_total{plugin=\"flaky\",kind=\"trap\"}",
+        "nodestatus_api_requests_total{kind=\"patch-status\",code=\"2xx\"}",
+        "nodestatus_build_info{",
+    ] {
+        assert!(
+            metric(&m1, series) > 0.0,
+            "{series} missing or zero in:\n{m1}"
+        );
+    }
+    // They move: more passes, more failures, a reload.
+    drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
+    t.agent.plugins().rescan();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let m2 = get("/metrics").await;
+    for series in [
+        "nodestatus_sync_passes_total",
+        "nodestatus_plugin_errors_total{plugin=\"flaky\",kind=\"trap\"}",
+        "nodestatus_lease_renewals_total",
+    ] {
+        assert!(
+            metric(&m2, series) > metric(&m1, series),
+            "{series} did not move"
+        );
+    }
+    assert_eq!(
+        metric(&m2, "nodestatus_plugin_reloads_total{result=\"loaded\"}"),
+        1.0,
+        "{m2}"
+    );
+
+    let status: Value = serde_json::from_str(&get("/status").await).unwrap();
+    let names: Vec<&str> = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["flaky", "kernel-check", "probe", "ready"]);
+    assert_eq!(status["plugins"][2]["sha256"].as_str().unwrap().len(), 64);
+    let flaky = status["lastPass"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["plugin"] == "flaky")
+        .unwrap();
+    assert_eq!(flaky["error"]["kind"], "trap");
+    assert_eq!(status["lastNode"]["metadata"]["name"], "metrics-node");
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    http.await.unwrap().unwrap();
 }

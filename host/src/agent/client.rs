@@ -60,13 +60,28 @@ pub struct Sent {
 }
 
 /// The record of requests sent, bounded to the last 10,000.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Traffic {
     sent: Mutex<Vec<Sent>>,
+    metrics: std::sync::OnceLock<std::sync::Arc<crate::metrics::Metrics>>,
+}
+
+impl std::fmt::Debug for Traffic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Traffic").finish_non_exhaustive()
+    }
 }
 
 impl Traffic {
+    /// Counts every request in `metrics` too, from now on.
+    pub fn attach(&self, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+        let _ = self.metrics.set(metrics);
+    }
+
     fn record(&self, kind: RequestKind, body_bytes: usize, status: u16) {
+        if let Some(m) = self.metrics.get() {
+            m.request(kind.as_str(), status);
+        }
         let mut s = self.sent.lock().expect("traffic lock");
         if s.len() >= 10_000 {
             s.drain(..1000);

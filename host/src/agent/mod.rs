@@ -152,12 +152,25 @@ pub struct Agent {
     node_uid: Mutex<Option<String>>,
     problems: Mutex<Vec<String>>,
     failures: Mutex<HashMap<String, (u32, String)>>,
+    metrics: Arc<crate::metrics::Metrics>,
+    last_sync_ok: Mutex<Option<Instant>>,
 }
 
 impl Agent {
     /// An agent for `cfg.node_name`, talking through `client`.
     pub fn new(cfg: Arc<Config>, client: NodeClient, plugins: Arc<PluginDir>) -> Arc<Self> {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        client.traffic().attach(metrics.clone());
+        {
+            let m = metrics.clone();
+            plugins.on_event(move |e| m.reload(e.result()));
+        }
+        metrics
+            .plugins_loaded
+            .set(plugins.current().plugins().len() as i64);
         Arc::new(Self {
+            metrics,
+            last_sync_ok: Mutex::new(None),
             cfg,
             client,
             plugins,
@@ -177,6 +190,25 @@ impl Agent {
     /// The API calls.
     pub fn client(&self) -> &NodeClient {
         &self.client
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
+    /// `None` when ready to serve; otherwise why not: not registered yet, or
+    /// no successful status sync in the last three update periods.
+    pub async fn ready_reason(&self) -> Option<String> {
+        if self.sync.lock().await.cached.is_none() {
+            return Some("the node is not registered yet".into());
+        }
+        let limit = self.cfg.node_status_update_frequency * 3 + Duration::from_secs(5);
+        match *self.last_sync_ok.lock().expect("sync time lock") {
+            Some(t) if t.elapsed() <= limit => None,
+            Some(t) => Some(format!("no successful status sync for {:?}", t.elapsed())),
+            None => Some("no successful status sync yet".into()),
+        }
     }
 
     /// The plugin directory.
@@ -247,10 +279,14 @@ impl Agent {
             node_problems: Arc::from(self.node_problems()),
         };
         let base = base.clone();
+        let loaded = set.plugins().len();
+        let started = Instant::now();
         let (mut node, report) =
             tokio::task::spawn_blocking(move || pipeline::run_pass(&runtime, &set, &base, &ctx))
                 .await
                 .map_err(|e| Error::Pass(e.to_string()))?;
+        self.metrics.observe_pass(&report, started.elapsed());
+        self.metrics.plugins_loaded.set(loaded as i64);
         self.note_failures(&report);
         force_os_arch_labels(&mut node);
         for (plugin, e) in &report.events {
@@ -391,6 +427,20 @@ impl Agent {
     /// One status sync (`updateNodeStatus`): up to 5 tries, the first from
     /// the cached node, later ones from a fresh GET.
     pub async fn sync_once(&self) -> Result<SyncOutcome> {
+        let result = self.sync_tries().await;
+        self.metrics.sync_result(match &result {
+            Ok(SyncOutcome::Patched { .. }) => "patched",
+            Ok(SyncOutcome::Reported { .. }) => "reported",
+            Ok(SyncOutcome::Unchanged) => "unchanged",
+            Err(_) => "error",
+        });
+        if result.is_ok() {
+            *self.last_sync_ok.lock().expect("sync time lock") = Some(Instant::now());
+        }
+        result
+    }
+
+    async fn sync_tries(&self) -> Result<SyncOutcome> {
         let mut state = self.sync.lock().await;
         let mut last = None;
         for attempt in 0..NODE_STATUS_UPDATE_RETRY {
@@ -441,6 +491,8 @@ impl Agent {
             return Ok(SyncOutcome::Unchanged);
         };
         let bytes = p.to_string().len();
+        self.metrics.patches.inc();
+        self.metrics.patch_bytes.inc_by(bytes as u64);
         let updated = self
             .client
             .patch_status(&p)
@@ -712,7 +764,9 @@ impl Agent {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(7));
         let mut cache = None;
         loop {
-            let delay = match self.renew_lease(&mut cache).await {
+            let result = self.renew_lease(&mut cache).await;
+            self.metrics.lease_result(result.is_ok());
+            let delay = match result {
                 Ok(()) => {
                     backoff.reset();
                     jitter(interval, JITTER)

@@ -1,0 +1,304 @@
+//! The kubelet's `DiskPressureCondition` setter. There is disk pressure when
+//! the node filesystem (the one holding `nodefsPath`, default `/`) has less
+//! available space than `nodefsAvailable` (default `10%`) or fewer free
+//! inodes than `nodefsInodesFree` (default `5%`): the kubelet's hard eviction
+//! thresholds `nodefs.available` and `nodefs.inodesFree`. Each is a
+//! percentage of the filesystem's total, or an amount (`5Gi`, `100k`).
+//!
+//! Like the kubelet: a missing condition is created; the heartbeat is set on
+//! every run; the transition time changes only on a flip, and a flip between
+//! True and False records `NodeHasDiskPressure` or `NodeHasNoDiskPressure`.
+//! When the filesystem's statistics cannot be read the status is Unknown,
+//! with the no-pressure reason and a message naming the path.
+use nodestatus_sdk::host::FsStats;
+use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+
+/// The condition type.
+pub const CONDITION: &str = "DiskPressure";
+
+/// The plugin's config.
+#[derive(serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// A path on the node filesystem (the kubelet's root directory's).
+    pub nodefs_path: String,
+    /// Pressure below this much available space.
+    pub nodefs_available: String,
+    /// Pressure below this many free inodes.
+    pub nodefs_inodes_free: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            nodefs_path: "/".into(),
+            nodefs_available: "10%".into(),
+            nodefs_inodes_free: "5%".into(),
+        }
+    }
+}
+
+/// A threshold: an amount, or a percentage of a total.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    /// Bytes or inodes.
+    Absolute(u128),
+    /// Percent of the total.
+    Percent(f64),
+}
+
+impl Threshold {
+    /// Parses `5Gi`, `100k` or `10%`.
+    pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
+        let spec = spec.trim();
+        if let Some(p) = spec.strip_suffix('%') {
+            return p
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..=100.0).contains(v))
+                .map(Self::Percent)
+                .ok_or_else(|| {
+                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
+                });
+        }
+        let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
+        u128::try_from(q.as_units_ceil())
+            .map(Self::Absolute)
+            .map_err(|_| format!("{field}: {spec:?} is negative"))
+    }
+
+    /// The threshold's amount for this total.
+    pub fn amount(self, total: u128) -> u128 {
+        match self {
+            Self::Absolute(n) => n,
+            Self::Percent(p) => (total as f64 * p / 100.0) as u128,
+        }
+    }
+}
+
+/// What the condition should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ConditionStatus,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The condition for these statistics (or the error reading them).
+pub fn evaluate(stats: std::result::Result<&FsStats, String>, config: &Config) -> Result<Outcome> {
+    let available = Threshold::parse("nodefsAvailable", &config.nodefs_available)?;
+    let inodes = Threshold::parse("nodefsInodesFree", &config.nodefs_inodes_free)?;
+    let s = match stats {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(Outcome {
+                status: ConditionStatus::Unknown,
+                reason: "KubeletHasNoDiskPressure",
+                message: format!(
+                    "cannot read the statistics of the node filesystem at {}: {e}",
+                    config.nodefs_path
+                ),
+            });
+        }
+    };
+    let low_space = u128::from(s.available_bytes) < available.amount(s.total_bytes.into());
+    // Filesystems without a fixed inode table (btrfs) report 0 inodes.
+    let low_inodes =
+        s.total_inodes > 0 && u128::from(s.free_inodes) < inodes.amount(s.total_inodes.into());
+    Ok(if low_space || low_inodes {
+        Outcome {
+            status: ConditionStatus::True,
+            reason: "KubeletHasDiskPressure",
+            message: "kubelet has disk pressure".into(),
+        }
+    } else {
+        Outcome {
+            status: ConditionStatus::False,
+            reason: "KubeletHasNoDiskPressure",
+            message: "kubelet has no disk pressure".into(),
+        }
+    })
+}
+
+/// Sets the condition at `now`; returns the event to record on a flip
+/// between True and False.
+pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
+    let t = node.set_condition_at(CONDITION, o.status, o.reason, &o.message, now);
+    let event = match o.status {
+        ConditionStatus::True => "NodeHasDiskPressure",
+        ConditionStatus::False => "NodeHasNoDiskPressure",
+        ConditionStatus::Unknown => return None,
+    };
+    (t.flipped && t.previous.is_some()).then(|| {
+        (
+            event,
+            format!("Node {} status is now: {event}", node.name()),
+        )
+    })
+}
+
+pub struct DiskPressure;
+
+impl Setter for DiskPressure {
+    fn metadata() -> Metadata {
+        Metadata::new("disk-pressure", env!("CARGO_PKG_VERSION"))
+            .description(
+                "the kubelet's DiskPressure condition, from the node filesystem's statistics",
+            )
+            // statvfs needs nodefsPath granted; the operator may grant just
+            // that directory.
+            .path("/")
+    }
+
+    fn set(node: &mut Node) -> Result<()> {
+        let config: Config = host::config()?;
+        let stats = host::fs_stats(&config.nodefs_path);
+        let outcome = evaluate(stats.as_ref().map_err(Clone::clone), &config)?;
+        if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
+            host::record_event(EventType::Normal, reason, &message);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// statvfs("/") of the development machine.
+    const STATVFS_ROOT: &str = include_str!("../tests/fixtures/statvfs-root.json");
+
+    fn root() -> FsStats {
+        let v: serde_json::Value = serde_json::from_str(STATVFS_ROOT).unwrap();
+        let n = |k: &str| v[k].as_u64().unwrap();
+        FsStats {
+            total_bytes: n("totalBytes"),
+            free_bytes: n("freeBytes"),
+            available_bytes: n("availableBytes"),
+            total_inodes: n("totalInodes"),
+            free_inodes: n("freeInodes"),
+            read_only: v["readOnly"].as_bool().unwrap(),
+        }
+    }
+
+    fn cfg(space: &str, inodes: &str) -> Config {
+        Config {
+            nodefs_available: space.into(),
+            nodefs_inodes_free: inodes.into(),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn default_thresholds_on_this_machine() {
+        let o = evaluate(Ok(&root()), &Config::default()).unwrap();
+        assert_eq!(o.status, ConditionStatus::False);
+        assert_eq!(o.reason, "KubeletHasNoDiskPressure");
+        assert_eq!(o.message, "kubelet has no disk pressure");
+    }
+
+    #[test]
+    fn space_threshold_true_and_false_across_it() {
+        let s = root();
+        let at = s.available_bytes.to_string();
+        let above = (s.available_bytes + 1).to_string();
+        assert_eq!(
+            evaluate(Ok(&s), &cfg(&at, "5%")).unwrap().status,
+            ConditionStatus::False
+        );
+        let o = evaluate(Ok(&s), &cfg(&above, "5%")).unwrap();
+        assert_eq!(o.status, ConditionStatus::True);
+        assert_eq!(o.reason, "KubeletHasDiskPressure");
+        assert_eq!(o.message, "kubelet has disk pressure");
+        // 68561858560 / 270553174016 = 25.3% available
+        assert_eq!(
+            evaluate(Ok(&s), &cfg("25%", "5%")).unwrap().status,
+            ConditionStatus::False
+        );
+        assert_eq!(
+            evaluate(Ok(&s), &cfg("26%", "5%")).unwrap().status,
+            ConditionStatus::True
+        );
+    }
+
+    #[test]
+    fn inode_threshold_true_and_false_across_it() {
+        let mut s = root();
+        // 16301078 / 16777216 = 97.2% free
+        assert_eq!(
+            evaluate(Ok(&s), &cfg("10%", "97%")).unwrap().status,
+            ConditionStatus::False
+        );
+        assert_eq!(
+            evaluate(Ok(&s), &cfg("10%", "98%")).unwrap().status,
+            ConditionStatus::True
+        );
+        assert_eq!(
+            evaluate(Ok(&s), &cfg("10%", "16301079")).unwrap().status,
+            ConditionStatus::True
+        );
+        s.free_inodes = 5;
+        assert_eq!(
+            evaluate(Ok(&s), &Config::default()).unwrap().status,
+            ConditionStatus::True
+        );
+        // No inode table: only space counts.
+        s.total_inodes = 0;
+        s.free_inodes = 0;
+        assert_eq!(
+            evaluate(Ok(&s), &Config::default()).unwrap().status,
+            ConditionStatus::False
+        );
+    }
+
+    #[test]
+    fn unknown_on_missing_input_and_errors_on_bad_config() {
+        let o = evaluate(Err("not granted".into()), &Config::default()).unwrap();
+        assert_eq!(o.status, ConditionStatus::Unknown);
+        assert_eq!(o.reason, "KubeletHasNoDiskPressure");
+        assert!(o.message.contains("node filesystem at /"), "{}", o.message);
+        assert!(evaluate(Ok(&root()), &cfg("ten", "5%")).is_err());
+        assert!(evaluate(Ok(&root()), &cfg("10%", "101%")).is_err());
+    }
+
+    #[test]
+    fn transition_time_kept_until_a_flip() {
+        let mut node = Node::named("n1");
+        let ok = evaluate(Ok(&root()), &Config::default()).unwrap();
+        let full = evaluate(Ok(&root()), &cfg("50%", "5%")).unwrap();
+        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:00Z"), None);
+        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:10Z"), None);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(
+            c.last_heartbeat_time.as_deref(),
+            Some("2026-01-01T00:00:10Z")
+        );
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            apply(&mut node, &full, "2026-01-01T00:00:20Z"),
+            Some((
+                "NodeHasDiskPressure",
+                "Node n1 status is now: NodeHasDiskPressure".into()
+            ))
+        );
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "True");
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:20Z")
+        );
+        assert_eq!(
+            apply(&mut node, &ok, "2026-01-01T00:00:30Z").map(|e| e.0),
+            Some("NodeHasNoDiskPressure")
+        );
+        let unknown = evaluate(Err("gone".into()), &Config::default()).unwrap();
+        assert_eq!(apply(&mut node, &unknown, "2026-01-01T00:00:40Z"), None);
+        assert_eq!(node.condition(CONDITION).unwrap().status, "Unknown");
+    }
+}
+
+nodestatus_sdk::export!(DiskPressure);

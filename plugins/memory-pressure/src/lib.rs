@@ -1,0 +1,291 @@
+//! The kubelet's `MemoryPressureCondition` setter. There is memory pressure
+//! when `MemAvailable` of `/proc/meminfo` is below `memoryAvailable` (the
+//! kubelet's hard eviction threshold `memory.available`, default `100Mi`; a
+//! percentage is of `MemTotal`).
+//!
+//! Like the kubelet: a missing condition is created; the heartbeat is set on
+//! every run; the transition time changes only on a flip, and a flip between
+//! True and False records `NodeHasInsufficientMemory` or
+//! `NodeHasSufficientMemory`. When `/proc/meminfo` cannot be read the status
+//! is Unknown, with the no-pressure reason and a message naming the input.
+use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+
+/// The condition type.
+pub const CONDITION: &str = "MemoryPressure";
+const MEMINFO: &str = "/proc/meminfo";
+
+/// The plugin's config.
+#[derive(serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// Pressure below this: a quantity (`100Mi`) or a percentage of MemTotal.
+    pub memory_available: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            memory_available: "100Mi".into(),
+        }
+    }
+}
+
+/// A threshold: an amount, or a percentage of a total.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Threshold {
+    /// Bytes.
+    Absolute(u128),
+    /// Percent of the total.
+    Percent(f64),
+}
+
+impl Threshold {
+    /// Parses `100Mi` or `10%`.
+    pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
+        let spec = spec.trim();
+        if let Some(p) = spec.strip_suffix('%') {
+            return p
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..=100.0).contains(v))
+                .map(Self::Percent)
+                .ok_or_else(|| {
+                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
+                });
+        }
+        let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
+        u128::try_from(q.as_units_ceil())
+            .map(Self::Absolute)
+            .map_err(|_| format!("{field}: {spec:?} is negative"))
+    }
+
+    /// The threshold's amount for this total.
+    pub fn amount(self, total: u128) -> u128 {
+        match self {
+            Self::Absolute(n) => n,
+            Self::Percent(p) => (total as f64 * p / 100.0) as u128,
+        }
+    }
+}
+
+/// What the condition should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ConditionStatus,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A `kB` field of `/proc/meminfo`, in bytes.
+pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u128> {
+    meminfo.lines().find_map(|l| {
+        let (k, rest) = l.split_once(':')?;
+        if k.trim() != key {
+            return None;
+        }
+        let mut parts = rest.split_whitespace();
+        let n: u128 = parts.next()?.parse().ok()?;
+        match parts.next() {
+            Some("kB") => Some(n * 1024),
+            None => Some(n),
+            Some(_) => None,
+        }
+    })
+}
+
+fn unknown(message: String) -> Outcome {
+    Outcome {
+        status: ConditionStatus::Unknown,
+        reason: "KubeletHasSufficientMemory",
+        message,
+    }
+}
+
+/// The condition for this `/proc/meminfo` (or the error reading it).
+pub fn evaluate(meminfo: std::result::Result<&str, String>, config: &Config) -> Result<Outcome> {
+    let threshold = Threshold::parse("memoryAvailable", &config.memory_available)?;
+    let meminfo = match meminfo {
+        Ok(m) => m,
+        Err(e) => return Ok(unknown(format!("cannot read {MEMINFO}: {e}"))),
+    };
+    let Some(available) = meminfo_bytes(meminfo, "MemAvailable") else {
+        return Ok(unknown(format!("{MEMINFO} has no MemAvailable")));
+    };
+    let total = match threshold {
+        Threshold::Absolute(_) => 0,
+        Threshold::Percent(_) => match meminfo_bytes(meminfo, "MemTotal") {
+            Some(t) => t,
+            None => return Ok(unknown(format!("{MEMINFO} has no MemTotal"))),
+        },
+    };
+    Ok(if available < threshold.amount(total) {
+        Outcome {
+            status: ConditionStatus::True,
+            reason: "KubeletHasInsufficientMemory",
+            message: "kubelet has insufficient memory available".into(),
+        }
+    } else {
+        Outcome {
+            status: ConditionStatus::False,
+            reason: "KubeletHasSufficientMemory",
+            message: "kubelet has sufficient memory available".into(),
+        }
+    })
+}
+
+/// Sets the condition at `now`; returns the event to record on a flip
+/// between True and False.
+pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
+    let t = node.set_condition_at(CONDITION, o.status, o.reason, &o.message, now);
+    let event = match o.status {
+        ConditionStatus::True => "NodeHasInsufficientMemory",
+        ConditionStatus::False => "NodeHasSufficientMemory",
+        ConditionStatus::Unknown => return None,
+    };
+    (t.flipped && t.previous.is_some()).then(|| {
+        (
+            event,
+            format!("Node {} status is now: {event}", node.name()),
+        )
+    })
+}
+
+pub struct MemoryPressure;
+
+impl Setter for MemoryPressure {
+    fn metadata() -> Metadata {
+        Metadata::new("memory-pressure", env!("CARGO_PKG_VERSION"))
+            .description("the kubelet's MemoryPressure condition, from /proc/meminfo")
+            .path("/proc")
+    }
+
+    fn set(node: &mut Node) -> Result<()> {
+        let config: Config = host::config()?;
+        let text = std::fs::read_to_string(MEMINFO).map_err(|e| e.to_string());
+        let outcome = evaluate(text.as_deref().map_err(Clone::clone), &config)?;
+        if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
+            host::record_event(EventType::Normal, reason, &message);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/proc/meminfo` of the development machine: MemTotal 24684096 kB,
+    /// MemAvailable 22830212 kB.
+    const MEMINFO_FIXTURE: &str = include_str!("../tests/fixtures/meminfo");
+    const AVAILABLE_KB: u128 = 22_830_212;
+
+    fn cfg(t: &str) -> Config {
+        Config {
+            memory_available: t.into(),
+        }
+    }
+
+    #[test]
+    fn fixture_is_read() {
+        assert_eq!(
+            meminfo_bytes(MEMINFO_FIXTURE, "MemAvailable"),
+            Some(AVAILABLE_KB * 1024)
+        );
+    }
+
+    #[test]
+    fn true_and_false_across_the_threshold() {
+        let at = format!("{}Ki", AVAILABLE_KB);
+        let above = format!("{}Ki", AVAILABLE_KB + 1);
+        let o = evaluate(Ok(MEMINFO_FIXTURE), &Config::default()).unwrap();
+        assert_eq!(o.status, ConditionStatus::False);
+        assert_eq!(o.reason, "KubeletHasSufficientMemory");
+        assert_eq!(o.message, "kubelet has sufficient memory available");
+        // available == threshold: not below it.
+        let o = evaluate(Ok(MEMINFO_FIXTURE), &cfg(&at)).unwrap();
+        assert_eq!(o.status, ConditionStatus::False);
+        let o = evaluate(Ok(MEMINFO_FIXTURE), &cfg(&above)).unwrap();
+        assert_eq!(o.status, ConditionStatus::True);
+        assert_eq!(o.reason, "KubeletHasInsufficientMemory");
+        assert_eq!(o.message, "kubelet has insufficient memory available");
+        // 22830212 / 24684096 = 92.5%
+        assert_eq!(
+            evaluate(Ok(MEMINFO_FIXTURE), &cfg("92%")).unwrap().status,
+            ConditionStatus::False
+        );
+        assert_eq!(
+            evaluate(Ok(MEMINFO_FIXTURE), &cfg("93%")).unwrap().status,
+            ConditionStatus::True
+        );
+    }
+
+    #[test]
+    fn unknown_on_missing_input() {
+        let o = evaluate(Err("No such file or directory".into()), &Config::default()).unwrap();
+        assert_eq!(o.status, ConditionStatus::Unknown);
+        assert_eq!(o.reason, "KubeletHasSufficientMemory");
+        assert!(o.message.contains("/proc/meminfo"), "{}", o.message);
+        let o = evaluate(Ok("MemTotal: 1 kB\n"), &Config::default()).unwrap();
+        assert_eq!(o.status, ConditionStatus::Unknown);
+        assert!(o.message.contains("MemAvailable"));
+    }
+
+    #[test]
+    fn bad_threshold_is_an_error() {
+        for bad in ["lots", "-1Mi", "120%"] {
+            assert!(evaluate(Ok(MEMINFO_FIXTURE), &cfg(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn transition_time_kept_until_a_flip() {
+        let mut node = Node::named("n1");
+        let ok = evaluate(Ok(MEMINFO_FIXTURE), &Config::default()).unwrap();
+        let low = evaluate(Ok(MEMINFO_FIXTURE), &cfg("1Ti")).unwrap();
+        // New condition: no event (nothing to flip from).
+        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:00Z"), None);
+        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:10Z"), None);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "False");
+        assert_eq!(
+            c.last_heartbeat_time.as_deref(),
+            Some("2026-01-01T00:00:10Z")
+        );
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        // Flip to True: transition time and event.
+        assert_eq!(
+            apply(&mut node, &low, "2026-01-01T00:00:20Z"),
+            Some((
+                "NodeHasInsufficientMemory",
+                "Node n1 status is now: NodeHasInsufficientMemory".into()
+            ))
+        );
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "True");
+        assert_eq!(c.reason.as_deref(), Some("KubeletHasInsufficientMemory"));
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:20Z")
+        );
+        // And back.
+        assert_eq!(
+            apply(&mut node, &ok, "2026-01-01T00:00:30Z").map(|e| e.0),
+            Some("NodeHasSufficientMemory")
+        );
+        // Unknown: a flip, but no event.
+        let unknown = evaluate(Err("gone".into()), &Config::default()).unwrap();
+        assert_eq!(apply(&mut node, &unknown, "2026-01-01T00:00:40Z"), None);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "Unknown");
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-01-01T00:00:40Z")
+        );
+    }
+}
+
+nodestatus_sdk::export!(MemoryPressure);

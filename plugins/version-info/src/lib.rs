@@ -1,0 +1,194 @@
+//! The kubelet's `VersionInfo` setter: `nodeInfo.kernelVersion` (`uname -r`),
+//! `osImage` (`PRETTY_NAME` of os-release, `Unknown` when absent),
+//! `containerRuntimeVersion` (`<type>://<version>` from the config, `Unknown`
+//! when not configured), `kubeletVersion` (the config's, or this engine's
+//! `nodestatus-<version>`), and `kubeProxyVersion` only when configured.
+use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
+
+/// The plugin's config.
+#[derive(serde::Deserialize, Default, Debug, Clone, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// `<type>://<version>`, for example `containerd://1.7.13`.
+    pub container_runtime_version: Option<String>,
+    /// The version reported as the kubelet's.
+    pub kubelet_version: Option<String>,
+    /// The version reported as kube-proxy's (deprecated field).
+    pub kube_proxy_version: Option<String>,
+}
+
+/// The versions the setter writes, by `nodeInfo` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versions {
+    pub kernel_version: String,
+    pub os_image: String,
+    pub container_runtime_version: String,
+    pub kubelet_version: String,
+    pub kube_proxy_version: Option<String>,
+}
+
+/// A value of an os-release file (shell-style quoting removed), if present
+/// and not empty.
+pub fn os_release_value(os_release: &str, key: &str) -> Option<String> {
+    os_release.lines().find_map(|l| {
+        let (k, v) = l.trim().split_once('=')?;
+        if k.trim() != key {
+            return None;
+        }
+        let v = v.trim();
+        let unquoted = match v.as_bytes().first() {
+            Some(q @ (b'"' | b'\'')) if v.len() >= 2 && v.as_bytes()[v.len() - 1] == *q => {
+                &v[1..v.len() - 1]
+            }
+            _ => v,
+        };
+        let mut out = String::with_capacity(unquoted.len());
+        let mut chars = unquoted.chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    })
+}
+
+fn configured(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// The versions, from the machine's facts and the config.
+pub fn versions(
+    kernel_release: &str,
+    os_release: &str,
+    config: &Config,
+    own_version: &str,
+) -> Result<Versions> {
+    let runtime = configured(&config.container_runtime_version);
+    if let Some(r) = &runtime {
+        match r.split_once("://") {
+            Some((t, v)) if !t.is_empty() && !v.is_empty() => {}
+            _ => {
+                return Err(format!(
+                    "containerRuntimeVersion {r:?} must be <type>://<version>, for example containerd://1.7.13"
+                )
+                .into());
+            }
+        }
+    }
+    Ok(Versions {
+        kernel_version: kernel_release.trim().to_owned(),
+        os_image: os_release_value(os_release, "PRETTY_NAME").unwrap_or_else(|| "Unknown".into()),
+        container_runtime_version: runtime.unwrap_or_else(|| "Unknown".into()),
+        kubelet_version: configured(&config.kubelet_version)
+            .unwrap_or_else(|| format!("nodestatus-{own_version}")),
+        kube_proxy_version: configured(&config.kube_proxy_version),
+    })
+}
+
+/// Writes the versions into `nodeInfo`.
+pub fn apply(node: &mut Node, v: &Versions) {
+    node.set_node_info("kernelVersion", &v.kernel_version);
+    node.set_node_info("osImage", &v.os_image);
+    node.set_node_info("containerRuntimeVersion", &v.container_runtime_version);
+    node.set_node_info("kubeletVersion", &v.kubelet_version);
+    if let Some(p) = &v.kube_proxy_version {
+        node.set_node_info("kubeProxyVersion", p);
+    }
+}
+
+pub struct VersionInfo;
+
+impl Setter for VersionInfo {
+    fn metadata() -> Metadata {
+        Metadata::new("version-info", env!("CARGO_PKG_VERSION")).description(
+            "the kubelet's VersionInfo setter: kernel, OS image, runtime and kubelet versions",
+        )
+    }
+
+    fn set(node: &mut Node) -> Result<()> {
+        let config: Config = host::config()?;
+        let info = host::system_info();
+        let v = versions(
+            &info.kernel_release,
+            &info.os_release,
+            &config,
+            env!("CARGO_PKG_VERSION"),
+        )?;
+        apply(node, &v);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/etc/os-release` of the development machine (Debian 12).
+    const OS_RELEASE: &str = include_str!("../tests/fixtures/os-release");
+
+    #[test]
+    fn reads_pretty_name() {
+        assert_eq!(
+            os_release_value(OS_RELEASE, "PRETTY_NAME").as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(
+            os_release_value("PRETTY_NAME='A \\\"b\\\"'\n", "PRETTY_NAME").as_deref(),
+            Some("A \"b\"")
+        );
+        assert_eq!(
+            os_release_value("NAME=x\nPRETTY_NAME=\"\"", "PRETTY_NAME"),
+            None
+        );
+    }
+
+    #[test]
+    fn defaults_when_unconfigured() {
+        let v = versions("6.1.0-18-amd64\n", "", &Config::default(), "0.1.0").unwrap();
+        assert_eq!(
+            v,
+            Versions {
+                kernel_version: "6.1.0-18-amd64".into(),
+                os_image: "Unknown".into(),
+                container_runtime_version: "Unknown".into(),
+                kubelet_version: "nodestatus-0.1.0".into(),
+                kube_proxy_version: None,
+            }
+        );
+        let mut node = Node::named("n");
+        apply(&mut node, &v);
+        assert_eq!(node.node_info("kubeProxyVersion"), None);
+        assert_eq!(node.node_info("containerRuntimeVersion"), Some("Unknown"));
+    }
+
+    #[test]
+    fn configured_versions_are_used() {
+        let c = Config {
+            container_runtime_version: Some("containerd://1.7.13".into()),
+            kubelet_version: Some("v1.31.2".into()),
+            kube_proxy_version: Some("v1.31.2".into()),
+        };
+        let v = versions("6.1", OS_RELEASE, &c, "0.1.0").unwrap();
+        assert_eq!(v.os_image, "Debian GNU/Linux 12 (bookworm)");
+        assert_eq!(v.container_runtime_version, "containerd://1.7.13");
+        let mut node = Node::named("n");
+        apply(&mut node, &v);
+        assert_eq!(node.node_info("kubeletVersion"), Some("v1.31.2"));
+        assert_eq!(node.node_info("kubeProxyVersion"), Some("v1.31.2"));
+        let bad = Config {
+            container_runtime_version: Some("1.7.13".into()),
+            ..Config::default()
+        };
+        assert!(versions("6.1", "", &bad, "0.1.0").is_err());
+    }
+}
+
+nodestatus_sdk::export!(VersionInfo);
