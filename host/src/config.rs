@@ -566,8 +566,38 @@ pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
 
 impl Config {
     /// The settings for a plugin name: its config section, or the defaults.
+    ///
+    /// The KubeletConfiguration fields that a kubelet setter needs are passed
+    /// into that setter's own config unless it sets them itself:
+    /// `hostnameOverride` and `nodeIP` to `node-address`, and
+    /// `nodeStatusMaxImages` (as `maxImages`) to `images`.
     pub fn plugin_settings(&self, name: &str) -> PluginSettings {
-        self.plugins.get(name).cloned().unwrap_or_default()
+        let mut s = self.plugins.get(name).cloned().unwrap_or_default();
+        let inherited: Vec<(&str, serde_json::Value)> = match name {
+            "node-address" => [
+                self.hostname_override
+                    .as_ref()
+                    .map(|h| ("hostnameOverride", serde_json::json!(h))),
+                (!self.node_ips.is_empty()).then(|| {
+                    let ips: Vec<String> = self.node_ips.iter().map(ToString::to_string).collect();
+                    ("nodeIP", serde_json::json!(ips.join(",")))
+                }),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            "images" => vec![("maxImages", serde_json::json!(self.node_status_max_images))],
+            _ => Vec::new(),
+        };
+        if let Some(obj) = s.config.as_object_mut() {
+            for (k, v) in inherited {
+                let unset = obj.get(k).is_none_or(|x| x.is_null() || x == "");
+                if unset {
+                    obj.insert(k.to_owned(), v);
+                }
+            }
+        }
+        s
     }
 }
 
@@ -603,6 +633,27 @@ mod tests {
         assert!(c.register_node);
         let c = check("nodeName: n1\nnodeStatusUpdateFrequency: 20s\n").unwrap();
         assert_eq!(c.node_status_report_frequency, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn kubelet_fields_reach_the_setters_that_use_them() {
+        let c = check("nodeName: n\nhostnameOverride: host-a\nnodeIP: 10.0.0.7\nnodeStatusMaxImages: 7\nplugins: {node-address: {config: {nodeIP: ''}}}\n").unwrap();
+        let na = c.plugin_settings("node-address").config;
+        assert_eq!(na["hostnameOverride"], "host-a");
+        assert_eq!(na["nodeIP"], "10.0.0.7");
+        assert_eq!(c.plugin_settings("images").config["maxImages"], 7);
+        let own = check(
+            "nodeName: n\nnodeStatusMaxImages: 7\nplugins: {images: {config: {maxImages: 3}}}\n",
+        )
+        .unwrap();
+        assert_eq!(own.plugin_settings("images").config["maxImages"], 3);
+        assert!(
+            c.plugin_settings("gpu")
+                .config
+                .as_object()
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ const NODES: &[&str] = &[
     "companion-node",
     "term-node",
     "metrics-node",
+    "default-node",
 ];
 
 pub struct Shared {
@@ -110,12 +111,26 @@ pub struct TestAgent {
 /// An agent for `name` with the node's own credentials, fast periods, and the
 /// given plugins dropped into its directory.
 pub fn agent(name: &str, identity: &str, extra_yaml: &str, plugins: &[(&str, &Path)]) -> TestAgent {
+    agent_with_config(name, identity, extra_yaml, None, plugins)
+}
+
+/// Like [`agent`], with the `plugins:` section of a config file.
+pub fn agent_with_config(
+    name: &str,
+    identity: &str,
+    extra_yaml: &str,
+    config_file: Option<&Path>,
+    plugins: &[(&str, &Path)],
+) -> TestAgent {
     let dir = tempfile::tempdir().unwrap();
     for (file, src) in plugins {
         drop_plugin(dir.path(), file, src);
     }
+    let base = config_file
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap_or_default();
     let yaml = format!(
-        "nodeName: {name}\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 6s\nnodeLeaseDurationSeconds: 4\npluginDir: {}\n{extra_yaml}",
+        "nodeName: {name}\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 6s\nnodeLeaseDurationSeconds: 4\npluginDir: {}\n{extra_yaml}{base}",
         dir.path().display()
     );
     let cfg: Config = ConfigFile::parse(&yaml, Path::new("test.yaml"))
@@ -787,4 +802,118 @@ async fn metrics_status_and_probes_move_with_the_engine() {
     cancel.cancel();
     run.await.unwrap().unwrap();
     http.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
+    let plugins: Vec<(&str, &Path)> = [
+        ("node-address.wasm", built::NODE_ADDRESS),
+        ("machine-info.wasm", built::MACHINE_INFO),
+        ("version-info.wasm", built::VERSION_INFO),
+        ("daemon-endpoints.wasm", built::DAEMON_ENDPOINTS),
+        ("images.wasm", built::IMAGES),
+        ("os-arch.wasm", built::OS_ARCH),
+        ("memory-pressure.wasm", built::MEMORY_PRESSURE),
+        ("disk-pressure.wasm", built::DISK_PRESSURE),
+        ("pid-pressure.wasm", built::PID_PRESSURE),
+        ("volumes.wasm", built::VOLUMES),
+        ("ready.wasm", built::READY),
+    ]
+    .into_iter()
+    .map(|(f, p)| (f, Path::new(p)))
+    .collect();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/default-config.yaml");
+    let t = agent_with_config("default-node", "default-node", "", Some(&config), &plugins);
+    assert_eq!(t.agent.plugins().current().plugins().len(), 11);
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("default-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await
+    );
+    let pass = t.agent.last_pass().await.unwrap();
+    assert_eq!(
+        pass.failures().count(),
+        0,
+        "{:#?}",
+        pass.failures().collect::<Vec<_>>()
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+
+    let n = server_node("default-node").await.unwrap();
+    let st = &n["status"];
+    // The kubelet's condition types, in its order, with its reasons.
+    let conds: Vec<(&str, &str)> = st["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        conds[..3],
+        [
+            ("MemoryPressure", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "KubeletHasSufficientPID")
+        ]
+    );
+    assert_eq!(conds[3], ("Ready", "KubeletNotReady"), "shut down last");
+    // Capacity and allocatable match this machine's /proc and statvfs.
+    let cpus = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .to_string();
+    assert_eq!(st["capacity"]["cpu"], cpus.as_str());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kb: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mem = nodestatus_sdk::Quantity::parse(st["capacity"]["memory"].as_str().unwrap()).unwrap();
+    assert_eq!(mem.as_units_ceil(), total_kb as i128 * 1024);
+    let alloc =
+        nodestatus_sdk::Quantity::parse(st["allocatable"]["memory"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        mem.as_units_ceil() - alloc.as_units_ceil(),
+        100 * 1024 * 1024,
+        "allocatable = capacity - 100Mi eviction threshold"
+    );
+    assert_eq!(st["capacity"]["pods"], "110");
+    let disk = nodestatus::runtime::facts::statvfs(Path::new("/")).unwrap();
+    let eph =
+        nodestatus_sdk::Quantity::parse(st["capacity"]["ephemeral-storage"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(eph.as_units_ceil(), disk.total_bytes as i128);
+    // nodeInfo, addresses, daemon endpoints: the same fields as a kubelet's.
+    let sys = nodestatus::runtime::facts::Facts::default();
+    let sys = sys.system();
+    for (field, want) in [
+        ("machineID", sys.machine_id.as_str()),
+        ("bootID", sys.boot_id.as_str()),
+        ("kernelVersion", sys.kernel_release.as_str()),
+        ("operatingSystem", "linux"),
+        ("architecture", nodestatus::once::go_arch()),
+    ] {
+        assert_eq!(st["nodeInfo"][field], want, "{field}");
+    }
+    assert!(st["nodeInfo"]["osImage"].as_str().unwrap().len() > 3);
+    let addrs: Vec<&str> = st["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["type"].as_str().unwrap())
+        .collect();
+    assert!(addrs.contains(&"Hostname"), "{addrs:?}");
+    assert!(addrs.contains(&"InternalIP"), "{addrs:?}");
+    assert_eq!(st["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
 }
