@@ -45,6 +45,7 @@
 pub mod condition;
 pub mod host;
 pub mod node;
+pub mod pressure;
 pub mod quantity;
 pub mod time;
 

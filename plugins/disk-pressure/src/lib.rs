@@ -11,7 +11,9 @@
 //! When the filesystem's statistics cannot be read the status is Unknown,
 //! with the no-pressure reason and a message naming the path.
 use nodestatus_sdk::host::FsStats;
-use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+use nodestatus_sdk::pressure::PressureCondition;
+pub use nodestatus_sdk::pressure::{Outcome, Threshold};
+use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "DiskPressure";
@@ -38,52 +40,16 @@ impl Default for Config {
     }
 }
 
-/// A threshold: an amount, or a percentage of a total.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Threshold {
-    /// Bytes or inodes.
-    Absolute(u128),
-    /// Percent of the total.
-    Percent(f64),
-}
-
-impl Threshold {
-    /// Parses `5Gi`, `100k` or `10%`.
-    pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
-        let spec = spec.trim();
-        if let Some(p) = spec.strip_suffix('%') {
-            return p
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| (0.0..=100.0).contains(v))
-                .map(Self::Percent)
-                .ok_or_else(|| {
-                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
-                });
-        }
-        let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
-        u128::try_from(q.as_units_ceil())
-            .map(Self::Absolute)
-            .map_err(|_| format!("{field}: {spec:?} is negative"))
-    }
-
-    /// The threshold's amount for this total.
-    pub fn amount(self, total: u128) -> u128 {
-        match self {
-            Self::Absolute(n) => n,
-            Self::Percent(p) => (total as f64 * p / 100.0) as u128,
-        }
-    }
-}
-
-/// What the condition should say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub status: ConditionStatus,
-    pub reason: &'static str,
-    pub message: String,
-}
+/// The condition's reasons, messages and events.
+pub const PRESSURE: PressureCondition = PressureCondition {
+    condition: CONDITION,
+    pressure_reason: "KubeletHasDiskPressure",
+    pressure_message: "kubelet has disk pressure",
+    pressure_event: "NodeHasDiskPressure",
+    ok_reason: "KubeletHasNoDiskPressure",
+    ok_message: "kubelet has no disk pressure",
+    ok_event: "NodeHasNoDiskPressure",
+};
 
 /// The condition for these statistics (or the error reading them).
 pub fn evaluate(stats: std::result::Result<&FsStats, String>, config: &Config) -> Result<Outcome> {
@@ -92,50 +58,23 @@ pub fn evaluate(stats: std::result::Result<&FsStats, String>, config: &Config) -
     let s = match stats {
         Ok(s) => s,
         Err(e) => {
-            return Ok(Outcome {
-                status: ConditionStatus::Unknown,
-                reason: "KubeletHasNoDiskPressure",
-                message: format!(
-                    "cannot read the statistics of the node filesystem at {}: {e}",
-                    config.nodefs_path
-                ),
-            });
+            return Ok(PRESSURE.unknown(format!(
+                "cannot read the statistics of the node filesystem at {}: {e}",
+                config.nodefs_path
+            )));
         }
     };
     let low_space = u128::from(s.available_bytes) < available.amount(s.total_bytes.into());
     // Filesystems without a fixed inode table (btrfs) report 0 inodes.
     let low_inodes =
         s.total_inodes > 0 && u128::from(s.free_inodes) < inodes.amount(s.total_inodes.into());
-    Ok(if low_space || low_inodes {
-        Outcome {
-            status: ConditionStatus::True,
-            reason: "KubeletHasDiskPressure",
-            message: "kubelet has disk pressure".into(),
-        }
-    } else {
-        Outcome {
-            status: ConditionStatus::False,
-            reason: "KubeletHasNoDiskPressure",
-            message: "kubelet has no disk pressure".into(),
-        }
-    })
+    Ok(PRESSURE.outcome(low_space || low_inodes))
 }
 
 /// Sets the condition at `now`; returns the event to record on a flip
 /// between True and False.
 pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    let t = node.set_condition_at(CONDITION, o.status, o.reason, &o.message, now);
-    let event = match o.status {
-        ConditionStatus::True => "NodeHasDiskPressure",
-        ConditionStatus::False => "NodeHasNoDiskPressure",
-        ConditionStatus::Unknown => return None,
-    };
-    (t.flipped && t.previous.is_some()).then(|| {
-        (
-            event,
-            format!("Node {} status is now: {event}", node.name()),
-        )
-    })
+    PRESSURE.apply(node, o, now)
 }
 
 pub struct DiskPressure;
@@ -165,6 +104,7 @@ impl Setter for DiskPressure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodestatus_sdk::ConditionStatus;
 
     /// statvfs("/") of the development machine.
     const STATVFS_ROOT: &str = include_str!("../tests/fixtures/statvfs-root.json");

@@ -8,7 +8,9 @@
 //! True and False records `NodeHasInsufficientMemory` or
 //! `NodeHasSufficientMemory`. When `/proc/meminfo` cannot be read the status
 //! is Unknown, with the no-pressure reason and a message naming the input.
-use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+use nodestatus_sdk::pressure::PressureCondition;
+pub use nodestatus_sdk::pressure::{Outcome, Threshold};
+use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "MemoryPressure";
@@ -30,52 +32,16 @@ impl Default for Config {
     }
 }
 
-/// A threshold: an amount, or a percentage of a total.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Threshold {
-    /// Bytes.
-    Absolute(u128),
-    /// Percent of the total.
-    Percent(f64),
-}
-
-impl Threshold {
-    /// Parses `100Mi` or `10%`.
-    pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
-        let spec = spec.trim();
-        if let Some(p) = spec.strip_suffix('%') {
-            return p
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| (0.0..=100.0).contains(v))
-                .map(Self::Percent)
-                .ok_or_else(|| {
-                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
-                });
-        }
-        let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
-        u128::try_from(q.as_units_ceil())
-            .map(Self::Absolute)
-            .map_err(|_| format!("{field}: {spec:?} is negative"))
-    }
-
-    /// The threshold's amount for this total.
-    pub fn amount(self, total: u128) -> u128 {
-        match self {
-            Self::Absolute(n) => n,
-            Self::Percent(p) => (total as f64 * p / 100.0) as u128,
-        }
-    }
-}
-
-/// What the condition should say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub status: ConditionStatus,
-    pub reason: &'static str,
-    pub message: String,
-}
+/// The condition's reasons, messages and events.
+pub const PRESSURE: PressureCondition = PressureCondition {
+    condition: CONDITION,
+    pressure_reason: "KubeletHasInsufficientMemory",
+    pressure_message: "kubelet has insufficient memory available",
+    pressure_event: "NodeHasInsufficientMemory",
+    ok_reason: "KubeletHasSufficientMemory",
+    ok_message: "kubelet has sufficient memory available",
+    ok_event: "NodeHasSufficientMemory",
+};
 
 /// A `kB` field of `/proc/meminfo`, in bytes.
 pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u128> {
@@ -94,61 +60,30 @@ pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u128> {
     })
 }
 
-fn unknown(message: String) -> Outcome {
-    Outcome {
-        status: ConditionStatus::Unknown,
-        reason: "KubeletHasSufficientMemory",
-        message,
-    }
-}
-
 /// The condition for this `/proc/meminfo` (or the error reading it).
 pub fn evaluate(meminfo: std::result::Result<&str, String>, config: &Config) -> Result<Outcome> {
     let threshold = Threshold::parse("memoryAvailable", &config.memory_available)?;
     let meminfo = match meminfo {
         Ok(m) => m,
-        Err(e) => return Ok(unknown(format!("cannot read {MEMINFO}: {e}"))),
+        Err(e) => return Ok(PRESSURE.unknown(format!("cannot read {MEMINFO}: {e}"))),
     };
     let Some(available) = meminfo_bytes(meminfo, "MemAvailable") else {
-        return Ok(unknown(format!("{MEMINFO} has no MemAvailable")));
+        return Ok(PRESSURE.unknown(format!("{MEMINFO} has no MemAvailable")));
     };
     let total = match threshold {
         Threshold::Absolute(_) => 0,
         Threshold::Percent(_) => match meminfo_bytes(meminfo, "MemTotal") {
             Some(t) => t,
-            None => return Ok(unknown(format!("{MEMINFO} has no MemTotal"))),
+            None => return Ok(PRESSURE.unknown(format!("{MEMINFO} has no MemTotal"))),
         },
     };
-    Ok(if available < threshold.amount(total) {
-        Outcome {
-            status: ConditionStatus::True,
-            reason: "KubeletHasInsufficientMemory",
-            message: "kubelet has insufficient memory available".into(),
-        }
-    } else {
-        Outcome {
-            status: ConditionStatus::False,
-            reason: "KubeletHasSufficientMemory",
-            message: "kubelet has sufficient memory available".into(),
-        }
-    })
+    Ok(PRESSURE.outcome(available < threshold.amount(total)))
 }
 
 /// Sets the condition at `now`; returns the event to record on a flip
 /// between True and False.
 pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    let t = node.set_condition_at(CONDITION, o.status, o.reason, &o.message, now);
-    let event = match o.status {
-        ConditionStatus::True => "NodeHasInsufficientMemory",
-        ConditionStatus::False => "NodeHasSufficientMemory",
-        ConditionStatus::Unknown => return None,
-    };
-    (t.flipped && t.previous.is_some()).then(|| {
-        (
-            event,
-            format!("Node {} status is now: {event}", node.name()),
-        )
-    })
+    PRESSURE.apply(node, o, now)
 }
 
 pub struct MemoryPressure;
@@ -174,6 +109,7 @@ impl Setter for MemoryPressure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodestatus_sdk::ConditionStatus;
 
     /// `/proc/meminfo` of the development machine: MemTotal 24684096 kB,
     /// MemAvailable 22830212 kB.

@@ -11,7 +11,9 @@
 //! True and False records `NodeHasInsufficientPID` or `NodeHasSufficientPID`.
 //! When an input cannot be read the status is Unknown, with the no-pressure
 //! reason and a message naming the input.
-use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+use nodestatus_sdk::pressure::PressureCondition;
+pub use nodestatus_sdk::pressure::{Outcome, Threshold};
+use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "PIDPressure";
@@ -36,52 +38,16 @@ impl Default for Config {
     }
 }
 
-/// A threshold: an amount, or a percentage of a total.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Threshold {
-    /// A count.
-    Absolute(u128),
-    /// Percent of the total.
-    Percent(f64),
-}
-
-impl Threshold {
-    /// Parses `1000`, `1k` or `10%`.
-    pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
-        let spec = spec.trim();
-        if let Some(p) = spec.strip_suffix('%') {
-            return p
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| (0.0..=100.0).contains(v))
-                .map(Self::Percent)
-                .ok_or_else(|| {
-                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
-                });
-        }
-        let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
-        u128::try_from(q.as_units_ceil())
-            .map(Self::Absolute)
-            .map_err(|_| format!("{field}: {spec:?} is negative"))
-    }
-
-    /// The threshold's amount for this total.
-    pub fn amount(self, total: u128) -> u128 {
-        match self {
-            Self::Absolute(n) => n,
-            Self::Percent(p) => (total as f64 * p / 100.0) as u128,
-        }
-    }
-}
-
-/// What the condition should say.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub status: ConditionStatus,
-    pub reason: &'static str,
-    pub message: String,
-}
+/// The condition's reasons, messages and events.
+pub const PRESSURE: PressureCondition = PressureCondition {
+    condition: CONDITION,
+    pressure_reason: "KubeletHasInsufficientPID",
+    pressure_message: "kubelet has insufficient PID available",
+    pressure_event: "NodeHasInsufficientPID",
+    ok_reason: "KubeletHasSufficientPID",
+    ok_message: "kubelet has sufficient PID available",
+    ok_event: "NodeHasSufficientPID",
+};
 
 /// A number alone in a file (`pid_max`, `threads-max`).
 pub fn parse_number(path: &str, text: &str) -> std::result::Result<u64, String> {
@@ -123,14 +89,6 @@ pub fn count_processes<'a>(names: impl IntoIterator<Item = &'a str>) -> u64 {
         .count() as u64
 }
 
-fn unknown(message: String) -> Outcome {
-    Outcome {
-        status: ConditionStatus::Unknown,
-        reason: "KubeletHasSufficientPID",
-        message,
-    }
-}
-
 /// The condition for this limit and task count (or the errors reading them).
 pub fn evaluate(
     max: std::result::Result<u64, String>,
@@ -140,43 +98,20 @@ pub fn evaluate(
     let threshold = Threshold::parse("pidAvailable", &config.pid_available)?;
     let max = match max {
         Ok(m) => m,
-        Err(e) => return Ok(unknown(format!("cannot read the PID limit: {e}"))),
+        Err(e) => return Ok(PRESSURE.unknown(format!("cannot read the PID limit: {e}"))),
     };
     let in_use = match in_use {
         Ok(n) => n,
-        Err(e) => return Ok(unknown(format!("cannot count the tasks in use: {e}"))),
+        Err(e) => return Ok(PRESSURE.unknown(format!("cannot count the tasks in use: {e}"))),
     };
     let available = u128::from(max.saturating_sub(in_use));
-    Ok(if available < threshold.amount(max.into()) {
-        Outcome {
-            status: ConditionStatus::True,
-            reason: "KubeletHasInsufficientPID",
-            message: "kubelet has insufficient PID available".into(),
-        }
-    } else {
-        Outcome {
-            status: ConditionStatus::False,
-            reason: "KubeletHasSufficientPID",
-            message: "kubelet has sufficient PID available".into(),
-        }
-    })
+    Ok(PRESSURE.outcome(available < threshold.amount(max.into())))
 }
 
 /// Sets the condition at `now`; returns the event to record on a flip
 /// between True and False.
 pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    let t = node.set_condition_at(CONDITION, o.status, o.reason, &o.message, now);
-    let event = match o.status {
-        ConditionStatus::True => "NodeHasInsufficientPID",
-        ConditionStatus::False => "NodeHasSufficientPID",
-        ConditionStatus::Unknown => return None,
-    };
-    (t.flipped && t.previous.is_some()).then(|| {
-        (
-            event,
-            format!("Node {} status is now: {event}", node.name()),
-        )
-    })
+    PRESSURE.apply(node, o, now)
 }
 
 fn read(path: &str) -> std::result::Result<String, String> {
@@ -221,6 +156,7 @@ impl Setter for PidPressure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodestatus_sdk::ConditionStatus;
 
     /// The development machine's `/proc/loadavg`, `pid_max` (32768) and
     /// `threads-max` (192731).
