@@ -55,6 +55,13 @@ enum Command {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
+    /// Check configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Print the version of nodestatus, of its WIT package and of wasmtime.
+    Version,
     /// Inspect plugins.
     Plugin {
         #[command(subcommand)]
@@ -130,6 +137,26 @@ enum PluginCommand {
         /// Config file (YAML), to check the plugin against its settings.
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Load a plugin directory and list its plugins in run order, with
+    /// versions, hashes and grants, and every file that would be refused.
+    List {
+        /// Directory of *.wasm plugins (default: the config's pluginDir).
+        #[arg(long)]
+        plugin_dir: Option<PathBuf>,
+        /// Config file (YAML) with per-plugin settings and grants.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file without running anything. Prints the
+    /// effective settings, or each error with the field it names.
+    Check {
+        /// The config file.
+        file: PathBuf,
     },
 }
 
@@ -208,6 +235,83 @@ impl RunArgs {
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(_) => unreachable!("handled in main"),
+        Command::Version => {
+            println!(
+                "nodestatus {}\nwit nodestatus:plugin@0.1.0\nwasmtime 48.0.8",
+                env!("CARGO_PKG_VERSION")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => {
+            let config = ConfigFile::read(&file)?.validate()?;
+            println!(
+                "{}: ok (node {:?}, pluginDir {}, update every {:?}, report every {:?}, lease {}s, {} plugin section(s))",
+                file.display(),
+                config.node_name,
+                config.plugin_dir.display(),
+                config.node_status_update_frequency,
+                config.node_status_report_frequency,
+                config.node_lease_duration_seconds,
+                config.plugins.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin {
+            command: PluginCommand::List { plugin_dir, config },
+        } => {
+            let config = Arc::new(load_config(config.as_ref())?);
+            let runtime = Runtime::new(Some(config.cache_dir.clone()))?;
+            let dir_path = plugin_dir.unwrap_or_else(|| config.plugin_dir.clone());
+            let settings = config.clone();
+            let dir = PluginDir::new(
+                dir_path,
+                runtime,
+                Arc::new(move |n| settings.plugin_settings(n)),
+            );
+            let events = dir.rescan();
+            println!(
+                "{:>6}  {:<20} {:<10} {:<14} grants",
+                "order", "plugin", "version", "sha256"
+            );
+            for p in dir.current().plugins() {
+                let grants: Vec<String> = p
+                    .granted_paths()
+                    .iter()
+                    .map(|g| g.display().to_string())
+                    .collect();
+                println!(
+                    "{:>6}  {:<20} {:<10} {:<14} {}",
+                    nodestatus::pipeline::order_of(p),
+                    p.name(),
+                    p.metadata().version,
+                    &p.sha256()[..12],
+                    if grants.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        grants.join(",")
+                    }
+                );
+            }
+            let refused: Vec<_> = events
+                .iter()
+                .filter_map(|e| match e {
+                    nodestatus::plugin_dir::ReloadEvent::Failed { file, error, .. } => {
+                        Some((file, error))
+                    }
+                    _ => None,
+                })
+                .collect();
+            for (file, error) in &refused {
+                println!("refused {}: {error}", file.display());
+            }
+            Ok(if refused.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Once {
             plugin_dir,
             node,

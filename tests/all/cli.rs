@@ -146,3 +146,100 @@ fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.wasm"));
 }
+
+#[test]
+fn config_check_names_the_field_of_each_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/default-config.yaml"),
+        &good,
+    )
+    .unwrap();
+    let out = nodestatus()
+        .args(["config", "check"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (yaml, want) in [
+        (
+            "nodeStatusUpdateFrequncy: 10s\n",
+            "did you mean `nodeStatusUpdateFrequency`",
+        ),
+        (
+            "nodeLeaseDurationSeconds: 0\n",
+            "nodeLeaseDurationSeconds: 0 must be between 1 and 3600",
+        ),
+        (
+            "plugins: {gpu: {memoryLimit: lots}}\n",
+            "plugins.gpu.memoryLimit",
+        ),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, yaml).unwrap();
+        let out = nodestatus()
+            .args(["config", "check"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{yaml}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{yaml}: {stderr}");
+    }
+}
+
+#[test]
+fn plugin_list_shows_run_order_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    drop_plugin(dir.path(), "ready.wasm", Path::new(built::READY));
+    drop_plugin(
+        dir.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    drop_plugin(
+        dir.path(),
+        "machine-info.wasm",
+        Path::new(built::MACHINE_INFO),
+    );
+    let out = nodestatus()
+        .args(["plugin", "list", "--plugin-dir"])
+        .arg(dir.path())
+        .args([
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/default-config.yaml"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        names,
+        vec!["machine-info", "kernel-check", "ready"],
+        "{text}"
+    );
+    assert!(text.contains("/proc"), "{text}");
+
+    drop_bytes(dir.path(), "broken.wasm", b"nope");
+    let out = nodestatus()
+        .args(["plugin", "list", "--plugin-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("refused"));
+}
