@@ -544,6 +544,11 @@ fn parse_node_ips(s: &str) -> Result<Vec<std::net::IpAddr>, String> {
     Ok(ips)
 }
 
+/// Parses YAML into JSON (for tools and tests that read manifests).
+pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_yaml::from_str(text).map_err(|e| e.to_string())
+}
+
 /// A DNS subdomain (RFC 1123), as node names must be.
 pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
     let ok = !s.is_empty()

@@ -917,3 +917,62 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
     assert!(addrs.contains(&"InternalIP"), "{addrs:?}");
     assert_eq!(st["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deploy_manifests_pass_a_server_side_dry_run() {
+    let c = cluster();
+    let kubeconfig = c.dir.join("kubeconfig-dry-run");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: l, cluster: {{server: '{}', insecure-skip-tls-verify: true}}}}]\nusers: [{{name: a, user: {{token: {}}}}}]\ncontexts: [{{name: a, context: {{cluster: l, user: a}}}}]\ncurrent-context: a\n",
+            c.server, c.admin_token
+        ),
+    )
+    .unwrap();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes");
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // The namespace must exist for the namespaced objects' dry run.
+    let (ok, out) = kubectl(&[
+        "apply",
+        "-f",
+        deploy.join("namespace.yaml").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-f", deploy.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for object in [
+        "daemonset.apps/nodestatus",
+        "configmap/nodestatus-config",
+        "clusterrole.rbac.authorization.k8s.io/nodestatus",
+        "role.rbac.authorization.k8s.io/nodestatus-lease",
+        "serviceaccount/nodestatus",
+    ] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
+    // The ConfigMap's config is a valid nodestatus config.
+    let cm = nodestatus::config::yaml_to_json(
+        &std::fs::read_to_string(deploy.join("configmap.yaml")).unwrap(),
+    )
+    .unwrap();
+    let text = cm["data"]["config.yaml"].as_str().unwrap();
+    ConfigFile::parse(text, Path::new("configmap.yaml"))
+        .unwrap()
+        .validate()
+        .unwrap();
+}
