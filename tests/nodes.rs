@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-/// A node of about 15 kB like a busy kubelet's: 4 conditions, 50 images,
+/// A node of about 15 kB (compact JSON) like a busy kubelet's: 4 conditions, 50 images,
 /// addresses, capacity and nodeInfo.
 pub fn busy_node() -> Value {
     let images: Vec<Value> = (0..50)
@@ -11,6 +11,7 @@ pub fn busy_node() -> Value {
                 "names": [
                     format!("registry.example.com/team-{i}/service-{i}@sha256:{:064x}", i * 7919),
                     format!("registry.example.com/team-{i}/service-{i}:v1.{i}.0"),
+                    format!("registry.example.com/team-{i}/service-{i}:stable"),
                 ],
                 "sizeBytes": 100_000_000u64 - i as u64 * 1_000_000,
             })

@@ -192,6 +192,9 @@ pub struct ConfigFile {
     pub plugin_dir: Option<PathBuf>,
     /// The precompile cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// Companion mode, beside a real kubelet: never create the node, no
+    /// lease, no Ready at shutdown; only the plugins' own fields are patched.
+    pub companion: Option<bool>,
     /// Per-plugin settings, by plugin name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginFile>,
@@ -211,6 +214,7 @@ const TOP_FIELDS: &[&str] = &[
     "nodeStatusMaxImages",
     "pluginDir",
     "cacheDir",
+    "companion",
     "plugins",
 ];
 
@@ -297,6 +301,8 @@ pub struct Config {
     pub plugin_dir: PathBuf,
     /// The precompile cache directory.
     pub cache_dir: PathBuf,
+    /// Companion mode (beside a kubelet).
+    pub companion: bool,
     /// Per-plugin settings as written, validated.
     pub plugins: BTreeMap<String, PluginSettings>,
 }
@@ -436,6 +442,13 @@ impl ConfigFile {
                 return Err(invalid("providerID", "must be 1 to 512 characters"));
             }
         }
+        let companion = self.companion.unwrap_or(false);
+        if companion && self.register_node == Some(true) {
+            return Err(invalid(
+                "registerNode",
+                "must be false (or unset) in companion mode: the kubelet registers the node",
+            ));
+        }
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
             let settings = plugin_settings(&name, p)?;
@@ -446,7 +459,8 @@ impl ConfigFile {
             hostname_override: self.hostname_override,
             node_ips,
             node_labels: self.node_labels,
-            register_node: self.register_node.unwrap_or(true),
+            register_node: !companion && self.register_node.unwrap_or(true),
+            companion,
             register_with_taints: self.register_with_taints,
             provider_id: self.provider_id,
             node_status_update_frequency: update,

@@ -35,7 +35,15 @@ fn read(path: &str) -> String {
         .to_owned()
 }
 
+/// Read once per thread, as the host reads them once per pass.
 pub fn system_info() -> SystemInfo {
+    thread_local! {
+        static INFO: SystemInfo = read_system_info();
+    }
+    INFO.with(Clone::clone)
+}
+
+fn read_system_info() -> SystemInfo {
     SystemInfo {
         hostname: read("/proc/sys/kernel/hostname"),
         kernel_release: read("/proc/sys/kernel/osrelease"),

@@ -36,6 +36,7 @@ const NODES: &[&str] = &[
     "term-node",
     "metrics-node",
     "default-node",
+    "comp-node",
 ];
 
 pub struct Shared {
@@ -975,4 +976,83 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         .unwrap()
         .validate()
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn companion_mode_patches_only_its_own_fields_beside_a_kubelet() {
+    // The kubelet (played by the admin) owns the node, its Ready and its lease.
+    let nodes: Api<Node> = Api::all(admin());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "comp-node"}})).unwrap();
+    nodes.create(&Default::default(), &node).await.unwrap();
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    nodes
+        .patch_status(
+            "comp-node",
+            &PatchParams::default(),
+            &Patch::Strategic(&json!({"status": {"conditions": [ready.clone()]}})),
+        )
+        .await
+        .unwrap();
+
+    let t = agent(
+        "comp-node",
+        "comp-node",
+        "companion: true\n",
+        &[("kernel-check.wasm", Path::new(built::KERNEL_CHECK))],
+    );
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("comp-node")
+                .await
+                .is_some_and(|n| condition(&n, "KernelSupported").is_some())
+        })
+        .await
+    );
+    let n = server_node("comp-node").await.unwrap();
+    assert_eq!(
+        condition(&n, "Ready").unwrap(),
+        &ready,
+        "the kubelet's Ready was touched"
+    );
+    assert!(n["metadata"]["labels"]["kernel.example.com/version"].is_string());
+
+    // Removing the plugin removes the fields it owned, and only those.
+    std::fs::remove_file(t.dir.path().join("kernel-check.wasm")).unwrap();
+    t.agent.plugins().rescan();
+    assert!(
+        until(10, || async {
+            server_node("comp-node")
+                .await
+                .is_some_and(|n| condition(&n, "KernelSupported").is_none())
+        })
+        .await,
+        "the plugin's condition stayed"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    let n = server_node("comp-node").await.unwrap();
+    assert!(
+        n["metadata"]["labels"]
+            .get("kernel.example.com/version")
+            .is_none()
+    );
+    assert_eq!(
+        condition(&n, "Ready").unwrap(),
+        &ready,
+        "the kubelet's Ready was touched at shutdown"
+    );
+    let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
+    assert!(
+        leases.get_opt("comp-node").await.unwrap().is_none(),
+        "companion mode must not hold a lease"
+    );
+    assert!(
+        t.traffic
+            .snapshot()
+            .iter()
+            .all(|s| s.kind != RequestKind::CreateNode),
+        "companion mode must not create the node"
+    );
 }

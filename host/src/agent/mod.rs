@@ -698,23 +698,28 @@ impl Agent {
         if cancel.is_cancelled() {
             return Ok(());
         }
-        let lease_task = {
+        // In companion mode the kubelet owns the lease and Ready.
+        let lease_task = (!self.cfg.companion).then(|| {
             let this = self.clone();
             let cancel = cancel.clone();
             tokio::spawn(async move { this.lease_loop(cancel).await })
-        };
+        });
         let sync_result = self.clone().sync_loop(cancel.clone()).await;
         cancel.cancel();
-        let _ = lease_task.await;
+        if let Some(t) = lease_task {
+            let _ = t.await;
+        }
         if let Err(e) = &sync_result {
             tracing::error!("status sync stopped: {e}");
         }
-        match self.shutdown().await {
-            Ok(()) => tracing::info!(
-                node = self.client.name(),
-                "node marked not Ready: {SHUTTING_DOWN}"
-            ),
-            Err(e) => tracing::warn!("could not mark the node not Ready at shutdown: {e}"),
+        if !self.cfg.companion {
+            match self.shutdown().await {
+                Ok(()) => tracing::info!(
+                    node = self.client.name(),
+                    "node marked not Ready: {SHUTTING_DOWN}"
+                ),
+                Err(e) => tracing::warn!("could not mark the node not Ready at shutdown: {e}"),
+            }
         }
         sync_result
     }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use host_api::CallState;
 
@@ -88,7 +88,19 @@ impl Runtime {
             .wasm_component_model(true)
             // A deep recursion must trap in the guest, not overflow the host.
             .max_wasm_stack(1 << 20);
-        let engine = Engine::new(&config).map_err(Error::Engine)?;
+        // The pooling allocator reuses linear memories and instance slots
+        // between calls instead of mapping and unmapping fresh memory for
+        // every call, which is most of a call's fixed cost. It needs address
+        // space up front; where that cannot be had, fall back to on-demand.
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
+        let engine = match Engine::new(&pooled) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("pooling allocator unavailable, using on-demand allocation: {e:#}");
+                Engine::new(&config).map_err(Error::Engine)?
+            }
+        };
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Linker)?;
@@ -124,6 +136,31 @@ impl Runtime {
     pub fn cache(&self) -> Option<&PrecompileCache> {
         self.inner.cache.as_ref()
     }
+}
+
+/// Slots for concurrent calls: a pass runs its setters one at a time, and
+/// loads run beside it, so a few dozen are plenty even for many nodes.
+const POOL_SLOTS: u32 = 64;
+
+fn pooling_config() -> PoolingAllocationConfig {
+    let mut p = PoolingAllocationConfig::default();
+    p.total_component_instances(POOL_SLOTS)
+        .total_core_instances(POOL_SLOTS * 4)
+        .total_memories(POOL_SLOTS * 2)
+        .total_tables(POOL_SLOTS * 4)
+        .total_stacks(POOL_SLOTS)
+        .max_memories_per_module(4)
+        .max_tables_per_module(8)
+        // Large guests (CPython, SpiderMonkey) have big tables and vmctx.
+        .table_elements(1 << 20)
+        .max_core_instance_size(32 << 20)
+        .max_component_instance_size(32 << 20)
+        // The per-plugin cap (StoreLimits) is enforced below this.
+        .max_memory_size(4 << 30)
+        // Keep the first MiB of each memory resident between calls.
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10);
+    p
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a plain thread (so it
