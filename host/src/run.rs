@@ -156,14 +156,8 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
     }
     plugins.rescan();
-    for p in plugins.current().plugins() {
-        tracing::info!(
-            plugin = p.name(),
-            version = p.metadata().version,
-            order = crate::pipeline::order_of(p),
-            "setter"
-        );
-    }
+    let order: Vec<String> = plugins.current().plugins().iter().map(|p| p.name().to_owned()).collect();
+    tracing::info!("setters, in run order: {}", order.join(", "));
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
     let node_client = NodeClient::new(client, &cfg.node_name, Arc::new(Traffic::default()));
