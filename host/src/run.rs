@@ -156,7 +156,12 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
     }
     plugins.rescan();
-    let order: Vec<String> = plugins.current().plugins().iter().map(|p| p.name().to_owned()).collect();
+    let order: Vec<String> = plugins
+        .current()
+        .plugins()
+        .iter()
+        .map(|p| p.name().to_owned())
+        .collect();
     tracing::info!("setters, in run order: {}", order.join(", "));
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;

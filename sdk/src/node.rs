@@ -497,23 +497,20 @@ impl Node {
 
     /// Removes a condition; returns whether it was there.
     pub fn remove_condition(&mut self, type_: &str) -> bool {
-        let had = self.condition(type_).is_some()
-            || self
-                .status("conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|l| {
-                    l.iter()
-                        .any(|c| c.get("type").and_then(Value::as_str) == Some(type_))
-                });
-        if had {
+        let is_it = |c: &Value| c.get("type").and_then(Value::as_str) == Some(type_);
+        let present = self
+            .status("conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(is_it));
+        if present {
             if let Some(list) = self
                 .status_mut("conditions", || Value::Array(Vec::new()))
                 .as_array_mut()
             {
-                list.retain(|c| c.get("type").and_then(Value::as_str) != Some(type_));
+                list.retain(|c| !is_it(c));
             }
         }
-        had
+        present
     }
 }
 
