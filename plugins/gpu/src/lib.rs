@@ -1,0 +1,830 @@
+//! GPU reporter: what GPUs the node has, from files the kernel and the
+//! drivers publish, without NVML or any vendor library.
+//!
+//! It reads, on every call (so a driver loaded after the plugin started is
+//! seen on the next pass, with no restart):
+//! - NVIDIA: `/proc/driver/nvidia/gpus/*/information` (model, UUID, bus
+//!   location, device minor; present only while the driver is loaded) and
+//!   `/sys/bus/pci/devices/*/{vendor,device,class,numa_node}` (vendor
+//!   `0x10de`, class `0x03xxxx`: display controllers, so the audio function
+//!   of a card is not a GPU);
+//! - AMD: `/sys/class/drm/card*/device/{vendor,device,mem_info_vram_total}`
+//!   (vendor `0x1002`).
+//!
+//! A missing file or directory means "not there", never an error; other read
+//! errors are logged at debug level and the entry is skipped.
+//!
+//! It writes:
+//! - labels compatible with NVIDIA's gpu-feature-discovery:
+//!   `nvidia.com/gpu.count`, `nvidia.com/gpu.product` (the model of the first
+//!   GPU by bus address, spaces and any character invalid in a label value
+//!   turned into `-`, at most 63 characters; only while the driver gives a
+//!   model). `nvidia.com/gpu.memory` cannot be read without NVML, so it is
+//!   never set while NVIDIA GPUs are present. For AMD: `amd.com/gpu.count`,
+//!   `amd.com/gpu.product-id` (the PCI device id, hex without `0x`, as AMD's
+//!   labeller writes it) and `amd.com/gpu.vram` (MiB, when
+//!   `mem_info_vram_total` is readable). When a vendor has no GPU, its labels
+//!   are removed, so a removed card leaves no stale labels;
+//! - with `advertise: true`, capacity and allocatable `nvidia.com/gpu`
+//!   (allocatable counts only GPUs with a driver entry) and `amd.com/gpu`. A
+//!   resource that was advertised and has no device any more is set to `0`,
+//!   not removed (the kubelet's rule). With `advertise: false` (the default)
+//!   capacity is left to the vendor's device plugin and never touched;
+//! - the condition `GPUHealthy`: `True` (`GPUsHealthy`, "N GPU(s) healthy")
+//!   when every NVIDIA PCI display device has its `/proc/driver/nvidia` entry;
+//!   `False` with `GPUDriverNotLoaded` when NVIDIA PCI devices exist and
+//!   there are no entries at all, or `GPUDriverEntryMissing` when only some
+//!   have one. With no GPU at all the condition is removed.
+//!
+//! Config (camelCase, every field optional):
+//! - `advertise` (bool, default `false`): set the extended resources;
+//! - `root` (string, default `/`): a prefix for every path it reads, for
+//!   tests and for a setup that mounts the host's `/proc` and `/sys` under
+//!   another directory. Note that the nodestatus host preopens a granted
+//!   directory at its own path and grants only directories at or inside
+//!   those the plugin declares, so under the host only `root: /` can be
+//!   served; another root works natively (tests) only.
+//!
+//! Grants: it declares `/proc/driver/nvidia`, `/sys/bus/pci/devices` and
+//! `/sys/class/drm`. A granted directory that does not exist makes the load
+//! fail, so the operator grants only the ones that exist on the machine (no
+//! `/proc/driver/nvidia` until the NVIDIA driver is installed, no
+//! `/sys/class/drm` on most servers without a display driver).
+//!
+//! Known limits under the nodestatus host (the native tests do not have
+//! them):
+//! - the entries of `/sys/bus/pci/devices` and `/sys/class/drm` are symlinks
+//!   into `/sys/devices`, outside the preopened directory, and the WASI
+//!   sandbox refuses to follow them ("Operation not permitted", seen with
+//!   `/sys/bus/pci/devices` granted); those reads are logged at debug level
+//!   and the devices are not seen. Reading them in the sandbox needs `/sys`
+//!   declared and granted instead;
+//! - a driver loaded after the host started is seen only if
+//!   `/proc/driver/nvidia` was granted, and that grant can only be given once
+//!   the directory exists.
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use nodestatus_sdk::{ConditionStatus, Metadata, Node, Quantity, Result, Setter, host};
+
+/// The health condition's type.
+pub const CONDITION: &str = "GPUHealthy";
+/// The NVIDIA extended resource.
+pub const NVIDIA_RESOURCE: &str = "nvidia.com/gpu";
+/// The AMD extended resource.
+pub const AMD_RESOURCE: &str = "amd.com/gpu";
+/// Number of NVIDIA GPUs.
+pub const NVIDIA_COUNT: &str = "nvidia.com/gpu.count";
+/// NVIDIA model, as gpu-feature-discovery spells it.
+pub const NVIDIA_PRODUCT: &str = "nvidia.com/gpu.product";
+/// NVIDIA memory in MiB (never readable here; removed when no NVIDIA GPU).
+pub const NVIDIA_MEMORY: &str = "nvidia.com/gpu.memory";
+/// Number of AMD GPUs.
+pub const AMD_COUNT: &str = "amd.com/gpu.count";
+/// AMD PCI device id.
+pub const AMD_PRODUCT_ID: &str = "amd.com/gpu.product-id";
+/// AMD VRAM in MiB.
+pub const AMD_VRAM: &str = "amd.com/gpu.vram";
+
+const NVIDIA_PROC: &str = "/proc/driver/nvidia";
+const PCI_DEVICES: &str = "/sys/bus/pci/devices";
+const DRM: &str = "/sys/class/drm";
+const NVIDIA_VENDOR: &str = "0x10de";
+const AMD_VENDOR: &str = "0x1002";
+
+/// The plugin's config.
+#[derive(serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// Set capacity and allocatable `nvidia.com/gpu` and `amd.com/gpu`.
+    pub advertise: bool,
+    /// Prefix of every path read.
+    pub root: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            advertise: false,
+            root: "/".into(),
+        }
+    }
+}
+
+/// What `/proc/driver/nvidia/gpus/<bus>/information` says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvidiaInfo {
+    /// `Model:`, e.g. `NVIDIA H100 80GB HBM3`.
+    pub model: Option<String>,
+    /// `GPU UUID:`.
+    pub uuid: Option<String>,
+    /// `Bus Location:`, e.g. `0000:17:00.0`.
+    pub bus: Option<String>,
+    /// `Device Minor:` (the N of `/dev/nvidiaN`).
+    pub minor: Option<u32>,
+}
+
+/// One NVIDIA GPU, seen on the PCI bus, in `/proc/driver/nvidia`, or both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvidiaGpu {
+    /// PCI address, lowercase (`0000:17:00.0`).
+    pub bus: String,
+    /// Seen under `/sys/bus/pci/devices` as an NVIDIA display controller.
+    pub on_pci: bool,
+    /// PCI device id (`0x2330`).
+    pub device_id: Option<String>,
+    /// NUMA node, when the kernel knows it.
+    pub numa_node: Option<u32>,
+    /// The driver's entry; `None` when the driver has not bound the device.
+    pub info: Option<NvidiaInfo>,
+}
+
+/// One AMD GPU from `/sys/class/drm/cardN/device`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AmdGpu {
+    /// `card0`, ...
+    pub card: String,
+    /// PCI device id (`0x744c`).
+    pub device_id: Option<String>,
+    /// `mem_info_vram_total`, bytes.
+    pub vram_bytes: Option<u64>,
+    /// NUMA node, when the kernel knows it.
+    pub numa_node: Option<u32>,
+}
+
+/// The GPUs of a machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// NVIDIA GPUs, by bus address.
+    pub nvidia: Vec<NvidiaGpu>,
+    /// AMD GPUs, by card number.
+    pub amd: Vec<AmdGpu>,
+    /// Read errors other than "not found", for the debug log.
+    pub problems: Vec<String>,
+}
+
+impl Inventory {
+    /// All GPUs.
+    pub fn total(&self) -> usize {
+        self.nvidia.len() + self.amd.len()
+    }
+}
+
+/// `path` under `root` (`root` `/` leaves it as it is).
+fn under(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+/// The trimmed text of a file; `None` when missing (silently) or unreadable
+/// (noted).
+fn read(path: &Path, problems: &mut Vec<String>) -> Option<String> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Some(s.trim().to_owned()),
+        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) => {
+            problems.push(format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// The entries of a directory, sorted; empty when it is missing.
+fn list(dir: &Path, problems: &mut Vec<String>) -> Vec<String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            if e.kind() != ErrorKind::NotFound {
+                problems.push(format!("{}: {e}", dir.display()));
+            }
+            return Vec::new();
+        }
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A sysfs hex id, lowercase with its `0x`.
+fn hex_id(s: Option<String>) -> Option<String> {
+    s.map(|s| s.to_ascii_lowercase())
+        .filter(|s| s.starts_with("0x"))
+}
+
+/// A sysfs `numa_node` (`-1` means none).
+fn numa(s: Option<String>) -> Option<u32> {
+    s?.parse().ok()
+}
+
+/// Parses `/proc/driver/nvidia/gpus/*/information`.
+pub fn parse_information(text: &str) -> NvidiaInfo {
+    let mut info = NvidiaInfo::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        match key.trim() {
+            "Model" => info.model = Some(value.to_owned()),
+            "GPU UUID" => info.uuid = Some(value.to_owned()),
+            "Bus Location" => info.bus = Some(value.to_ascii_lowercase()),
+            "Device Minor" => info.minor = value.parse().ok(),
+            _ => {}
+        }
+    }
+    info
+}
+
+/// Reads the GPUs under `root`. Never fails: what is missing is absent.
+pub fn scan(root: &Path) -> Inventory {
+    let mut problems = Vec::new();
+    let mut nvidia: BTreeMap<String, NvidiaGpu> = BTreeMap::new();
+
+    let pci = under(root, PCI_DEVICES);
+    for name in list(&pci, &mut problems) {
+        let dir = pci.join(&name);
+        if hex_id(read(&dir.join("vendor"), &mut problems)).as_deref() != Some(NVIDIA_VENDOR) {
+            continue;
+        }
+        let class = read(&dir.join("class"), &mut problems).unwrap_or_default();
+        if !class.to_ascii_lowercase().starts_with("0x03") {
+            continue;
+        }
+        let bus = name.to_ascii_lowercase();
+        let gpu = nvidia.entry(bus.clone()).or_default();
+        gpu.bus = bus;
+        gpu.on_pci = true;
+        gpu.device_id = hex_id(read(&dir.join("device"), &mut problems));
+        gpu.numa_node = numa(read(&dir.join("numa_node"), &mut problems));
+    }
+
+    let gpus = under(root, NVIDIA_PROC).join("gpus");
+    for name in list(&gpus, &mut problems) {
+        let Some(text) = read(&gpus.join(&name).join("information"), &mut problems) else {
+            continue;
+        };
+        let info = parse_information(&text);
+        let bus = info
+            .bus
+            .clone()
+            .unwrap_or_else(|| name.to_ascii_lowercase());
+        let gpu = nvidia.entry(bus.clone()).or_default();
+        gpu.bus = bus;
+        gpu.info = Some(info);
+    }
+
+    let drm = under(root, DRM);
+    let mut amd = Vec::new();
+    for name in list(&drm, &mut problems) {
+        let Some(n) = name.strip_prefix("card") else {
+            continue;
+        };
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            continue; // card0-DP-1 and other connectors
+        }
+        let dev = drm.join(&name).join("device");
+        if hex_id(read(&dev.join("vendor"), &mut problems)).as_deref() != Some(AMD_VENDOR) {
+            continue;
+        }
+        if let Some(class) = read(&dev.join("class"), &mut problems)
+            && !class.to_ascii_lowercase().starts_with("0x03")
+        {
+            continue;
+        }
+        amd.push(AmdGpu {
+            device_id: hex_id(read(&dev.join("device"), &mut problems)),
+            vram_bytes: read(&dev.join("mem_info_vram_total"), &mut problems)
+                .and_then(|s| s.parse().ok()),
+            numa_node: numa(read(&dev.join("numa_node"), &mut problems)),
+            card: name,
+        });
+    }
+    amd.sort_by_key(|g| g.card[4..].parse::<u64>().unwrap_or(u64::MAX));
+
+    Inventory {
+        nvidia: nvidia.into_values().collect(),
+        amd,
+        problems,
+    }
+}
+
+/// `s` as a label value: spaces and characters a label value cannot hold
+/// become `-`, at most 63 characters, starting and ending alphanumeric.
+/// Empty when nothing is left.
+pub fn label_value(s: &str) -> String {
+    let mapped: String = s
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    mapped
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
+/// Sets a label, or removes it when there is no value.
+fn set_or_remove(node: &mut Node, key: &str, value: Option<String>) {
+    match value.filter(|v| !v.is_empty()) {
+        Some(v) => node.set_label(key, &v),
+        None => {
+            node.remove_label(key);
+        }
+    }
+}
+
+/// Sets capacity and allocatable of `name`; with no device, to `0` if it was
+/// advertised, and not at all if it never was.
+fn advertise(node: &mut Node, name: &str, capacity: usize, allocatable: usize) {
+    if capacity == 0 && node.capacity(name).is_none() && node.allocatable(name).is_none() {
+        return;
+    }
+    node.set_capacity(name, Quantity::units(capacity as i64));
+    node.set_allocatable(name, Quantity::units(allocatable as i64));
+}
+
+/// Writes the inventory's labels, resources and condition at `now`.
+pub fn apply(node: &mut Node, inv: &Inventory, config: &Config, now: &str) {
+    let nv = &inv.nvidia;
+    if nv.is_empty() {
+        for key in [NVIDIA_COUNT, NVIDIA_PRODUCT, NVIDIA_MEMORY] {
+            node.remove_label(key);
+        }
+    } else {
+        node.set_label(NVIDIA_COUNT, &nv.len().to_string());
+        let model = nv
+            .iter()
+            .find_map(|g| g.info.as_ref()?.model.as_deref())
+            .map(label_value);
+        set_or_remove(node, NVIDIA_PRODUCT, model);
+    }
+
+    let amd = &inv.amd;
+    if amd.is_empty() {
+        for key in [AMD_COUNT, AMD_PRODUCT_ID, AMD_VRAM] {
+            node.remove_label(key);
+        }
+    } else {
+        node.set_label(AMD_COUNT, &amd.len().to_string());
+        let id = amd
+            .iter()
+            .find_map(|g| g.device_id.as_deref())
+            .map(|id| label_value(id.trim_start_matches("0x")));
+        set_or_remove(node, AMD_PRODUCT_ID, id);
+        let vram = amd
+            .iter()
+            .find_map(|g| g.vram_bytes)
+            .map(|b| (b >> 20).to_string());
+        set_or_remove(node, AMD_VRAM, vram);
+    }
+
+    let with_driver = nv.iter().filter(|g| g.info.is_some()).count();
+    if config.advertise {
+        advertise(node, NVIDIA_RESOURCE, nv.len(), with_driver);
+        advertise(node, AMD_RESOURCE, amd.len(), amd.len());
+    }
+
+    let total = inv.total();
+    if total == 0 {
+        node.remove_condition(CONDITION);
+        return;
+    }
+    let missing: Vec<&str> = nv
+        .iter()
+        .filter(|g| g.info.is_none())
+        .map(|g| g.bus.as_str())
+        .collect();
+    let (status, reason, message) = if missing.is_empty() {
+        (
+            ConditionStatus::True,
+            "GPUsHealthy",
+            format!("{total} GPU(s) healthy"),
+        )
+    } else if with_driver == 0 {
+        (
+            ConditionStatus::False,
+            "GPUDriverNotLoaded",
+            format!(
+                "{} NVIDIA GPU(s) on the PCI bus but no {NVIDIA_PROC} entries: the NVIDIA driver is not loaded",
+                nv.len()
+            ),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            "GPUDriverEntryMissing",
+            format!(
+                "{} of {} NVIDIA GPU(s) have no {NVIDIA_PROC} entry: {}",
+                missing.len(),
+                nv.len(),
+                missing.join(", ")
+            ),
+        )
+    };
+    node.set_condition_at(CONDITION, status, reason, &message, now);
+}
+
+pub struct Gpu;
+
+impl Setter for Gpu {
+    fn metadata() -> Metadata {
+        Metadata::new("gpu", env!("CARGO_PKG_VERSION"))
+            .description("GPU labels (gpu-feature-discovery names), optional nvidia.com/gpu and amd.com/gpu resources, and a GPUHealthy condition")
+            .path(NVIDIA_PROC)
+            .path(PCI_DEVICES)
+            .path(DRM)
+    }
+
+    fn set(node: &mut Node) -> Result<()> {
+        let config: Config = host::config()?;
+        let inv = scan(Path::new(&config.root));
+        for p in &inv.problems {
+            host::debug(p);
+        }
+        host::debug(&format!(
+            "{} NVIDIA GPU(s) ({} with a driver entry), {} AMD GPU(s)",
+            inv.nvidia.len(),
+            inv.nvidia.iter().filter(|g| g.info.is_some()).count(),
+            inv.amd.len()
+        ));
+        apply(node, &inv, &config, &nodestatus_sdk::time::now());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+    const T1: &str = "2026-01-01T00:00:10Z";
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name)
+    }
+
+    /// A directory under the system temp dir, removed on drop.
+    struct TempTree(PathBuf);
+
+    impl TempTree {
+        fn new(tag: &str) -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "gpu-plugin-test-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+    }
+
+    impl Drop for TempTree {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+
+    fn advertise() -> Config {
+        Config {
+            advertise: true,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn parses_proc_information() {
+        let text = std::fs::read_to_string(
+            fixture("nvidia-2gpu").join("proc/driver/nvidia/gpus/0000:17:00.0/information"),
+        )
+        .unwrap();
+        assert_eq!(
+            parse_information(&text),
+            NvidiaInfo {
+                model: Some("NVIDIA H100 80GB HBM3".into()),
+                uuid: Some("GPU-9f3c2a1e-5b7d-4c8e-a1f2-3b4c5d6e7f80".into()),
+                bus: Some("0000:17:00.0".into()),
+                minor: Some(0),
+            }
+        );
+        assert_eq!(
+            parse_information("garbage\n\nModel:\n"),
+            NvidiaInfo::default()
+        );
+    }
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(
+            label_value("NVIDIA H100 80GB HBM3"),
+            "NVIDIA-H100-80GB-HBM3"
+        );
+        assert_eq!(
+            label_value("NVIDIA A100-SXM4-40GB"),
+            "NVIDIA-A100-SXM4-40GB"
+        );
+        assert_eq!(
+            label_value(" Tesla V100 (PCIe/32GB) "),
+            "Tesla-V100--PCIe-32GB"
+        );
+        assert_eq!(label_value("GeForce RTX™ 4090"), "GeForce-RTX--4090");
+        let long = "X".repeat(70);
+        assert_eq!(label_value(&long).len(), 63);
+        // truncation must not leave a trailing '-'
+        let v = label_value(&format!("{} tail", "Y".repeat(62)));
+        assert_eq!(v, "Y".repeat(62));
+        assert_eq!(label_value("(!)"), "");
+    }
+
+    #[test]
+    fn scans_an_nvidia_node() {
+        let inv = scan(&fixture("nvidia-2gpu"));
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        assert!(inv.amd.is_empty());
+        // the host bridge and the card's audio function (class 0x0403) are not GPUs
+        let buses: Vec<_> = inv.nvidia.iter().map(|g| g.bus.as_str()).collect();
+        assert_eq!(buses, ["0000:17:00.0", "0000:65:00.0"]);
+        let g = &inv.nvidia[1];
+        assert!(g.on_pci);
+        assert_eq!(g.device_id.as_deref(), Some("0x2330"));
+        assert_eq!(g.numa_node, Some(1));
+        let info = g.info.as_ref().unwrap();
+        assert_eq!(info.minor, Some(1));
+        assert_eq!(
+            info.uuid.as_deref(),
+            Some("GPU-1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d")
+        );
+    }
+
+    #[test]
+    fn nvidia_node_with_two_gpus() {
+        let inv = scan(&fixture("nvidia-2gpu"));
+        let mut node = Node::named("n1");
+        apply(&mut node, &inv, &Config::default(), T0);
+        assert_eq!(node.label(NVIDIA_COUNT), Some("2"));
+        assert_eq!(node.label(NVIDIA_PRODUCT), Some("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(node.label(NVIDIA_MEMORY), None);
+        assert_eq!(node.label(AMD_COUNT), None);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "True");
+        assert_eq!(c.reason.as_deref(), Some("GPUsHealthy"));
+        assert_eq!(c.message.as_deref(), Some("2 GPU(s) healthy"));
+        // not advertised by default
+        assert!(node.capacity(NVIDIA_RESOURCE).is_none());
+        assert!(node.allocatable(NVIDIA_RESOURCE).is_none());
+    }
+
+    #[test]
+    fn driver_not_loaded_then_loaded_without_restart() {
+        let tmp = TempTree::new("driver");
+        copy_tree(&fixture("nvidia-nodriver"), &tmp.0);
+        let mut node = Node::named("n1");
+
+        let inv = scan(&tmp.0);
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        apply(&mut node, &inv, &advertise(), T0);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("GPUDriverNotLoaded"));
+        assert!(c.message.unwrap().contains("2 NVIDIA GPU(s)"));
+        assert_eq!(node.label(NVIDIA_COUNT), Some("2"));
+        assert_eq!(node.label(NVIDIA_PRODUCT), None);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "0");
+
+        // The driver loads: its /proc tree appears. Same node, next pass.
+        copy_tree(&fixture("nvidia-2gpu").join("proc"), &tmp.0.join("proc"));
+        let inv = scan(&tmp.0);
+        apply(&mut node, &inv, &advertise(), T1);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "True");
+        assert_eq!(c.reason.as_deref(), Some("GPUsHealthy"));
+        assert_eq!(c.message.as_deref(), Some("2 GPU(s) healthy"));
+        assert_eq!(c.last_transition_time.as_deref(), Some(T1));
+        assert_eq!(node.label(NVIDIA_PRODUCT), Some("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+    }
+
+    #[test]
+    fn one_gpu_without_its_driver_entry() {
+        let tmp = TempTree::new("partial");
+        copy_tree(&fixture("nvidia-2gpu"), &tmp.0);
+        std::fs::remove_dir_all(tmp.0.join("proc/driver/nvidia/gpus/0000:65:00.0")).unwrap();
+        let mut node = Node::named("n1");
+        apply(&mut node, &scan(&tmp.0), &advertise(), T0);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("GPUDriverEntryMissing"));
+        assert!(c.message.unwrap().contains("1 of 2 NVIDIA GPU(s)"));
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "1");
+    }
+
+    #[test]
+    fn amd_card() {
+        let inv = scan(&fixture("amd"));
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        assert!(inv.nvidia.is_empty());
+        assert_eq!(
+            inv.amd,
+            [AmdGpu {
+                card: "card0".into(),
+                device_id: Some("0x744c".into()),
+                vram_bytes: Some(17_163_091_968),
+                numa_node: None,
+            }]
+        );
+        let mut node = Node::named("n1");
+        apply(&mut node, &inv, &advertise(), T0);
+        assert_eq!(node.label(AMD_COUNT), Some("1"));
+        assert_eq!(node.label(AMD_PRODUCT_ID), Some("744c"));
+        // 17163091968 / 2^20 = 16368 MiB
+        assert_eq!(node.label(AMD_VRAM), Some("16368"));
+        assert_eq!(node.label(NVIDIA_COUNT), None);
+        assert_eq!(node.capacity(AMD_RESOURCE).unwrap().to_string(), "1");
+        assert_eq!(node.allocatable(AMD_RESOURCE).unwrap().to_string(), "1");
+        assert!(node.capacity(NVIDIA_RESOURCE).is_none());
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(c.status, "True");
+        assert_eq!(c.message.as_deref(), Some("1 GPU(s) healthy"));
+    }
+
+    #[test]
+    fn no_gpu_removes_labels_and_condition() {
+        let mut node = Node::named("n1");
+        let mut all = scan(&fixture("nvidia-2gpu"));
+        all.amd = scan(&fixture("amd")).amd;
+        apply(&mut node, &all, &Config::default(), T0);
+        node.set_label(NVIDIA_MEMORY, "81559");
+        node.set_label("other.example.com/keep", "yes");
+        for key in [
+            NVIDIA_COUNT,
+            NVIDIA_PRODUCT,
+            AMD_COUNT,
+            AMD_PRODUCT_ID,
+            AMD_VRAM,
+        ] {
+            assert!(node.label(key).is_some(), "{key}");
+        }
+        assert_eq!(
+            node.condition(CONDITION).unwrap().message.as_deref(),
+            Some("3 GPU(s) healthy")
+        );
+
+        let inv = scan(&fixture("none"));
+        assert_eq!(inv.total(), 0);
+        assert!(inv.problems.is_empty(), "{:?}", inv.problems);
+        apply(&mut node, &inv, &Config::default(), T1);
+        for key in [
+            NVIDIA_COUNT,
+            NVIDIA_PRODUCT,
+            NVIDIA_MEMORY,
+            AMD_COUNT,
+            AMD_PRODUCT_ID,
+            AMD_VRAM,
+        ] {
+            assert_eq!(node.label(key), None, "{key}");
+        }
+        assert_eq!(node.label("other.example.com/keep"), Some("yes"));
+        assert!(node.condition(CONDITION).is_none());
+    }
+
+    #[test]
+    fn missing_directories_are_not_errors() {
+        let inv = scan(Path::new("/nonexistent/gpu-plugin-root"));
+        assert_eq!(inv, Inventory::default());
+        let tmp = TempTree::new("empty");
+        assert_eq!(scan(&tmp.0), Inventory::default());
+        // A fresh node with no GPU is left as it was.
+        let mut node = Node::named("n1");
+        let before = node.to_json();
+        apply(&mut node, &inv, &advertise(), T0);
+        assert_eq!(node.to_json(), before);
+    }
+
+    #[test]
+    fn advertise_false_leaves_resources_alone() {
+        let mut node = Node::named("n1");
+        // a device plugin's own advertisement
+        node.set_capacity(NVIDIA_RESOURCE, Quantity::units(8));
+        node.set_allocatable(NVIDIA_RESOURCE, Quantity::units(8));
+        apply(
+            &mut node,
+            &scan(&fixture("nvidia-2gpu")),
+            &Config::default(),
+            T0,
+        );
+        apply(&mut node, &scan(&fixture("amd")), &Config::default(), T0);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "8");
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "8");
+        assert!(node.capacity(AMD_RESOURCE).is_none());
+        apply(&mut node, &scan(&fixture("none")), &Config::default(), T0);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "8");
+    }
+
+    #[test]
+    fn advertise_true_sets_capacity_and_allocatable() {
+        let mut node = Node::named("n1");
+        apply(&mut node, &scan(&fixture("nvidia-2gpu")), &advertise(), T0);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+        // no AMD device and never advertised: not added
+        assert!(node.capacity(AMD_RESOURCE).is_none());
+        assert!(node.allocatable(AMD_RESOURCE).is_none());
+    }
+
+    #[test]
+    fn a_vanished_resource_is_zero_not_removed() {
+        let mut node = Node::named("n1");
+        apply(&mut node, &scan(&fixture("nvidia-2gpu")), &advertise(), T0);
+        apply(&mut node, &scan(&fixture("none")), &advertise(), T1);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "0");
+        assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "0");
+        let status: serde_json::Value = serde_json::from_str(&node.to_json()).unwrap();
+        assert_eq!(status["status"]["capacity"][NVIDIA_RESOURCE], "0");
+        assert!(status["status"]["capacity"].get(AMD_RESOURCE).is_none());
+        // and it comes back when the card does
+        apply(&mut node, &scan(&fixture("nvidia-2gpu")), &advertise(), T1);
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+    }
+
+    #[test]
+    fn config_defaults_and_camel_case() {
+        let c: Config = serde_json::from_str("{}").unwrap();
+        assert_eq!(c, Config::default());
+        assert!(!c.advertise);
+        assert_eq!(c.root, "/");
+        let c: Config = serde_json::from_str(r#"{"advertise": true, "root": "/host"}"#).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                advertise: true,
+                root: "/host".into()
+            }
+        );
+        assert_eq!(under(Path::new("/"), PCI_DEVICES), Path::new(PCI_DEVICES));
+        assert_eq!(
+            under(Path::new("/host"), PCI_DEVICES),
+            Path::new("/host/sys/bus/pci/devices")
+        );
+    }
+
+    #[test]
+    fn setter_end_to_end_with_config() {
+        let root = fixture("nvidia-2gpu");
+        host::set_native_config(&serde_json::json!({"advertise": true, "root": root}).to_string());
+        let input = Node::named("n1").to_json();
+        let out = nodestatus_sdk::run::<Gpu>(&input).unwrap();
+        let node = Node::parse(&out).unwrap();
+        assert_eq!(node.label(NVIDIA_COUNT), Some("2"));
+        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
+        assert_eq!(node.condition(CONDITION).unwrap().status, "True");
+        host::set_native_config(r#"{"advertise": "yes"}"#);
+        assert!(nodestatus_sdk::run::<Gpu>(&input).is_err());
+    }
+
+    #[test]
+    fn metadata_declares_the_paths() {
+        let m = Gpu::metadata();
+        assert_eq!(m.name, "gpu");
+        assert_eq!(
+            m.paths,
+            [
+                "/proc/driver/nvidia",
+                "/sys/bus/pci/devices",
+                "/sys/class/drm"
+            ]
+        );
+    }
+}
+
+nodestatus_sdk::export!(Gpu);
