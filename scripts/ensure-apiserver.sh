@@ -14,6 +14,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 need_pkgs=()
 command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
+command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
 if [ ! -x "$bin" ]; then
   command -v go >/dev/null 2>&1 || need_pkgs+=(golang-go)
   command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
