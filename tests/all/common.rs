@@ -35,3 +35,11 @@ pub fn wait_for(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// The condition types of a node, in list order.
+pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
+    node["status"]["conditions"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|c| c["type"].as_str()).collect())
+        .unwrap_or_default()
+}

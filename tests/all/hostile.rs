@@ -122,12 +122,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     assert!(out["metadata"]["labels"]["kernel.example.com/version"].is_string());
     assert_eq!(out["metadata"]["name"], "n1");
     assert!(out["spec"].get("taints").is_none());
-    let types: Vec<&str> = out["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["type"].as_str().unwrap())
-        .collect();
+    let types = condition_types(&out);
     assert_eq!(types, vec!["KernelSupported"]);
 
     // The runtime is not poisoned: a second pass behaves the same.

@@ -101,12 +101,7 @@ fn drop_replace_break_and_delete_a_plugin() {
             .is_none(),
         "{out:#}"
     );
-    let types: Vec<&str> = out["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["type"].as_str().unwrap())
-        .collect();
+    let types = condition_types(&out);
     assert_eq!(types, vec!["KernelSupported"]);
     assert!(
         report

@@ -19,7 +19,7 @@ use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{runtime, wait_for};
+use crate::common::{condition_types, runtime};
 
 /// Every node identity the shared cluster knows.
 const NODES: &[&str] = &[
@@ -334,12 +334,7 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
     // A heartbeat-only patch is exactly as large as the kubelet's for the
     // same conditions.
     let node = server_node("count-node").await.unwrap();
-    let types: Vec<&str> = node["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["type"].as_str().unwrap())
-        .collect();
+    let types = condition_types(&node);
     let hb = "2026-01-01T00:00:00Z";
     let kubelet = json!({"status": {
         "$setElementOrder/conditions": types.iter().map(|t| json!({"type": t})).collect::<Vec<_>>(),
