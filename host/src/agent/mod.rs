@@ -348,11 +348,10 @@ impl Agent {
                 let existing = match self.client.get_node().await {
                     Ok(Some(n)) => n,
                     Ok(None) => return Err(e.into()),
-                    Err(get_err) if e.code() == Some(403) => {
-                        return Err(Error::Permanent(Box::new(Error::Api(
-                            if get_err.is_permanent() { e } else { get_err },
-                        ))));
-                    }
+                    // The GET is refused too: the create's error says why
+                    // (register() reports a 403 as permanent).
+                    Err(get_err) if get_err.is_permanent() => return Err(e.into()),
+                    // A transient failure of the GET: retry with backoff.
                     Err(get_err) => return Err(get_err.into()),
                 };
                 let reconciled = self.reconcile(&existing);
