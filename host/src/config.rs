@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::Allowance;
-use crate::runtime::{PluginSettings, Ungranted};
+use crate::runtime::{PathGrant, PluginSettings, Ungranted};
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +127,26 @@ pub struct FieldsFile {
     pub deny: Vec<String>,
 }
 
+/// One entry of a plugin's `paths`: a directory granted at its own path
+/// (`/proc`), or one the plugin sees at `path` and that comes from `from` on
+/// the host (`{path: /proc, from: /host/proc}`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "an absolute path (/proc), or {path: /proc, from: /host/proc}"
+)]
+pub enum PathFile {
+    /// Granted at its own path.
+    Same(String),
+    /// Granted at `path`, served from `from`.
+    Mapped {
+        /// The path the plugin sees.
+        path: String,
+        /// The host directory behind it.
+        from: String,
+    },
+}
+
 /// One plugin's section of the config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -143,7 +163,7 @@ pub struct PluginFile {
     pub affects_readiness: Option<bool>,
     /// Read-only directories granted.
     #[serde(default)]
-    pub paths: Vec<String>,
+    pub paths: Vec<PathFile>,
     /// Environment variables granted.
     #[serde(default)]
     pub env: Vec<String>,
@@ -502,16 +522,22 @@ fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
         s.memory_limit = bytes as usize;
     }
     s.affects_readiness = p.affects_readiness;
-    for (i, path) in p.paths.iter().enumerate() {
-        match crate::runtime::facts::normalize_abs(path) {
-            Some(n) => s.paths.push(n),
-            None => {
-                return Err(invalid(
-                    format!("plugins.{name}.paths[{i}]"),
+    for (i, entry) in p.paths.iter().enumerate() {
+        let abs = |field: &str, path: &str| {
+            crate::runtime::facts::normalize_abs(path).ok_or_else(|| {
+                invalid(
+                    format!("plugins.{name}.paths[{i}]{field}"),
                     format!("{path:?} must be an absolute path"),
-                ));
-            }
-        }
+                )
+            })
+        };
+        s.paths.push(match entry {
+            PathFile::Same(path) => PathGrant::same(abs("", path)?),
+            PathFile::Mapped { path, from } => PathGrant {
+                path: abs(".path", path)?,
+                from: abs(".from", from)?,
+            },
+        });
     }
     s.env = p.env;
     let allow = p.fields.allow.unwrap_or_else(|| vec!["@default".into()]);
@@ -629,6 +655,24 @@ mod tests {
     }
 
     #[test]
+    fn a_path_grant_can_name_its_host_directory() {
+        let c = check(
+            "nodeName: n\nplugins: {gpu: {paths: [/sys, {path: /proc/driver/nvidia, from: /host/proc/driver/nvidia/}]}}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.plugin_settings("gpu").paths,
+            vec![
+                PathGrant::same("/sys"),
+                PathGrant {
+                    path: "/proc/driver/nvidia".into(),
+                    from: "/host/proc/driver/nvidia".into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(
             GoDuration::parse("1m30s").unwrap().0,
@@ -727,6 +771,14 @@ mod tests {
             (
                 "nodeName: n\nplugins: {gpu: {paths: [relative]}}",
                 "plugins.gpu.paths[0]",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {paths: [{path: /proc, from: host/proc}]}}",
+                "plugins.gpu.paths[0].from",
+            ),
+            (
+                "nodeName: n\nplugins: {gpu: {paths: [{path: /proc}]}}",
+                "plugins.gpu",
             ),
             (
                 "nodeName: n\nplugins: {gpu: {timout: 1s}}",

@@ -276,11 +276,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 "order", "plugin", "version", "sha256"
             );
             for p in dir.current().plugins() {
-                let grants: Vec<String> = p
-                    .granted_paths()
-                    .iter()
-                    .map(|g| g.display().to_string())
-                    .collect();
+                let grants: Vec<String> = p.granted_paths().iter().map(|g| g.to_string()).collect();
                 println!(
                     "{:>6}  {:<20} {:<10} {:<14} {}",
                     nodestatus::pipeline::order_of(p),

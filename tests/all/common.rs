@@ -43,3 +43,18 @@ pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
         .map(|l| l.iter().filter_map(|c| c["type"].as_str()).collect())
         .unwrap_or_default()
 }
+
+/// One pass of every plugin in `dir` over `node`, which must succeed for
+/// every setter; returns the resulting node.
+pub fn pass_ok(dir: &PluginDir, node: &serde_json::Value) -> serde_json::Value {
+    let (out, report) = nodestatus::pipeline::run_pass(
+        dir.runtime(),
+        &dir.current(),
+        node,
+        &nodestatus::runtime::CallContext::default(),
+    );
+    for s in &report.setters {
+        assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);
+    }
+    out
+}

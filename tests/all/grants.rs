@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use nodestatus::pipeline::run_pass;
-use nodestatus::runtime::{CallContext, PluginSettings, Ungranted};
+use nodestatus::runtime::{CallContext, PathGrant, PluginSettings, Ungranted};
 use nodestatus_tests::{built, drop_plugin, nodes};
 use serde_json::json;
 
@@ -22,7 +22,7 @@ fn a_plugin_reads_only_what_was_granted() {
         "statvfs": [g, "/etc", "/"],
     });
     let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
-        paths: vec![g.clone()],
+        paths: vec![PathGrant::same(g.clone())],
         env: vec!["HOME".into()],
         config: config.clone(),
         ..Default::default()
@@ -32,7 +32,7 @@ fn a_plugin_reads_only_what_was_granted() {
     let set = dir.current();
     let probe = &set.plugins()[0];
     // Asked for /tmp and /etc; granted only a directory inside /tmp.
-    assert_eq!(probe.granted_paths(), &[granted.path().to_owned()]);
+    assert_eq!(probe.granted_paths(), &[PathGrant::same(granted.path())]);
     assert!(probe.withheld().iter().any(|w| w == "path /etc"));
     assert!(probe.withheld().iter().any(|w| w == "env PATH"));
 
@@ -108,7 +108,7 @@ fn nothing_is_granted_by_default() {
 #[test]
 fn an_ungranted_request_can_refuse_the_plugin() {
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
-        paths: vec![PathBuf::from("/tmp")],
+        paths: vec![PathGrant::same("/tmp")],
         on_ungranted: Ungranted::Refuse,
         ..Default::default()
     }));
@@ -144,4 +144,82 @@ fn a_sha256_pin_is_enforced() {
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
     assert_eq!(dir.current().plugins().len(), 1);
+}
+
+/// Runs one pass of the probe in `dir` and returns its annotations.
+fn probe_annotations(dir: &nodestatus::plugin_dir::PluginDir) -> serde_json::Value {
+    pass_ok(dir, &nodes::small_node("n1"))["metadata"]["annotations"].clone()
+}
+
+#[test]
+fn a_granted_path_can_be_served_from_another_host_directory() {
+    // The plugin sees /tmp/<name>, which does not exist on the host; the
+    // operator serves it from a directory elsewhere (as a container serves
+    // the host's /proc from /host/proc).
+    let source = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(source.path().join("visible"), "12345").unwrap();
+    let seen = PathBuf::from("/tmp").join(format!("nodestatus-mapped-{}", std::process::id()));
+    assert!(!seen.exists());
+    let (seen2, from) = (seen.clone(), source.path().to_owned());
+    let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+        paths: vec![PathGrant {
+            path: seen2.clone(),
+            from: from.clone(),
+        }],
+        config: json!({
+            "read": [seen2.join("visible"), from.join("visible")],
+            "statvfs": [seen2, from],
+        }),
+        ..Default::default()
+    }));
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    dir.rescan();
+    let a = probe_annotations(&dir);
+    assert_eq!(a["probe.nodestatus.test/read-0"], "ok:5");
+    // The host path itself is not visible: only the path the plugin was given.
+    assert!(
+        a["probe.nodestatus.test/read-1"]
+            .as_str()
+            .unwrap()
+            .starts_with("err:"),
+        "{a}"
+    );
+    assert_eq!(a["probe.nodestatus.test/statvfs-0"], "ok:true");
+    assert!(
+        a["probe.nodestatus.test/statvfs-1"]
+            .as_str()
+            .unwrap()
+            .contains("not inside a path granted"),
+        "{a}"
+    );
+}
+
+#[test]
+fn a_granted_path_that_appears_later_is_seen_without_a_reload() {
+    // Like /proc/driver/nvidia before the driver loads: granted, absent at
+    // load, present later.
+    let parent = tempfile::tempdir_in("/tmp").unwrap();
+    let later = parent.path().join("driver");
+    let (later2, tmp_later) = (later.clone(), later.clone());
+    let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+        paths: vec![PathGrant::same(later2.clone())],
+        config: json!({"read": [later2.join("version")]}),
+        ..Default::default()
+    }));
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    dir.rescan();
+    assert_eq!(dir.current().plugins().len(), 1, "the plugin loads");
+    let a = probe_annotations(&dir);
+    assert!(
+        a["probe.nodestatus.test/read-0"]
+            .as_str()
+            .unwrap()
+            .starts_with("err:"),
+        "{a}"
+    );
+
+    std::fs::create_dir(&tmp_later).unwrap();
+    std::fs::write(tmp_later.join("version"), "535.104").unwrap();
+    let a = probe_annotations(&dir);
+    assert_eq!(a["probe.nodestatus.test/read-0"], "ok:7", "{a}");
 }

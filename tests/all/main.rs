@@ -9,3 +9,4 @@ mod hostile;
 mod hot_reload;
 mod kube;
 mod process;
+mod reporters;

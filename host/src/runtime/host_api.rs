@@ -1,7 +1,6 @@
 //! The host side of the `nodestatus:plugin/host` interface, and the state one
 //! call's [`wasmtime::Store`] carries.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
@@ -82,7 +81,7 @@ pub struct EmittedEvent {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grants {
     /// Read-only directories, normalized and absolute.
-    pub paths: Vec<PathBuf>,
+    pub paths: Vec<super::PathGrant>,
     /// Environment variables, with their values taken from the host at load.
     pub env: Vec<(String, String)>,
     /// The plugin's own config, as JSON.
@@ -120,9 +119,13 @@ impl CallState {
         for (k, v) in &grants.env {
             b.env(k, v);
         }
-        for p in &grants.paths {
-            let guest = p.to_string_lossy();
-            b.preopened_dir(p, guest.as_ref(), wasmtime_wasi::FsPerms::ReadOnly)?;
+        for g in &grants.paths {
+            // Absent now, perhaps present at the next call: see Plugin::load_bytes.
+            if !path_exists(&g.from) {
+                continue;
+            }
+            let guest = g.path.to_string_lossy();
+            b.preopened_dir(&g.from, guest.as_ref(), wasmtime_wasi::FsPerms::ReadOnly)?;
         }
         let limits = CallLimits {
             memory: memory_limit,
@@ -140,6 +143,12 @@ impl CallState {
             stderr,
         })
     }
+}
+
+/// Whether `p` exists. Only "not found" counts as absent: a path that
+/// exists but cannot be read is left to the preopen, whose error names it.
+pub(crate) fn path_exists(p: &std::path::Path) -> bool {
+    !matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// The memory cap of one call. Growing past it traps at once (rather than
@@ -294,12 +303,20 @@ impl host::Host for CallState {
         let Some(norm) = facts::normalize_abs(&path) else {
             return Err(format!("statvfs: {path:?} is not an absolute path"));
         };
-        if !facts::is_within(&norm, &self.grants.paths) {
+        // The innermost grant that holds the path says where it is on the host.
+        let Some(host_path) = self
+            .grants
+            .paths
+            .iter()
+            .filter(|g| norm.starts_with(&g.path))
+            .max_by_key(|g| g.path.components().count())
+            .and_then(|g| g.host_path(&norm))
+        else {
             return Err(format!(
-                "fs-stats: {path:?} is not inside a path granted to this plugin"
+                "statvfs: {path:?} is not inside a path granted to this plugin"
             ));
-        }
-        let st = facts::statvfs(&norm).map_err(|e| format!("statvfs: {path:?}: {e}"))?;
+        };
+        let st = facts::statvfs(&host_path).map_err(|e| format!("statvfs: {path:?}: {e}"))?;
         Ok(host::FsStats {
             total_bytes: st.total_bytes,
             free_bytes: st.free_bytes,

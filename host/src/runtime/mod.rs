@@ -13,8 +13,8 @@ mod plugin;
 pub use cache::PrecompileCache;
 pub use host_api::{CallContext, EmittedEvent, EventType};
 pub use plugin::{
-    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, Metadata, Plugin,
-    PluginSettings, SetOutput, Ungranted, sha256_hex,
+    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, Metadata,
+    PathGrant, Plugin, PluginSettings, SetOutput, Ungranted, sha256_hex,
 };
 
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Store;
 use wasmtime::component::Component;
 
-use super::host_api::{CallState, Grants, bindings};
+use super::host_api::{self, CallState, Grants, bindings};
 use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, facts};
 use crate::policy::Allowance;
 
@@ -35,7 +35,7 @@ pub struct PluginSettings {
     /// Overrides the plugin's own `affects-readiness`.
     pub affects_readiness: Option<bool>,
     /// Directories the plugin may read (read-only).
-    pub paths: Vec<PathBuf>,
+    pub paths: Vec<PathGrant>,
     /// Environment variables the plugin may read.
     pub env: Vec<String>,
     /// Which fields the plugin may change.
@@ -62,6 +62,49 @@ impl Default for PluginSettings {
             config: serde_json::Value::Object(Default::default()),
             sha256: None,
             on_ungranted: Ungranted::LoadWithout,
+        }
+    }
+}
+
+/// One granted read-only directory: the plugin sees `path`, served from
+/// `from` on the host. They are the same unless the operator maps one (a
+/// container that mounts the host's `/proc` at `/host/proc`, or a fixture
+/// tree in a test).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PathGrant {
+    /// The path inside the sandbox, which the plugin asks for.
+    pub path: PathBuf,
+    /// The host directory behind it.
+    pub from: PathBuf,
+}
+
+impl PathGrant {
+    /// A directory granted at its own path.
+    pub fn same(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Self {
+            from: path.clone(),
+            path,
+        }
+    }
+
+    /// Where `guest`, a path inside [`PathGrant::path`], lies on the host;
+    /// `None` when it is not inside.
+    pub fn host_path(&self, guest: &Path) -> Option<PathBuf> {
+        let rest = guest.strip_prefix(&self.path).ok()?;
+        Some(if rest.as_os_str().is_empty() {
+            self.from.clone()
+        } else {
+            self.from.join(rest)
+        })
+    }
+}
+
+impl std::fmt::Display for PathGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.path == self.from {
+            true => write!(f, "{}", self.path.display()),
+            false => write!(f, "{} (from {})", self.path.display(), self.from.display()),
         }
     }
 }
@@ -337,12 +380,23 @@ impl Plugin {
         }
         let (grants, withheld) = resolve_grants(&metadata, &settings)?;
         // Check now that every granted path can be preopened, so a bad grant
-        // fails the load with a clear error instead of every call.
-        for p in &grants.paths {
+        // fails the load with a clear error instead of every call. A granted
+        // path that does not exist yet (a driver's /proc directory before the
+        // driver loads) is not an error: each call preopens what exists then,
+        // so the plugin sees it as soon as it appears, with no reload.
+        for g in &grants.paths {
+            if !host_api::path_exists(&g.from) {
+                tracing::warn!(
+                    plugin = %metadata.name,
+                    path = %g.from.display(),
+                    "granted path does not exist (yet); the plugin sees it once it does"
+                );
+                continue;
+            }
             wasmtime_wasi::WasiCtx::builder()
-                .preopened_dir(p, "/", wasmtime_wasi::FsPerms::ReadOnly)
+                .preopened_dir(&g.from, "/", wasmtime_wasi::FsPerms::ReadOnly)
                 .map_err(|source| LoadError::Grant {
-                    path: p.clone(),
+                    path: g.from.clone(),
                     source,
                 })?;
         }
@@ -399,7 +453,7 @@ impl Plugin {
     }
 
     /// Directories it can read.
-    pub fn granted_paths(&self) -> &[PathBuf] {
+    pub fn granted_paths(&self) -> &[PathGrant] {
         &self.grants.paths
     }
 
@@ -614,15 +668,25 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
     let mut paths = Vec::new();
     for asked in &m.paths {
         let asked_path = PathBuf::from(asked);
-        if facts::is_within(&asked_path, &s.paths) {
-            paths.push(asked_path);
+        // The innermost grant that holds the asked path serves it.
+        let holder = s
+            .paths
+            .iter()
+            .filter(|g| asked_path.starts_with(&g.path))
+            .max_by_key(|g| g.path.components().count());
+        if let Some(g) = holder {
+            let from = g.host_path(&asked_path).expect("asked path is inside");
+            paths.push(PathGrant {
+                path: asked_path,
+                from,
+            });
             continue;
         }
         // The operator may grant less than asked: a directory inside it.
-        let narrower: Vec<&PathBuf> = s
+        let narrower: Vec<&PathGrant> = s
             .paths
             .iter()
-            .filter(|g| g.starts_with(&asked_path))
+            .filter(|g| g.path.starts_with(&asked_path))
             .collect();
         if narrower.is_empty() {
             withheld.push(format!("path {asked}"));
@@ -631,7 +695,7 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
             withheld.push(format!("path {asked} (only the granted parts inside it)"));
         }
     }
-    paths.sort();
+    paths.sort_by(|a, b| a.path.cmp(&b.path));
     paths.dedup();
     let mut env = Vec::new();
     for var in &m.env {
@@ -699,13 +763,13 @@ mod tests {
     #[test]
     fn grants_are_the_intersection() {
         let s = PluginSettings {
-            paths: vec![PathBuf::from("/proc")],
+            paths: vec![PathGrant::same("/proc")],
             env: vec!["HOME".into()],
             ..Default::default()
         };
         let (g, withheld) =
             resolve_grants(&meta(&["/proc/sys", "/etc"], &["HOME", "SECRET"]), &s).unwrap();
-        assert_eq!(g.paths, vec![PathBuf::from("/proc/sys")]);
+        assert_eq!(g.paths, vec![PathGrant::same("/proc/sys")]);
         assert_eq!(
             g.env.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
             vec!["HOME"]

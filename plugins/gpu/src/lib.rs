@@ -38,30 +38,19 @@
 //!
 //! Config (camelCase, every field optional):
 //! - `advertise` (bool, default `false`): set the extended resources;
-//! - `root` (string, default `/`): a prefix for every path it reads, for
-//!   tests and for a setup that mounts the host's `/proc` and `/sys` under
-//!   another directory. Note that the nodestatus host preopens a granted
-//!   directory at its own path and grants only directories at or inside
-//!   those the plugin declares, so under the host only `root: /` can be
-//!   served; another root works natively (tests) only.
+//! - `root` (string, default `/`): a prefix for every path it reads, for the
+//!   native tests. Under the host, map directories in the grants instead
+//!   (`paths: [{path: /sys, from: /host/sys}]`).
 //!
-//! Grants: it declares `/proc/driver/nvidia`, `/sys/bus/pci/devices` and
-//! `/sys/class/drm`. A granted directory that does not exist makes the load
-//! fail, so the operator grants only the ones that exist on the machine (no
-//! `/proc/driver/nvidia` until the NVIDIA driver is installed, no
-//! `/sys/class/drm` on most servers without a display driver).
-//!
-//! Known limits under the nodestatus host (the native tests do not have
-//! them):
-//! - the entries of `/sys/bus/pci/devices` and `/sys/class/drm` are symlinks
-//!   into `/sys/devices`, outside the preopened directory, and the WASI
-//!   sandbox refuses to follow them ("Operation not permitted", seen with
-//!   `/sys/bus/pci/devices` granted); those reads are logged at debug level
-//!   and the devices are not seen. Reading them in the sandbox needs `/sys`
-//!   declared and granted instead;
-//! - a driver loaded after the host started is seen only if
-//!   `/proc/driver/nvidia` was granted, and that grant can only be given once
-//!   the directory exists.
+//! Grants: it declares `/proc/driver/nvidia` and `/sys`. All of `/sys`,
+//! read-only, because the entries of `/sys/bus/pci/devices` and
+//! `/sys/class/drm` are symlinks into `/sys/devices`, and the WASI sandbox
+//! does not follow a symlink out of a granted directory: with only the two
+//! sysfs directories granted, every device is invisible. A granted
+//! directory that does not exist yet is fine: the host preopens, at each
+//! call, the granted directories that exist then, so `/proc/driver/nvidia`
+//! can be granted before the driver is installed and is seen on the first
+//! pass after it loads, with no restart and no reload.
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -443,8 +432,7 @@ impl Setter for Gpu {
         Metadata::new("gpu", env!("CARGO_PKG_VERSION"))
             .description("GPU labels (gpu-feature-discovery names), optional nvidia.com/gpu and amd.com/gpu resources, and a GPUHealthy condition")
             .path(NVIDIA_PROC)
-            .path(PCI_DEVICES)
-            .path(DRM)
+            .path("/sys")
     }
 
     fn set(node: &mut Node) -> Result<()> {
@@ -816,14 +804,7 @@ mod tests {
     fn metadata_declares_the_paths() {
         let m = Gpu::metadata();
         assert_eq!(m.name, "gpu");
-        assert_eq!(
-            m.paths,
-            [
-                "/proc/driver/nvidia",
-                "/sys/bus/pci/devices",
-                "/sys/class/drm"
-            ]
-        );
+        assert_eq!(m.paths, ["/proc/driver/nvidia", "/sys"]);
     }
 }
 
