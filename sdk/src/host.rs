@@ -19,7 +19,7 @@ mod imp {
 mod imp;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use imp::{set_native_config, set_native_problems};
+pub use imp::{NativeHost, set_native_config, set_native_host, set_native_problems};
 
 /// Writes a line to the host's log.
 pub fn log(level: Level, message: &str) {

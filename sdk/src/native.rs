@@ -2,12 +2,36 @@
 //! unit-tested and benchmarked without a WebAssembly host.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use super::{EventType, FsStats, Level, NetworkInterface, SystemInfo};
 
 thread_local! {
     static CONFIG: RefCell<String> = RefCell::new("{}".to_owned());
     static PROBLEMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static HOST: RefCell<Option<Rc<dyn NativeHost>>> = const { RefCell::new(None) };
+}
+
+/// The machine facts the native stand-ins answer with, when a test or a
+/// benchmark wants the real host's answers (the nodestatus host's own fact
+/// reader) rather than the built-in ones: no interfaces, no `fs_stats`.
+pub trait NativeHost {
+    /// What `system_info()` returns.
+    fn system_info(&self) -> SystemInfo;
+    /// What `network_interfaces()` returns.
+    fn network_interfaces(&self) -> Vec<NetworkInterface>;
+    /// What `fs_stats(path)` returns.
+    fn fs_stats(&self, path: &str) -> Result<FsStats, String>;
+}
+
+/// Answers the fact functions on this thread from `host` (`None`: the
+/// built-in answers).
+pub fn set_native_host(host: Option<Rc<dyn NativeHost>>) {
+    HOST.with(|h| *h.borrow_mut() = host);
+}
+
+fn with_host<T>(f: impl FnOnce(&dyn NativeHost) -> T) -> Option<T> {
+    HOST.with(|h| h.borrow().as_deref().map(f))
 }
 
 /// Sets what `config()` returns on this thread.
@@ -37,6 +61,9 @@ fn read(path: &str) -> String {
 
 /// Read once per thread, as the host reads them once per pass.
 pub fn system_info() -> SystemInfo {
+    if let Some(info) = with_host(|h| h.system_info()) {
+        return info;
+    }
     thread_local! {
         static INFO: SystemInfo = read_system_info();
     }
@@ -60,10 +87,13 @@ fn read_system_info() -> SystemInfo {
 }
 
 pub fn network_interfaces() -> Vec<NetworkInterface> {
-    Vec::new()
+    with_host(|h| h.network_interfaces()).unwrap_or_default()
 }
 
 pub fn fs_stats(path: &str) -> Result<FsStats, String> {
+    if let Some(r) = with_host(|h| h.fs_stats(path)) {
+        return r;
+    }
     Err(format!(
         "fs-stats({path:?}) is not available outside the host"
     ))

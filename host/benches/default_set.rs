@@ -1,0 +1,241 @@
+//! The default setters, each as WebAssembly and natively, side by side, and
+//! the whole default pass.
+//!
+//! - `setter/<name>/wasm`: one `Plugin::call_set` of the plugin built for
+//!   `wasm32-wasip2`, with its settings from `deploy/default-config.yaml`
+//!   (grants and config), on the ~15 kB busy node;
+//! - `setter/<name>/native`: the same source compiled natively,
+//!   `nodestatus_sdk::run::<S>` on the same JSON, with the same config and the
+//!   host's own fact reader behind the SDK's fact functions;
+//! - `pass/default/wasm`: one `pipeline::run_pass` of all eleven, in the
+//!   kubelet's order, with the host's checks (output parse, diff, field
+//!   policy, ownership) and a fresh fact snapshot per pass, as the sync loop
+//!   runs it;
+//! - `pass/default/wasm-steady`: the same over the node that a previous pass
+//!   made, with every heartbeat old: the sync loop's usual pass, in which
+//!   the condition setters move their heartbeats and the rest change nothing;
+//! - `pass/default/native`: the eleven native setters chained on the JSON.
+//!
+//! Run with
+//! `cargo bench -p nodestatus --bench default_set -- --warm-up-time 1 --measurement-time 3`;
+//! the results are in docs/benchmarks.md.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use nodestatus::config::{Config, ConfigFile};
+use nodestatus::pipeline::{PluginSet, run_pass};
+use nodestatus::runtime::facts::{self, FactSource, Facts};
+use nodestatus::runtime::{CallContext, Plugin, Runtime};
+use nodestatus_sdk::host::{self, FsStats, IpAddress, NativeHost, NetworkInterface, SystemInfo};
+use nodestatus_tests::{built, nodes};
+
+/// The SDK's native fact functions, answered by the host's fact reader.
+struct HostFacts(Facts);
+
+impl NativeHost for HostFacts {
+    fn system_info(&self) -> SystemInfo {
+        let s = self.0.system();
+        SystemInfo {
+            hostname: s.hostname.clone(),
+            kernel_release: s.kernel_release.clone(),
+            kernel_version: s.kernel_version.clone(),
+            machine: s.machine.clone(),
+            os_release: s.os_release.clone(),
+            machine_id: s.machine_id.clone(),
+            system_uuid: s.system_uuid.clone(),
+            boot_id: s.boot_id.clone(),
+            cpus: s.cpus,
+        }
+    }
+
+    fn network_interfaces(&self) -> Vec<NetworkInterface> {
+        self.0
+            .interfaces()
+            .iter()
+            .map(|i| NetworkInterface {
+                name: i.name.clone(),
+                up: i.up,
+                loopback: i.loopback,
+                addresses: i
+                    .addresses
+                    .iter()
+                    .map(|a| IpAddress {
+                        address: a.address.to_string(),
+                        prefix_len: a.prefix_len,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn fs_stats(&self, path: &str) -> Result<FsStats, String> {
+        let st = facts::statvfs(Path::new(path)).map_err(|e| format!("statvfs {path}: {e}"))?;
+        Ok(FsStats {
+            total_bytes: st.total_bytes,
+            free_bytes: st.free_bytes,
+            available_bytes: st.available_bytes,
+            total_inodes: st.total_inodes,
+            free_inodes: st.free_inodes,
+            read_only: st.read_only,
+        })
+    }
+}
+
+type NativeRun = fn(&str) -> Result<String, String>;
+
+/// The default set in the kubelet's order: name, wasm file, native setter.
+const DEFAULT_SET: &[(&str, &str, NativeRun)] = &[
+    (
+        "node-address",
+        built::NODE_ADDRESS,
+        nodestatus_sdk::run::<node_address::NodeAddress>,
+    ),
+    (
+        "machine-info",
+        built::MACHINE_INFO,
+        nodestatus_sdk::run::<machine_info::MachineInfo>,
+    ),
+    (
+        "version-info",
+        built::VERSION_INFO,
+        nodestatus_sdk::run::<version_info::VersionInfo>,
+    ),
+    (
+        "daemon-endpoints",
+        built::DAEMON_ENDPOINTS,
+        nodestatus_sdk::run::<daemon_endpoints::DaemonEndpoints>,
+    ),
+    (
+        "images",
+        built::IMAGES,
+        nodestatus_sdk::run::<images::Images>,
+    ),
+    (
+        "os-arch",
+        built::OS_ARCH,
+        nodestatus_sdk::run::<os_arch::OsArch>,
+    ),
+    (
+        "memory-pressure",
+        built::MEMORY_PRESSURE,
+        nodestatus_sdk::run::<memory_pressure::MemoryPressure>,
+    ),
+    (
+        "disk-pressure",
+        built::DISK_PRESSURE,
+        nodestatus_sdk::run::<disk_pressure::DiskPressure>,
+    ),
+    (
+        "pid-pressure",
+        built::PID_PRESSURE,
+        nodestatus_sdk::run::<pid_pressure::PidPressure>,
+    ),
+    (
+        "volumes",
+        built::VOLUMES,
+        nodestatus_sdk::run::<volumes::Volumes>,
+    ),
+    ("ready", built::READY, nodestatus_sdk::run::<ready::Ready>),
+];
+
+fn default_config() -> Config {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/default-config.yaml");
+    let text = std::fs::read_to_string(&path).expect("deploy/default-config.yaml");
+    ConfigFile::parse(&text, &path)
+        .and_then(ConfigFile::validate)
+        .expect("the default config is valid")
+}
+
+fn benches(c: &mut Criterion) {
+    let runtime = Runtime::new(Some(PathBuf::from(built::TEST_CACHE_DIR))).expect("runtime");
+    let config = default_config();
+    let node = nodes::busy_node();
+    let node_json = serde_json::to_string(&node).expect("a Value serializes");
+    eprintln!("node JSON: {} bytes", node_json.len());
+    host::set_native_host(Some(Rc::new(HostFacts(Facts::new(FactSource::host())))));
+    // One fact snapshot for the per-setter calls, as natively (one pass's).
+    let ctx = CallContext::default();
+
+    let mut plugins = Vec::new();
+    for &(name, file, native) in DEFAULT_SET {
+        let settings = config.plugin_settings(name);
+        let plugin = Plugin::load_file(&runtime, Path::new(file), &|_| settings.clone())
+            .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+        let native_config = settings.config.to_string();
+
+        // Check once, outside the timed loops, that both builds succeed.
+        plugin
+            .call_set(&runtime, &node_json, ctx.clone())
+            .unwrap_or_else(|e| panic!("{name} (wasm): {e}"));
+        host::set_native_config(&native_config);
+        native(&node_json).unwrap_or_else(|e| panic!("{name} (native): {e}"));
+
+        let mut group = c.benchmark_group(format!("setter/{name}"));
+        group.bench_function("wasm", |b| {
+            b.iter(|| {
+                let out = plugin
+                    .call_set(&runtime, black_box(&node_json), ctx.clone())
+                    .expect("the wasm setter succeeds");
+                black_box(out.json)
+            })
+        });
+        group.bench_function("native", |b| {
+            host::set_native_config(&native_config);
+            b.iter(|| black_box(native(black_box(&node_json)).expect("the native setter succeeds")))
+        });
+        group.finish();
+        plugins.push(Arc::new(plugin));
+    }
+
+    let set = PluginSet::new(plugins);
+    // A fresh fact snapshot per pass, as the sync loop takes one.
+    let pass_ctx = || CallContext {
+        facts: Arc::new(Facts::new(FactSource::host())),
+        ..CallContext::default()
+    };
+    let (_, report) = run_pass(&runtime, &set, &node, &pass_ctx());
+    if let Some((name, e)) = report.failures().next() {
+        panic!("{name} failed in the pass: {e}");
+    }
+    let configs: Vec<String> = DEFAULT_SET
+        .iter()
+        .map(|(name, ..)| config.plugin_settings(name).config.to_string())
+        .collect();
+    // The sync loop's usual pass: over the node the previous pass made, ten
+    // seconds later, so each condition's heartbeat moves and nothing else
+    // changes.
+    let (mut steady, _) = run_pass(&runtime, &set, &node, &pass_ctx());
+    for c in steady["status"]["conditions"]
+        .as_array_mut()
+        .expect("conditions")
+    {
+        c["lastHeartbeatTime"] = "2020-01-01T00:00:00Z".into();
+    }
+    let mut group = c.benchmark_group("pass/default");
+    group.bench_function("wasm", |b| {
+        b.iter(|| black_box(run_pass(&runtime, &set, black_box(&node), &pass_ctx())))
+    });
+    group.bench_function("wasm-steady", |b| {
+        b.iter(|| black_box(run_pass(&runtime, &set, black_box(&steady), &pass_ctx())))
+    });
+    group.bench_function("native", |b| {
+        b.iter(|| {
+            // A fresh fact snapshot per pass here too.
+            host::set_native_host(Some(Rc::new(HostFacts(Facts::new(FactSource::host())))));
+            let mut json = node_json.clone();
+            for ((_, _, native), cfg) in DEFAULT_SET.iter().zip(&configs) {
+                host::set_native_config(cfg);
+                json = native(&json).expect("the native setter succeeds");
+            }
+            black_box(json)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(default_set, benches);
+criterion_main!(default_set);
