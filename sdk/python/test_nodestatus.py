@@ -1,0 +1,342 @@
+"""Unit tests of the Python SDK; they run natively:
+
+    cd sdk/python && python3 -m unittest -v
+"""
+
+import json
+import re
+import unittest
+
+import nodestatus
+from nodestatus import (
+    ConditionStatus,
+    Error,
+    Metadata,
+    Node,
+    Plugin,
+    Quantity,
+    host,
+)
+
+SAMPLE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "n1", "labels": {"a": "1"}},
+    "spec": {"taints": []},
+    "status": {
+        "images": [{"names": ["x"], "sizeBytes": 1}],
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastHeartbeatTime": "2020-01-01T00:00:00Z",
+                "lastTransitionTime": "2020-01-01T00:00:00Z",
+                "reason": "r",
+                "message": "m",
+            }
+        ],
+    },
+}
+
+
+def sample() -> Node:
+    return Node.parse(json.dumps(SAMPLE))
+
+
+class QuantityTest(unittest.TestCase):
+    def test_parses_the_api_syntax(self):
+        self.assertEqual(Quantity.parse("2").as_millis(), 2000)
+        self.assertEqual(Quantity.parse("1500m").as_millis(), 1500)
+        self.assertEqual(Quantity.parse("100Mi").as_millis(), 100 * 1024 * 1024 * 1000)
+        self.assertEqual(Quantity.parse("1.5G").as_millis(), 1_500_000_000_000)
+        self.assertEqual(Quantity.parse("1e3").as_millis(), 1_000_000)
+        self.assertEqual(Quantity.parse("1E3").as_millis(), 1_000_000)
+        self.assertEqual(Quantity.parse("2E").as_millis(), 2 * 10**18 * 1000)
+        self.assertEqual(Quantity.parse("0.0001").as_millis(), 1)  # rounds up
+        self.assertEqual(Quantity.parse("-1").as_millis(), -1000)
+        self.assertEqual(Quantity.parse("+3k").as_millis(), 3_000_000)
+        self.assertEqual(Quantity.parse(" 16Gi ").as_millis(), 16 * 2**30 * 1000)
+        self.assertEqual(Quantity.parse("1Ei").as_millis(), 2**60 * 1000)
+        self.assertEqual(Quantity.parse("500u").as_millis(), 1)
+        self.assertEqual(Quantity.parse(".5").as_millis(), 500)
+        self.assertEqual(Quantity.parse("100Mi").format, Quantity.BINARY_SI)
+        self.assertEqual(Quantity.parse("100M").format, Quantity.DECIMAL_SI)
+        for bad in ["", "x", "1X", "1.2.3", "--1", "Mi", "1e", "1e_3", "1 Gi", "1e99", "1Ki2", "٣"]:
+            with self.assertRaises(Error, msg=bad):
+                Quantity.parse(bad)
+
+    def test_formats_canonically(self):
+        self.assertEqual(str(Quantity.bytes(16 * 1024**3)), "16Gi")
+        self.assertEqual(str(Quantity.bytes(32876232 * 1024)), "32876232Ki")
+        self.assertEqual(str(Quantity.bytes(1000)), "1000")
+        self.assertEqual(str(Quantity.units(110)), "110")
+        self.assertEqual(str(Quantity.units(2000)), "2k")
+        self.assertEqual(str(Quantity.units(-3000)), "-3k")
+        self.assertEqual(str(Quantity.millis(1500)), "1500m")
+        self.assertEqual(str(Quantity.bytes(0)), "0")
+        self.assertEqual(str(Quantity.parse("1.5Gi")), "1536Mi")
+        self.assertEqual(str(Quantity.parse("0.5")), "500m")
+        for s in ["100Mi", "2", "1500m", "4Ti", "3M", "7"]:
+            q = Quantity.parse(s)
+            self.assertEqual(str(q), s)
+            self.assertEqual(Quantity.parse(str(q)), q)
+
+    def test_arithmetic(self):
+        cap = Quantity.bytes(1 << 30)
+        self.assertEqual(cap.saturating_sub(Quantity.parse("2Gi")).as_millis(), 0)
+        self.assertEqual(str(cap.saturating_sub(Quantity.parse("512Mi"))), "512Mi")
+        self.assertEqual(str(cap.add(Quantity.parse("1Gi"))), "2Gi")
+        self.assertEqual(Quantity.parse("1500m").as_units_ceil(), 2)
+        self.assertEqual(Quantity.parse("-1500m").as_units_ceil(), -1)
+        self.assertLess(Quantity.parse("1Mi"), Quantity.parse("2Mi"))
+
+
+class NodeTest(unittest.TestCase):
+    def test_untouched_node_round_trips(self):
+        n = sample()
+        self.assertEqual(json.loads(n.to_json()), SAMPLE)
+        self.assertEqual(n.name, "n1")
+
+    def test_rejects_non_objects(self):
+        for bad in ["[1]", '{"metadata": 3}', "{} trailing", "", '{"status": []}']:
+            with self.assertRaises(Error, msg=bad):
+                Node.parse(bad)
+
+    def test_labels_and_annotations(self):
+        n = sample()
+        n.set_label("example.com/x", "y")
+        self.assertEqual(n.label("example.com/x"), "y")
+        self.assertEqual(n.labels(), {"a": "1", "example.com/x": "y"})
+        self.assertTrue(n.remove_label("a"))
+        self.assertFalse(n.remove_label("a"))
+        with self.assertRaises(TypeError):
+            n.set_label("example.com/bool", True)
+        n.set_annotation("example.com/note", "hi")
+        self.assertEqual(n.annotation("example.com/note"), "hi")
+        self.assertEqual(n.annotations(), {"example.com/note": "hi"})
+        self.assertTrue(n.remove_annotation("example.com/note"))
+        self.assertFalse(n.remove_annotation("example.com/note"))
+        self.assertIsNone(n.label("missing"))
+
+    def test_setting_the_same_value_changes_nothing(self):
+        n = Node.named("n")
+        before = n.to_json()
+        n.remove_label("x")
+        n.remove_condition("X")
+        n.remove_resource("x")
+        self.assertEqual(n.to_json(), before)
+
+    def test_resources_and_node_info(self):
+        n = sample()
+        n.set_capacity("example.com/dongle", Quantity.units(2))
+        n.set_capacity("memory", Quantity.bytes(16 * 2**30))
+        n.set_allocatable("memory", "15Gi")
+        n.set_capacity("pods", 110)
+        n.set_node_info("kernelVersion", "6.1")
+        out = json.loads(n.to_json())
+        self.assertEqual(
+            out["status"]["capacity"],
+            {"example.com/dongle": "2", "memory": "16Gi", "pods": "110"},
+        )
+        self.assertEqual(out["status"]["allocatable"], {"memory": "15Gi"})
+        self.assertEqual(out["status"]["nodeInfo"]["kernelVersion"], "6.1")
+        self.assertEqual(out["status"]["images"], SAMPLE["status"]["images"])
+        self.assertEqual(n.capacity("memory"), Quantity.parse("16Gi"))
+        self.assertEqual(n.allocatable("memory"), Quantity.parse("15Gi"))
+        self.assertEqual(n.node_info("kernelVersion"), "6.1")
+        with self.assertRaises(Error):
+            n.set_capacity("cpu", "lots")
+        self.assertTrue(n.remove_resource("memory"))
+        self.assertIsNone(n.capacity("memory"))
+        self.assertIsNone(n.allocatable("memory"))
+        self.assertFalse(n.remove_resource("memory"))
+
+    def test_addresses_and_status(self):
+        n = Node.named("n")
+        n.set_addresses([("InternalIP", "10.0.0.4"), ("Hostname", "n")])
+        self.assertEqual(
+            n.status("addresses"),
+            [{"type": "InternalIP", "address": "10.0.0.4"}, {"type": "Hostname", "address": "n"}],
+        )
+        n.set_status("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
+        self.assertTrue(n.remove_status("daemonEndpoints"))
+        self.assertFalse(n.remove_status("daemonEndpoints"))
+
+    def test_missing_sections_are_created(self):
+        n = Node({"apiVersion": "v1", "kind": "Node"})
+        n.set_label("example.com/a", "b")
+        n.set_condition("X", True, "R", "m", now="2024-01-01T00:00:00Z")
+        self.assertEqual(n.raw["metadata"]["labels"], {"example.com/a": "b"})
+        self.assertEqual(n.raw["status"]["conditions"][0]["status"], "True")
+
+
+class ConditionTest(unittest.TestCase):
+    def test_conditions_follow_the_kubelet_rules(self):
+        n = sample()
+        t = n.set_condition("Ready", ConditionStatus.TRUE, "r2", "m2", now="2021-01-01T00:00:00Z")
+        self.assertFalse(t.flipped)
+        self.assertEqual(t.previous, ConditionStatus.TRUE)
+        c = n.condition("Ready")
+        self.assertEqual(c.last_heartbeat_time, "2021-01-01T00:00:00Z")
+        self.assertEqual(c.last_transition_time, "2020-01-01T00:00:00Z")
+        self.assertEqual(c.reason, "r2")
+        self.assertEqual(c.message, "m2")
+
+        t = n.set_condition("Ready", ConditionStatus.FALSE, "r3", "m3", now="2022-01-01T00:00:00Z")
+        self.assertTrue(t.flipped)
+        self.assertEqual(t.previous, ConditionStatus.TRUE)
+        self.assertEqual(t.current, ConditionStatus.FALSE)
+        self.assertEqual(n.condition("Ready").last_transition_time, "2022-01-01T00:00:00Z")
+
+        t = n.set_condition("Custom", ConditionStatus.UNKNOWN, "", "", now="2022-01-01T00:00:00Z")
+        self.assertTrue(t.flipped)
+        self.assertIsNone(t.previous)
+        self.assertEqual([c.type for c in n.conditions()], ["Ready", "Custom"])
+        self.assertEqual(
+            n.status("conditions")[1],
+            {
+                "type": "Custom",
+                "status": "Unknown",
+                "lastHeartbeatTime": "2022-01-01T00:00:00Z",
+                "lastTransitionTime": "2022-01-01T00:00:00Z",
+                "reason": "",
+                "message": "",
+            },
+        )
+        self.assertTrue(n.remove_condition("Custom"))
+        self.assertIsNone(n.condition("Custom"))
+        self.assertFalse(n.remove_condition("Custom"))
+
+    def test_status_spellings(self):
+        n = Node.named("n")
+        n.set_condition("A", "False", now="2024-01-01T00:00:00Z")
+        n.set_condition("B", False, now="2024-01-01T00:00:00Z")
+        self.assertEqual(n.condition("A").status, "False")
+        self.assertEqual(n.condition("B").status, "False")
+        self.assertEqual(ConditionStatus.from_bool(True), "True")
+        self.assertEqual(str(ConditionStatus.UNKNOWN), "Unknown")
+        with self.assertRaises(Error):
+            n.set_condition("C", "maybe")
+
+    def test_default_time_is_now(self):
+        n = Node.named("n")
+        n.set_condition("A", True)
+        c = n.condition("A")
+        self.assertRegex(c.last_heartbeat_time, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertEqual(c.last_heartbeat_time, c.last_transition_time)
+        self.assertTrue(re.match(r"^\d{4}-", nodestatus.now()))
+
+
+class HostTest(unittest.TestCase):
+    def tearDown(self):
+        host.set_native_config({})
+
+    def test_config(self):
+        self.assertEqual(host.config(), {})
+        host.set_native_config({"minKernel": "5.15"})
+        self.assertEqual(host.config(), {"minKernel": "5.15"})
+        host.set_native_config('{"a": 1}')
+        self.assertEqual(host.config(), {"a": 1})
+        host.set_native_config("null")
+        self.assertEqual(host.config(), {})
+        for bad in ("[1]", "{nope"):
+            host.set_native_config(bad)
+            with self.assertRaises(Error):
+                host.config()
+
+    def test_log_and_events(self):
+        nodestatus._Native.echo = False
+        try:
+            host.info("hello")
+            host.log("warning", "careful")
+            self.assertEqual(nodestatus._Native.logs[-2:], [("info", "hello"), ("warn", "careful")])
+            with self.assertRaises(ValueError):
+                host.log("loud", "x")
+            host.record_event("Normal", "Rebooted", "node rebooted")
+            self.assertEqual(nodestatus._Native.events[-1], ("Normal", "Rebooted", "node rebooted"))
+            with self.assertRaises(ValueError):
+                host.record_event("Bad", "R", "m")
+        finally:
+            nodestatus._Native.echo = True
+
+    def test_machine_facts(self):
+        info = host.system_info()
+        self.assertTrue(info.kernel_release)
+        self.assertGreaterEqual(info.cpus, 1)
+        self.assertEqual(host.network_interfaces(), [])
+        self.assertEqual(host.node_problems(), [])
+        st = host.statvfs("/")
+        self.assertGreater(st.total_bytes, 0)
+        with self.assertRaises(Error):
+            host.statvfs("/does/not/exist")
+
+
+class Labeler(Plugin):
+    def metadata(self):
+        return Metadata("labeler", "1.0.0", description="labels", paths=["/proc"])
+
+    def set(self, node):
+        cfg = host.config()
+        if cfg.get("fail"):
+            raise Error("asked to fail")
+        if cfg.get("crash"):
+            open("/does/not/exist")
+        if cfg.get("bug"):
+            {}["missing"]
+        if cfg.get("lazy"):
+            import does_not_exist_anywhere  # noqa: F401
+        node.set_label("example.com/labeled", "yes")
+
+
+class PluginTest(unittest.TestCase):
+    def tearDown(self):
+        host.set_native_config({})
+
+    def test_metadata(self):
+        m = Labeler().metadata()
+        self.assertEqual(m, Metadata("labeler", "1.0.0", "labels", ["/proc"], [], False))
+
+    def test_set_round_trips_json(self):
+        out = json.loads(Labeler().set(json.dumps(SAMPLE)))
+        self.assertEqual(out["metadata"]["labels"]["example.com/labeled"], "yes")
+        self.assertEqual(out["status"], SAMPLE["status"])
+
+    def test_errors_become_messages(self):
+        nodestatus._Native.echo = False
+        try:
+            for cfg, message in [
+                ({"fail": True}, "asked to fail"),
+                ({"crash": True}, "No such file or directory: /does/not/exist"),
+                ({"bug": True}, "KeyError: 'missing'"),
+                (
+                    {"lazy": True},
+                    "ModuleNotFoundError: No module named 'does_not_exist_anywhere' (import every "
+                    "module at the top of the plugin's module, not inside set())",
+                ),
+            ]:
+                host.set_native_config(cfg)
+                with self.assertRaises(Error) as e:
+                    Labeler().set(json.dumps(SAMPLE))
+                self.assertEqual(str(e.exception), message)
+            with self.assertRaises(Error) as e:
+                Labeler().set("[]")
+            self.assertIn("the host sent a node that does not parse", str(e.exception))
+        finally:
+            nodestatus._Native.echo = True
+
+    def test_subclass_of_a_plugin_keeps_working(self):
+        class Child(Labeler):
+            def metadata(self):
+                return Metadata("child", "2.0.0")
+
+        self.assertEqual(Child().metadata().name, "child")
+        out = json.loads(Child().set(json.dumps(SAMPLE)))
+        self.assertEqual(out["metadata"]["labels"]["example.com/labeled"], "yes")
+
+    def test_run(self):
+        out = nodestatus.run(lambda n: n.set_label("example.com/r", "1"), '{"metadata":{}}')
+        self.assertEqual(json.loads(out), {"metadata": {"labels": {"example.com/r": "1"}}})
+
+
+if __name__ == "__main__":
+    unittest.main()
