@@ -1,0 +1,235 @@
+#!/usr/bin/env node
+// Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
+// of the world `nodestatus:plugin/plugin@0.1.0`) with componentize-js:
+//
+//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] SETTER.js
+//
+// 1. bundles SETTER.js and what it imports (./nodestatus.js, ./host.js, npm
+//    packages) into one ES module with esbuild (componentize-js does not
+//    follow imports outside the entry's folder);
+// 2. writes a WIT world that is wit/setter.wit's `plugin` plus the WASI
+//    filesystem imports that ./host.js reads granted files with (from jco's
+//    copy of the WASI WIT);
+// 3. runs componentize-js (SpiderMonkey; `http` and `fetch-event` disabled)
+//    and writes the component by write-then-rename.
+//
+// --wit: wit/setter.wit of this repository (or a copy); default: the nearest
+//   `wit/setter.wit` or `setter.wit` above SETTER.js, else ../../wit/setter.wit
+//   next to this file.
+// --modules: the node_modules folder with the pinned tools (package.json in
+//   this folder); default: $NODESTATUS_JS_MODULES, else the nearest
+//   node_modules above the current folder, SETTER.js or this file.
+// --types DIR: also write TypeScript declarations of the world (jco's type
+//   generator) to DIR, for editors.
+// --cache DIR: keep built components in DIR, keyed by the sha256 of the
+//   bundle, the world, this script and the tool versions, and reuse them (componentize
+//   takes tens of seconds; bundling, milliseconds).
+// --out: default: the plugin's name from its folder, `<folder>.wasm`.
+
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+/** The WASI version that componentize-js 0.23's engine imports; ./host.js imports the same. */
+const WASI = '0.2.12';
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+function fail(msg) {
+  console.error(`build.mjs: ${msg}`);
+  process.exit(1);
+}
+
+const { values: opts, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    out: { type: 'string', short: 'o' },
+    wit: { type: 'string' },
+    modules: { type: 'string' },
+    types: { type: 'string' },
+    cache: { type: 'string' },
+    quiet: { type: 'boolean', short: 'q' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (opts.help || positionals.length !== 1) {
+  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] SETTER.js');
+  process.exit(opts.help ? 0 : 2);
+}
+const entry = resolve(positionals[0]);
+if (!existsSync(entry)) fail(`${entry}: no such file`);
+
+function* upwards(dir) {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    yield d;
+    if (dirname(d) === d) return;
+  }
+}
+
+function findModules() {
+  const has = (d) => existsSync(join(d, '@bytecodealliance/componentize-js/package.json'));
+  const given = opts.modules ?? process.env.NODESTATUS_JS_MODULES;
+  if (given) {
+    if (!has(given)) fail(`${given} has no @bytecodealliance/componentize-js (run npm ci there)`);
+    return resolve(given);
+  }
+  for (const start of [process.cwd(), dirname(entry), HERE]) {
+    for (const d of upwards(start)) {
+      if (has(join(d, 'node_modules'))) return join(d, 'node_modules');
+    }
+  }
+  fail('no node_modules with @bytecodealliance/componentize-js found; run `npm ci` next to package.json, or pass --modules');
+}
+
+function findWit() {
+  if (opts.wit) {
+    const p = resolve(opts.wit);
+    const f = existsSync(p) && statSync(p).isDirectory() ? join(p, 'setter.wit') : p;
+    if (!existsSync(f)) fail(`${f}: no such file (--wit wants wit/setter.wit or its folder)`);
+    return f;
+  }
+  for (const d of upwards(dirname(entry))) {
+    for (const f of [join(d, 'wit/setter.wit'), join(d, 'setter.wit')]) if (existsSync(f)) return f;
+  }
+  const repo = join(HERE, '../../wit/setter.wit');
+  if (existsSync(repo)) return repo;
+  fail('no wit/setter.wit found above the setter; copy it from the nodestatus repository or pass --wit');
+}
+
+/** The file a package's `import` resolves to (ESM or CommonJS). */
+function packageEntry(modules, name) {
+  const dir = join(modules, name);
+  const pj = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  let e = pj.exports;
+  if (e && typeof e === 'object' && '.' in e) e = e['.'];
+  while (e && typeof e === 'object') e = e.import ?? e.node ?? e.default;
+  return pathToFileURL(join(dir, e ?? pj.module ?? pj.main ?? 'index.js')).href;
+}
+
+const modules = findModules();
+const setterWit = findWit();
+const wasiWit = join(modules, `@bytecodealliance/jco/lib/wit/builtin/${WASI}`);
+if (!existsSync(wasiWit)) fail(`${wasiWit}: missing (is @bytecodealliance/jco installed at the pinned version?)`);
+
+const out = resolve(opts.out ?? `${basename(dirname(entry))}.wasm`);
+const work = mkdtempSync(join(tmpdir(), 'nodestatus-js-'));
+const say = (m) => opts.quiet || console.error(m);
+
+try {
+  // The world: the plugin contract plus WASI filesystem (for granted paths).
+  const wit = join(work, 'wit');
+  mkdirSync(join(wit, 'deps/nodestatus-plugin'), { recursive: true });
+  cpSync(setterWit, join(wit, 'deps/nodestatus-plugin/setter.wit'));
+  for (const p of ['wasi-io', 'wasi-clocks', 'wasi-filesystem']) {
+    cpSync(join(wasiWit, p), join(wit, 'deps', p), { recursive: true });
+  }
+  writeFileSync(
+    join(wit, 'world.wit'),
+    `// Generated by sdk/js/build.mjs: the plugin world, plus the WASI filesystem
+// imports that sdk/js/host.js reads granted files with.
+package nodestatus:js-plugin@0.1.0;
+
+world plugin {
+    include nodestatus:plugin/plugin@0.1.0;
+    import wasi:filesystem/preopens@${WASI};
+    import wasi:filesystem/types@${WASI};
+}
+`,
+  );
+
+  if (opts.types) {
+    // jco 1.35's `jco types` CLI gives its WASI sandbox no preopened
+    // directory, so it cannot read any WIT; its library can, given one.
+    const shim = join(modules, '@bytecodealliance/jco-transpile/node_modules/@bytecodealliance/preview2-shim/dist/nodejs/filesystem.js');
+    const shimTop = join(modules, '@bytecodealliance/preview2-shim/dist/nodejs/filesystem.js');
+    const fsShim = await import(pathToFileURL(existsSync(shim) ? shim : shimTop).href);
+    fsShim._setPreopens({ '/': '/' });
+    const { generateGuestTypes } = await import(packageEntry(modules, '@bytecodealliance/jco-transpile'));
+    const dest = resolve(opts.types);
+    const files = await generateGuestTypes(wit, { worldName: 'plugin', outDir: '' });
+    for (const [name, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(dest, name)), { recursive: true });
+      writeFileSync(join(dest, name), text);
+    }
+    say(`types: ${Object.keys(files).length} files in ${dest}`);
+  }
+
+  const t0 = Date.now();
+  const esbuild = await import(packageEntry(modules, 'esbuild'));
+  const bundle = join(work, 'setter.bundle.js');
+  await (esbuild.build ?? esbuild.default.build)({
+    entryPoints: [entry],
+    outfile: bundle,
+    // Paths in the bundle's comments are relative to this: the same bundle
+    // (and cache key) from whatever directory the build runs.
+    absWorkingDir: dirname(entry),
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    target: 'es2022',
+    external: ['nodestatus:*', 'wasi:*'],
+    logLevel: 'warning',
+  });
+  const t1 = Date.now();
+
+  const version = (name) => JSON.parse(readFileSync(join(modules, name, 'package.json'), 'utf8')).version;
+  const key = createHash('sha256');
+  for (const part of [
+    readFileSync(bundle),
+    readFileSync(join(wit, 'world.wit')),
+    readFileSync(setterWit),
+    readFileSync(fileURLToPath(import.meta.url)), // the build's own options
+    `componentize-js ${version('@bytecodealliance/componentize-js')} jco ${version('@bytecodealliance/jco')} node ${process.versions.node}`,
+  ]) {
+    key.update(part).update('\0');
+  }
+  const cached = opts.cache && join(resolve(opts.cache), `${key.digest('hex')}.wasm`);
+
+  let component;
+  let how;
+  if (cached && existsSync(cached)) {
+    component = readFileSync(cached);
+    const t = new Date();
+    utimesSync(cached, t, t); // marks it used, for pruning by age
+    how = 'unchanged, from the cache';
+  } else {
+    const { componentize } = await import(packageEntry(modules, '@bytecodealliance/componentize-js'));
+    // componentize-js 0.23 strips the current directory off the source's path
+    // when it is a prefix of it, and cuts one character too many when that
+    // directory is `/`: run it from the bundle's own folder.
+    const cwd = process.cwd();
+    process.chdir(work);
+    try {
+      ({ component } = await componentize({
+        sourcePath: bundle,
+        witPath: wit,
+        worldName: 'plugin',
+        // Keep stdio (uncaught errors go to stderr, which the host logs at
+        // debug), random (Math.random) and clocks (Date, for timestamps).
+        disableFeatures: ['http', 'fetch-event'],
+      }));
+    } finally {
+      process.chdir(cwd);
+    }
+    how = `bundle ${t1 - t0} ms, componentize ${((Date.now() - t1) / 1000).toFixed(1)} s`;
+    if (cached) {
+      mkdirSync(dirname(cached), { recursive: true });
+      writeFileSync(`${cached}.${process.pid}.tmp`, component);
+      renameSync(`${cached}.${process.pid}.tmp`, cached);
+    }
+  }
+
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = join(dirname(out), `.${basename(out)}.${process.pid}.tmp`);
+  writeFileSync(tmp, component);
+  renameSync(tmp, out);
+  say(`${out}: ${(component.length / 1048576).toFixed(1)} MiB (${how})`);
+} catch (e) {
+  // esbuild has already printed its errors; others get their message only.
+  if (!Array.isArray(e?.errors)) console.error(`build.mjs: ${entry}: ${e?.message ?? e}`);
+  process.exitCode = 1;
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}

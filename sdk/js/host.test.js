@@ -1,0 +1,63 @@
+// node --test sdk/js: host.js over the fake host of testing.js.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { fakeHost } from './testing.js';
+
+fakeHost();
+const host = await import('./host.js');
+
+test('log, config, events and system go to the host', () => {
+  const rec = fakeHost({ config: { a: 1 }, system: { cpus: 8 } });
+  host.log.info('hello');
+  host.log('warn', 'careful');
+  assert.throws(() => host.log('loud', 'x'), /log level/);
+  host.recordEvent(host.EventType.Warning, 'Something', 'happened');
+  assert.throws(() => host.recordEvent('bad', 'R', 'm'), /event type/);
+  assert.deepEqual(rec.logs, [
+    { level: 'info', message: 'hello' },
+    { level: 'warn', message: 'careful' },
+  ]);
+  assert.deepEqual(rec.events, [{ type: 'warning', reason: 'Something', message: 'happened' }]);
+  assert.deepEqual(host.config({ a: 0, b: 2 }), { a: 1, b: 2 });
+  assert.equal(host.system().cpus, 8);
+  assert.equal(host.system().hostname, 'test-node');
+});
+
+test('files are read inside granted directories only', () => {
+  fakeHost({
+    files: {
+      '/proc/loadavg': '0.10 0.20 0.30 1/100 4242\n',
+      '/proc/pressure/cpu': 'some avg10=0.00 avg60=1.50 avg300=0.00 total=1\n',
+      '/etc/hostname': 'x\n',
+    },
+    paths: ['/proc'],
+  });
+  assert.equal(host.readFile('/proc/loadavg'), '0.10 0.20 0.30 1/100 4242\n');
+  assert.equal(host.readFile('/proc/./pressure//cpu').startsWith('some'), true);
+  assert.equal(host.tryReadFile('/proc/nope'), undefined);
+  assert.throws(() => host.readFile('/proc/nope'), (e) => e.code === 'no-entry' && /\/proc\/nope: no such file/.test(e.message));
+  assert.throws(() => host.readFile('/etc/hostname'), (e) => e.code === 'not-granted' && /granted: \/proc/.test(e.message));
+  assert.throws(() => host.tryReadFile('/etc/hostname'), /not inside a directory granted/);
+  assert.throws(() => host.readFile('/proc/../etc/hostname'), /not inside a directory granted/);
+  assert.throws(() => host.readFile('relative'), /not an absolute path/);
+  assert.equal(host.exists('/proc/loadavg'), true);
+  assert.equal(host.exists('/proc/pressure'), true);
+  assert.equal(host.exists('/proc/none'), false);
+  assert.throws(() => host.exists('/etc/hostname'), /not inside a directory granted/);
+  assert.deepEqual(host.readDir('/proc'), ['loadavg', 'pressure']);
+  assert.deepEqual(host.readDir('/proc/pressure'), ['cpu']);
+  assert.throws(() => host.readFile('/proc/loadavg', { maxBytes: 4 }), /larger than 4 bytes/);
+  assert.deepEqual([...host.readBytes('/proc/pressure/cpu').slice(0, 4)], [115, 111, 109, 101]);
+});
+
+test('nothing granted: the error says so', () => {
+  fakeHost({ files: { '/proc/loadavg': '1 1 1 1/1 1\n' }, paths: [] });
+  assert.throws(() => host.readFile('/proc/loadavg'), /granted: none/);
+});
+
+test('statvfs errors name the path', () => {
+  fakeHost({ statvfs: { '/': { totalBytes: 10n, freeBytes: 5n, availableBytes: 4n, totalInodes: 3n, freeInodes: 2n, readOnly: false } } });
+  assert.equal(host.statvfs('/').freeBytes, 5n);
+  assert.throws(() => host.statvfs('/var'), /statvfs \/var: \/var is not inside a granted path/);
+});

@@ -1,0 +1,196 @@
+// A fake host for unit tests of JavaScript setters under `node --test`, with
+// no component and no build: it serves the WIT imports that ./host.js uses
+// (`nodestatus:plugin/host@0.1.0` and `wasi:filesystem/preopens@0.2.12`) from
+// a description you pass, and records what the setter logged and the events
+// it recorded.
+//
+//   import { fakeHost } from '../../../sdk/js/testing.js';
+//   const host = fakeHost({ config: { maxLoadPerCpu: 1 }, system: { cpus: 4 },
+//                           files: { '/proc/loadavg': '0.5 0.5 0.5 1/100 42\n' } });
+//   const { setter } = await import('./setter.js');   // after fakeHost()
+//   const out = JSON.parse(setter.set(JSON.stringify(node)));
+//   host.events;  // [{ type, reason, message }]
+//
+// Call fakeHost() again to change the description between tests; the setter
+// module sees the new one at once. Node.js only (it registers module hooks).
+
+import { register } from 'node:module';
+
+const STATE = Symbol.for('nodestatus.fakeHost');
+
+const HOST_EXPORTS = ['log', 'config', 'recordEvent', 'system', 'networkInterfaces', 'statvfs', 'nodeProblems'];
+
+// Modules that forward every call to the current fake (so that a test can swap it).
+const MODULES = {
+  'nodestatus:plugin/host@0.1.0': HOST_EXPORTS.map(
+    (n) => `export const ${n} = (...a) => globalThis[Symbol.for('nodestatus.fakeHost')].host.${n}(...a);`,
+  ).join('\n'),
+  'wasi:filesystem/preopens@0.2.12':
+    "export const getDirectories = () => globalThis[Symbol.for('nodestatus.fakeHost')].preopens.getDirectories();",
+};
+
+const HOOKS = `
+const modules = ${JSON.stringify(MODULES)};
+export async function resolve(specifier, context, next) {
+  if (Object.hasOwn(modules, specifier)) {
+    return { url: 'data:text/javascript,' + encodeURIComponent(modules[specifier]), shortCircuit: true };
+  }
+  return next(specifier, context);
+}`;
+
+let registered = false;
+
+/** What `throw new ComponentError(code)` looks like from a WIT import in componentize-js. */
+class ComponentError extends Error {
+  constructor(payload) {
+    super(String(payload));
+    this.name = 'ComponentError';
+    this.payload = payload;
+  }
+}
+
+const DEFAULT_SYSTEM = {
+  hostname: 'test-node',
+  kernelRelease: '6.1.0-test-amd64',
+  kernelVersion: '#1 SMP PREEMPT_DYNAMIC Debian 6.1.0',
+  machine: 'x86_64',
+  osRelease: 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n',
+  machineId: '0123456789abcdef0123456789abcdef',
+  systemUuid: '00000000-0000-0000-0000-000000000000',
+  bootId: '11111111-2222-3333-4444-555555555555',
+  cpus: 4,
+};
+
+function norm(p) {
+  const out = [];
+  for (const s of p.split('/')) {
+    if (s === '' || s === '.') continue;
+    if (s === '..') out.pop();
+    else out.push(s);
+  }
+  return '/' + out.join('/');
+}
+
+class FakeFile {
+  constructor(bytes) {
+    this.bytes = bytes;
+  }
+  read(len, offset) {
+    const start = Number(offset);
+    const chunk = this.bytes.slice(start, start + Number(len));
+    return [chunk, start + chunk.length >= this.bytes.length];
+  }
+  stat() {
+    return { type: 'regular-file', size: BigInt(this.bytes.length) };
+  }
+}
+
+class FakeDir {
+  constructor(fs, path, root) {
+    this.fs = fs;
+    this.path = path;
+    this.root = root;
+  }
+  #resolve(rel) {
+    if (rel.startsWith('/')) throw new ComponentError('not-permitted');
+    const abs = norm(this.path + '/' + rel);
+    const r = this.root === '/' ? '' : this.root;
+    if (abs !== this.root && !abs.startsWith(r + '/')) throw new ComponentError('not-permitted');
+    return abs;
+  }
+  openAt(_pathFlags, rel, openFlags = {}, _flags) {
+    const abs = this.#resolve(rel);
+    if (this.fs.files.has(abs)) {
+      if (openFlags.directory) throw new ComponentError('not-directory');
+      return new FakeFile(this.fs.files.get(abs));
+    }
+    if (this.fs.isDir(abs)) return new FakeDir(this.fs, abs, this.root);
+    throw new ComponentError('no-entry');
+  }
+  statAt(_pathFlags, rel) {
+    const abs = this.#resolve(rel);
+    if (this.fs.files.has(abs)) return { type: 'regular-file', size: BigInt(this.fs.files.get(abs).length) };
+    if (this.fs.isDir(abs)) return { type: 'directory', size: 0n };
+    throw new ComponentError('no-entry');
+  }
+  readDirectory() {
+    const prefix = this.path === '/' ? '/' : this.path + '/';
+    const names = new Map();
+    for (const f of this.fs.files.keys()) {
+      if (!f.startsWith(prefix)) continue;
+      const [first, ...rest] = f.slice(prefix.length).split('/');
+      names.set(first, rest.length ? 'directory' : 'regular-file');
+    }
+    const entries = [...names].map(([name, type]) => ({ name, type }));
+    return { readDirectoryEntry: () => entries.shift() };
+  }
+}
+
+/**
+ * Installs (or replaces) the fake host. Every field is optional:
+ * - `config`: the plugin's config object (what `plugins.<name>.config` holds);
+ * - `system`: fields of system-info over a default (cpus: 4, ...);
+ * - `files`: `{ '/abs/path': 'text' or Uint8Array }`, the host's files;
+ * - `paths`: the directories granted (default: the first component of every
+ *   file, e.g. `/proc`); `[]` grants nothing;
+ * - `networkInterfaces`, `nodeProblems`: what those return;
+ * - `statvfs`: `{ '/path': fsStats }` or a function `(path) => fsStats`.
+ *
+ * Returns `{ logs, events }`, filled as the setter runs: logs are
+ * `{ level, message }`, events `{ type, reason, message }`.
+ */
+export function fakeHost(options = {}) {
+  const files = new Map();
+  for (const [p, v] of Object.entries(options.files ?? {})) {
+    files.set(norm(p), typeof v === 'string' ? new TextEncoder().encode(v) : v);
+  }
+  const fs = {
+    files,
+    isDir(abs) {
+      const prefix = abs === '/' ? '/' : abs + '/';
+      for (const f of files.keys()) if (f.startsWith(prefix)) return true;
+      return false;
+    },
+  };
+  const paths =
+    options.paths ?? [...new Set([...files.keys()].map((f) => '/' + f.split('/')[1]))];
+  const record = { logs: [], events: [] };
+  const system = { ...DEFAULT_SYSTEM, ...(options.system ?? {}) };
+  globalThis[STATE] = {
+    host: {
+      log(level, message) {
+        record.logs.push({ level, message });
+      },
+      config() {
+        return JSON.stringify(options.config ?? {});
+      },
+      recordEvent(type, reason, message) {
+        record.events.push({ type, reason, message });
+      },
+      system() {
+        return { ...system };
+      },
+      networkInterfaces() {
+        return structuredClone(options.networkInterfaces ?? []);
+      },
+      statvfs(path) {
+        const s = typeof options.statvfs === 'function' ? options.statvfs(path) : options.statvfs?.[path];
+        if (!s) throw new ComponentError(`${path} is not inside a granted path`);
+        return s;
+      },
+      nodeProblems() {
+        return [...(options.nodeProblems ?? [])];
+      },
+    },
+    preopens: {
+      getDirectories() {
+        return paths.map((p) => [new FakeDir(fs, norm(p), norm(p)), p]);
+      },
+    },
+  };
+  if (!registered) {
+    register('data:text/javascript,' + encodeURIComponent(HOOKS));
+    registered = true;
+  }
+  return record;
+}
