@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Builds the C setters in plugins/c/*/ into WebAssembly components, after
+# running the C SDK's and the plugins' native unit tests.
+#
+#   scripts/guests/c.sh [OUT_DIR]     (default: target/guest-plugins in the repository)
+#
+# It installs what is missing, once, and is fast when everything is cached:
+#   - Debian packages: clang, lld, wasi-libc, libclang-rt-14-dev-wasm32 (apt-get);
+#   - wit-bindgen-cli and wasm-tools (cargo install, pinned, --locked) and the
+#     WASI preview1 reactor adapter, into
+#     ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/c.
+# Each plugin directory plugins/c/<name>/ becomes OUT_DIR/<name>.wasm, written
+# to a temp file and renamed into place so a running engine never sees half a
+# file. Bindings are generated into a temporary build directory.
+set -euo pipefail
+
+WIT_BINDGEN_VERSION=0.61.1
+WASM_TOOLS_VERSION=1.263.0
+APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32)
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${1:-$repo/target/guest-plugins}"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/toolchains/c"
+sdk="$repo/sdk/c"
+adapter_manifest="$sdk/tools/adapter/Cargo.toml"
+adapter_version="$(sed -n 's/^wasi-preview1-component-adapter-provider = "=\(.*\)"$/\1/p' "$adapter_manifest")"
+adapter="$cache/wasi_snapshot_preview1.reactor-$adapter_version.wasm"
+
+step() { printf '== %s\n' "$*" >&2; }
+die() { printf 'c.sh: %s\n' "$*" >&2; exit 1; }
+
+[ -n "$adapter_version" ] || die "cannot read the adapter version from $adapter_manifest"
+
+# ---------------------------------------------------------------- toolchain
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+if [ "${#missing[@]}" -gt 0 ]; then
+  step "apt-get install ${missing[*]}"
+  sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+    { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+fi
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9 # one installer at a time per cache
+
+installed_version() { [ -x "$cache/bin/$1" ] && "$cache/bin/$1" --version 2>/dev/null | awk '{print $2}'; }
+cargo_install() { # crate version binary [cargo install flags...]
+  local crate=$1 version=$2 bin=$3
+  shift 3
+  [ "$(installed_version "$bin" || true)" = "$version" ] && return
+  command -v cargo >/dev/null || die "cargo is needed to install $crate (install Rust: https://rustup.rs)"
+  step "cargo install $crate $version (once; several minutes)"
+  CARGO_TARGET_DIR="$cache/build" cargo install "$crate" --version "=$version" --locked --force \
+    --root "$cache" "$@" >&2
+}
+cargo_install wit-bindgen-cli "$WIT_BINDGEN_VERSION" wit-bindgen --no-default-features --features c
+cargo_install wasm-tools "$WASM_TOOLS_VERSION" wasm-tools --no-default-features --features component,validate
+rm -rf "$cache/build"
+if [ ! -s "$adapter" ]; then
+  command -v cargo >/dev/null || die "cargo is needed to fetch the WASI adapter"
+  step "WASI preview1 reactor adapter $adapter_version"
+  CARGO_TARGET_DIR="$cache/adapter-target" cargo run --quiet --release --locked \
+    --manifest-path "$adapter_manifest" -- "$adapter.tmp" >&2
+  mv "$adapter.tmp" "$adapter"
+  rm -rf "$cache/adapter-target"
+fi
+flock -u 9
+wit_bindgen="$cache/bin/wit-bindgen"
+wasm_tools="$cache/bin/wasm-tools"
+
+build="$(mktemp -d "${TMPDIR:-/tmp}/nodestatus-c.XXXXXX")"
+trap 'rm -rf "$build"' EXIT
+
+# ---------------------------------------------------------------- native tests
+cflags=(-std=c11 -Wall -Wextra -Werror -Wpedantic -O1 -g -DNODESTATUS_NATIVE)
+printf 'int main(void){return 0;}\n' >"$build/probe.c"
+if gcc -fsanitize=address,undefined "$build/probe.c" -o "$build/probe" 2>/dev/null && "$build/probe" 2>/dev/null; then
+  cflags+=(-fsanitize=address,undefined -fno-sanitize-recover=all)
+  sanitizers="with ASan+UBSan"
+else
+  sanitizers="without sanitizers (gcc cannot run them here)"
+fi
+step "native tests $sanitizers"
+gcc "${cflags[@]}" "$sdk/test_nodestatus.c" "$sdk/nodestatus.c" "$sdk/nodestatus_native.c" -o "$build/test_nodestatus"
+"$build/test_nodestatus" >&2
+shopt -s nullglob
+for dir in "$repo"/plugins/c/*/; do
+  dir="${dir%/}"
+  name="$(basename "$dir")"
+  [ -f "$dir/test_setter.c" ] || continue
+  gcc "${cflags[@]}" -I"$sdk" "$dir/test_setter.c" "$sdk/nodestatus.c" "$sdk/nodestatus_native.c" \
+    -o "$build/test_$name"
+  (cd "$dir" && "$build/test_$name" "$dir/fixtures" >&2)
+done
+
+# ---------------------------------------------------------------- components
+step "bindings: wit-bindgen $WIT_BINDGEN_VERSION c wit --world plugin"
+"$wit_bindgen" c "$repo/wit" --world plugin --out-dir "$build/gen" >"$build/wit-bindgen.log" 2>&1 ||
+  { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
+mkdir -p "$out"
+built=0
+for dir in "$repo"/plugins/c/*/; do
+  dir="${dir%/}"
+  name="$(basename "$dir")"
+  sources=()
+  for f in "$dir"/*.c; do
+    case "$(basename "$f")" in test_*) ;; *) sources+=("$f") ;; esac
+  done
+  [ "${#sources[@]}" -gt 0 ] || continue
+  step "build $name -> $out/$name.wasm"
+  clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -std=c11 \
+    -Wall -Wextra -Werror -Wl,--strip-debug -I"$sdk" -I"$build/gen" \
+    -o "$build/$name.core.wasm" "${sources[@]}" "$sdk/nodestatus.c" "$sdk/nodestatus_wasm.c" \
+    "$build/gen/plugin.c" "$build/gen/plugin_component_type.o"
+  "$wasm_tools" component new "$build/$name.core.wasm" \
+    --adapt "wasi_snapshot_preview1=$adapter" -o "$build/$name.wasm"
+  "$wasm_tools" validate "$build/$name.wasm"
+  cp "$build/$name.wasm" "$out/.$name.wasm.tmp"
+  mv "$out/.$name.wasm.tmp" "$out/$name.wasm"
+  built=$((built + 1))
+done
+step "$built C plugin(s) in $out"
+echo "$out"
