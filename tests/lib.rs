@@ -12,6 +12,29 @@ pub mod built {
     include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 }
 
+/// A setter written in another language, built by `scripts/guests/<lang>.sh`
+/// into `target/guest-plugins` (or `$NODESTATUS_GUEST_PLUGINS`):
+/// `cpu-features` (Python), `load-average` (JavaScript), `memory-features` (C).
+/// `scripts/test.sh` builds them before the tests; a missing one fails the
+/// test that needs it, with the command that builds it.
+pub fn guest(name: &str) -> PathBuf {
+    let dir = std::env::var_os("NODESTATUS_GUEST_PLUGINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guest-plugins"));
+    let path = dir.join(format!("{name}.wasm"));
+    let lang = match name {
+        "cpu-features" => "python",
+        "load-average" => "js",
+        _ => "c",
+    };
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with scripts/guests/{lang}.sh (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
 /// Copies `src` into `dir` as `name` by writing a dotfile and renaming it, as
 /// the docs tell users to.
 pub fn drop_plugin(dir: &Path, name: &str, src: &Path) -> PathBuf {

@@ -58,3 +58,12 @@ pub fn pass_ok(dir: &PluginDir, node: &serde_json::Value) -> serde_json::Value {
     }
     out
 }
+
+/// A copy of the node's condition of type `t`.
+pub fn condition_of(node: &serde_json::Value, t: &str) -> Option<serde_json::Value> {
+    node["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .cloned()
+}

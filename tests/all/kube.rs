@@ -15,7 +15,7 @@ use nodestatus::agent::{Agent, SyncOutcome};
 use nodestatus::cluster::LocalCluster;
 use nodestatus::config::{Config, ConfigFile};
 use nodestatus::plugin_dir::PluginDir;
-use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
+use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,7 @@ const NODES: &[&str] = &[
     "metrics-node",
     "default-node",
     "comp-node",
+    "guest-node",
 ];
 
 pub struct Shared {
@@ -1050,4 +1051,71 @@ async fn companion_mode_patches_only_its_own_fields_beside_a_kubelet() {
             .all(|s| s.kind != RequestKind::CreateNode),
         "companion mode must not create the node"
     );
+}
+
+/// Python, JavaScript and C setters hot-dropped into the watched directory
+/// of a running engine, one replacing the other under the same file name,
+/// show up on (and leave) the Node in the apiserver, as Rust ones do.
+#[tokio::test(flavor = "multi_thread")]
+async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
+    let grants = "plugins:\n  cpu-features: {paths: [/proc]}\n  load-average: {paths: [/proc], config: {maxLoadPerCpu: 1000}}\n  memory-features: {paths: [/proc]}\n";
+    let t = agent("guest-node", "guest-node", grants, &[]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = t.agent.plugins().watch(stop.clone()).unwrap();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let vendor = "feature.node.kubernetes.io/cpu-model.vendor_id";
+    let has_vendor = |n: &Value| n["metadata"]["labels"][vendor].is_string();
+    let high_load = |n: &Value| condition(n, "HighLoad").map(|c| c["reason"].clone());
+
+    // Python.
+    drop_plugin(t.dir.path(), "guest.wasm", &guest("cpu-features"));
+    assert!(
+        until(90, || async {
+            server_node("guest-node")
+                .await
+                .is_some_and(|n| has_vendor(&n))
+        })
+        .await,
+        "the Python setter's labels never reached the apiserver"
+    );
+
+    // Replaced in place by the JavaScript one: its condition arrives, the
+    // Python setter's labels leave.
+    drop_plugin(t.dir.path(), "guest.wasm", &guest("load-average"));
+    assert!(
+        until(90, || async {
+            server_node("guest-node")
+                .await
+                .is_some_and(|n| !has_vendor(&n) && high_load(&n) == Some(json!("LoadNormal")))
+        })
+        .await,
+        "the JavaScript setter did not replace the Python one: {:?}",
+        server_node("guest-node").await
+    );
+
+    // Replaced by the C one, which loads and runs; the condition leaves.
+    drop_plugin(t.dir.path(), "guest.wasm", &guest("memory-features"));
+    assert!(
+        until(30, || async {
+            server_node("guest-node")
+                .await
+                .is_some_and(|n| high_load(&n).is_none())
+        })
+        .await,
+        "HighLoad stayed after its setter was replaced"
+    );
+    let pass = t.agent.last_pass().await.unwrap();
+    assert!(
+        pass.setters
+            .iter()
+            .any(|s| s.plugin == "memory-features" && s.outcome.is_ok()),
+        "{:?}",
+        pass.setters
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+    watcher.join().unwrap();
 }

@@ -5,6 +5,7 @@
 mod cli;
 mod common;
 mod grants;
+mod guests;
 mod hostile;
 mod hot_reload;
 mod kube;

@@ -47,14 +47,6 @@ fn sysfs_with_links(fixture_sys: &Path, to: &Path) {
     }
 }
 
-fn condition(node: &Value, type_: &str) -> Option<Value> {
-    node["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
-}
-
 #[test]
 fn gpu_sees_a_driver_that_loads_after_it_started() {
     // The machine: two NVIDIA H100s on the PCI bus; the driver's /proc tree
@@ -85,7 +77,7 @@ fn gpu_sees_a_driver_that_loads_after_it_started() {
     assert_eq!(dir.current().plugins().len(), 1, "gpu loads");
 
     let node = pass_ok(&dir, &nodes::small_node("n1"));
-    let c = condition(&node, "GPUHealthy").expect("GPUHealthy is set");
+    let c = condition_of(&node, "GPUHealthy").expect("GPUHealthy is set");
     assert_eq!(c["status"], "False", "{c}");
     assert_eq!(c["reason"], "GPUDriverNotLoaded", "{c}");
     assert_eq!(node["metadata"]["labels"]["nvidia.com/gpu.count"], "2");
@@ -95,7 +87,7 @@ fn gpu_sees_a_driver_that_loads_after_it_started() {
     // The driver loads. Same plugin instance, no reload, next pass.
     copy_tree(&gpu_fixture("nvidia-2gpu/proc/driver/nvidia"), &proc_nvidia);
     let node = pass_ok(&dir, &node);
-    let c = condition(&node, "GPUHealthy").unwrap();
+    let c = condition_of(&node, "GPUHealthy").unwrap();
     assert_eq!(c["status"], "True", "{c}");
     assert_eq!(c["reason"], "GPUsHealthy", "{c}");
     let labels = &node["metadata"]["labels"];
@@ -124,7 +116,7 @@ fn gpu_without_a_sys_grant_sees_no_pci_devices() {
     drop_plugin(tmp.path(), "gpu.wasm", Path::new(built::GPU));
     dir.rescan();
     let node = pass_ok(&dir, &nodes::small_node("n1"));
-    assert!(condition(&node, "GPUHealthy").is_none(), "{node}");
+    assert!(condition_of(&node, "GPUHealthy").is_none(), "{node}");
     assert!(node["metadata"]["labels"]["nvidia.com/gpu.count"].is_null());
 }
 
@@ -174,12 +166,12 @@ fn disk_reports_usage_from_statvfs_and_counts_healthy_mounts() {
         "{missing}"
     );
 
-    let c = condition(&node, "ReadonlyFilesystem").unwrap();
+    let c = condition_of(&node, "ReadonlyFilesystem").unwrap();
     assert_eq!(c["status"], "False", "{c}");
     assert_eq!(c["reason"], "FilesystemIsNotReadOnly");
     assert_eq!(node["status"]["capacity"]["example.com/local-disk"], "1");
     assert!(
-        condition(&node, "DiskPressure").is_none(),
+        condition_of(&node, "DiskPressure").is_none(),
         "disk never writes DiskPressure"
     );
 }

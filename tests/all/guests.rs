@@ -1,0 +1,137 @@
+//! The setters written in Python (componentize-py), JavaScript
+//! (componentize-js) and C (wasi-libc, wit-bindgen, wasm-tools), built from
+//! source by scripts/guests/*.sh, in the real host.
+
+use nodestatus::runtime::{PathGrant, PluginSettings};
+use nodestatus_tests::{drop_plugin, guest, nodes};
+use serde_json::json;
+
+use crate::common::*;
+
+/// The value of `key: value` in /proc/cpuinfo's first processor.
+fn cpuinfo(key: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+#[test]
+fn python_cpu_features_labels_this_cpu() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+        paths: vec![PathGrant::same("/proc")],
+        ..Default::default()
+    }));
+    drop_plugin(tmp.path(), "cpu-features.wasm", &guest("cpu-features"));
+    dir.rescan();
+    let set = dir.current();
+    assert_eq!(set.plugins().len(), 1, "cpu-features loads");
+    assert_eq!(set.plugins()[0].name(), "cpu-features");
+
+    let node = pass_ok(&dir, &nodes::small_node("n1"));
+    let labels = &node["metadata"]["labels"];
+    let label = |k: &str| labels[format!("feature.node.kubernetes.io/{k}")].as_str();
+    match cpuinfo("vendor_id").as_deref() {
+        Some("AuthenticAMD") => assert_eq!(label("cpu-model.vendor_id"), Some("AMD")),
+        Some("GenuineIntel") => assert_eq!(label("cpu-model.vendor_id"), Some("Intel")),
+        _ => assert!(label("cpu-model.vendor_id").is_some(), "{labels}"),
+    }
+    if let Some(flags) = cpuinfo("flags") {
+        let has = flags.split_whitespace().any(|f| f == "avx2");
+        assert_eq!(label("cpu-cpuid.AVX2"), has.then_some("true"), "{labels}");
+        assert_eq!(label("cpu-model.family"), cpuinfo("cpu family").as_deref());
+    }
+
+    // A second pass over its own output changes nothing.
+    let again = pass_ok(&dir, &node);
+    assert_eq!(again["metadata"]["labels"], node["metadata"]["labels"]);
+}
+
+#[test]
+fn javascript_load_average_sets_high_load_from_proc_loadavg() {
+    for max in [0.0, 1000.0] {
+        let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+            paths: vec![PathGrant::same("/proc")],
+            config: json!({"maxLoadPerCpu": max}),
+            ..Default::default()
+        }));
+        drop_plugin(tmp.path(), "load-average.wasm", &guest("load-average"));
+        dir.rescan();
+        let load5: f64 = std::fs::read_to_string("/proc/loadavg")
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let node = pass_ok(&dir, &nodes::small_node("n1"));
+        let c = condition_of(&node, "HighLoad").expect("HighLoad is set");
+        // The 5-minute average barely moves within one test; 0 per CPU is
+        // exceeded by any load at all, 1000 by none.
+        let high = max == 0.0 && load5 > 0.0;
+        assert_eq!(c["status"], if high { "True" } else { "False" }, "{c}");
+        assert_eq!(
+            c["reason"],
+            if high { "LoadHigh" } else { "LoadNormal" },
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn javascript_load_average_without_proc_fails_cleanly() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    drop_plugin(tmp.path(), "load-average.wasm", &guest("load-average"));
+    dir.rescan();
+    let (out, report) = nodestatus::pipeline::run_pass(
+        dir.runtime(),
+        &dir.current(),
+        &nodes::small_node("n1"),
+        &nodestatus::runtime::CallContext::default(),
+    );
+    let e = report.setters[0].outcome.as_ref().unwrap_err();
+    assert_eq!(e.kind.as_str(), "plugin", "{e}");
+    assert!(e.to_string().contains("/proc/loadavg"), "{e}");
+    assert!(condition_of(&out, "HighLoad").is_none());
+}
+
+#[test]
+fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+        paths: vec![
+            PathGrant::same("/proc"),
+            PathGrant::same("/sys/devices/system/node"),
+        ],
+        ..Default::default()
+    }));
+    drop_plugin(
+        tmp.path(),
+        "memory-features.wasm",
+        &guest("memory-features"),
+    );
+    dir.rescan();
+    assert_eq!(dir.current().plugins()[0].name(), "memory-features");
+
+    // A node that claims both, so that what is false here must be removed.
+    let mut node = nodes::small_node("n1");
+    node["metadata"]["labels"]["feature.node.kubernetes.io/memory-swap"] = json!("true");
+    node["metadata"]["labels"]["feature.node.kubernetes.io/memory-numa"] = json!("true");
+    let out = pass_ok(&dir, &node);
+    let labels = &out["metadata"]["labels"];
+
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    let swap = swaps.lines().skip(1).any(|l| !l.trim().is_empty());
+    assert_eq!(
+        labels["feature.node.kubernetes.io/memory-swap"].as_str(),
+        swap.then_some("true"),
+        "{labels}"
+    );
+    let online = std::fs::read_to_string("/sys/devices/system/node/online").unwrap_or_default();
+    let numa = online.trim().contains([',', '-']);
+    assert_eq!(
+        labels["feature.node.kubernetes.io/memory-numa"].as_str(),
+        numa.then_some("true"),
+        "{labels}"
+    );
+}
