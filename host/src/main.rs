@@ -186,6 +186,12 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    if !matches!(cli.command, Command::Run(_)) {
+        // The one-shot commands print to stdout; piped into `head`, they
+        // should stop quietly, as other CLI tools do, not panic on EPIPE.
+        // SAFETY: restores the default action before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     if let Command::Run(args) = cli.command {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
