@@ -1071,7 +1071,7 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     // Python.
     drop_plugin(t.dir.path(), "guest.wasm", &guest("cpu-features"));
     assert!(
-        until(90, || async {
+        until(240, || async {
             server_node("guest-node")
                 .await
                 .is_some_and(|n| has_vendor(&n))
@@ -1084,7 +1084,7 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     // Python setter's labels leave.
     drop_plugin(t.dir.path(), "guest.wasm", &guest("load-average"));
     assert!(
-        until(90, || async {
+        until(180, || async {
             server_node("guest-node")
                 .await
                 .is_some_and(|n| !has_vendor(&n) && high_load(&n) == Some(json!("LoadNormal")))
