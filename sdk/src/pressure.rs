@@ -151,6 +151,71 @@ impl PressureCondition {
     }
 }
 
+impl PressureCondition {
+    /// For a pressure setter's tests: asserts the kubelet's transition rules
+    /// with this condition's reasons and events, on outcomes the setter
+    /// computed (`ok` without pressure, `pressure` with, `unknown` for a
+    /// missing input). Panics with the first rule broken:
+    /// - a new condition records no event; the heartbeat moves on every
+    ///   pass and the transition time only on a flip;
+    /// - a flip to pressure, and back, records the kubelet's event;
+    /// - a flip to Unknown moves the transition time and records no event.
+    pub fn assert_kubelet_transitions(&self, ok: &Outcome, pressure: &Outcome, unknown: &Outcome) {
+        const T: [&str; 5] = [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:10Z",
+            "2026-01-01T00:00:20Z",
+            "2026-01-01T00:00:30Z",
+            "2026-01-01T00:00:40Z",
+        ];
+        let mut node = Node::named("n1");
+        let times = |node: &Node| {
+            let c = node
+                .condition(self.condition)
+                .expect("the condition is set");
+            (
+                c.status,
+                c.reason,
+                c.last_heartbeat_time,
+                c.last_transition_time,
+            )
+        };
+        let s = |x: &str| Some(x.to_owned());
+
+        assert_eq!(self.apply(&mut node, ok, T[0]), None, "a new condition");
+        assert_eq!(self.apply(&mut node, ok, T[1]), None, "no flip");
+        assert_eq!(
+            times(&node),
+            ("False".into(), s(self.ok_reason), s(T[1]), s(T[0]))
+        );
+
+        let event = format!("Node n1 status is now: {}", self.pressure_event);
+        assert_eq!(
+            self.apply(&mut node, pressure, T[2]),
+            Some((self.pressure_event, event))
+        );
+        assert_eq!(
+            times(&node),
+            ("True".into(), s(self.pressure_reason), s(T[2]), s(T[2]))
+        );
+
+        assert_eq!(
+            self.apply(&mut node, ok, T[3]).map(|e| e.0),
+            Some(self.ok_event)
+        );
+
+        assert_eq!(
+            self.apply(&mut node, unknown, T[4]),
+            None,
+            "Unknown has no event"
+        );
+        assert_eq!(
+            times(&node),
+            ("Unknown".into(), s(self.ok_reason), s(T[4]), s(T[4]))
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +230,17 @@ mod tests {
         ok_event: "NodeHasSufficientMemory",
         pressure_event: "NodeHasInsufficientMemory",
     };
+
+    #[test]
+    fn the_transition_check_passes_the_rules_and_catches_a_wrong_outcome() {
+        let (ok, low) = (MEMORY.outcome(false), MEMORY.outcome(true));
+        let unknown = MEMORY.unknown("gone".into());
+        MEMORY.assert_kubelet_transitions(&ok, &low, &unknown);
+        let swapped = std::panic::catch_unwind(|| {
+            MEMORY.assert_kubelet_transitions(&low, &ok, &unknown);
+        });
+        assert!(swapped.is_err(), "outcomes the wrong way round must fail");
+    }
 
     #[test]
     fn threshold_parses_quantities_and_percentages() {

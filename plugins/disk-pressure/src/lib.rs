@@ -204,40 +204,10 @@ mod tests {
 
     #[test]
     fn transition_time_kept_until_a_flip() {
-        let mut node = Node::named("n1");
         let ok = evaluate(Ok(&root()), &Config::default()).unwrap();
         let full = evaluate(Ok(&root()), &cfg("50%", "5%")).unwrap();
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:00Z"), None);
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:10Z"), None);
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(
-            c.last_heartbeat_time.as_deref(),
-            Some("2026-01-01T00:00:10Z")
-        );
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:00Z")
-        );
-        assert_eq!(
-            apply(&mut node, &full, "2026-01-01T00:00:20Z"),
-            Some((
-                "NodeHasDiskPressure",
-                "Node n1 status is now: NodeHasDiskPressure".into()
-            ))
-        );
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(c.status, "True");
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:20Z")
-        );
-        assert_eq!(
-            apply(&mut node, &ok, "2026-01-01T00:00:30Z").map(|e| e.0),
-            Some("NodeHasNoDiskPressure")
-        );
         let unknown = evaluate(Err("gone".into()), &Config::default()).unwrap();
-        assert_eq!(apply(&mut node, &unknown, "2026-01-01T00:00:40Z"), None);
-        assert_eq!(node.condition(CONDITION).unwrap().status, "Unknown");
+        PRESSURE.assert_kubelet_transitions(&ok, &full, &unknown);
     }
 }
 

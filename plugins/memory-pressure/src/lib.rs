@@ -176,51 +176,10 @@ mod tests {
 
     #[test]
     fn transition_time_kept_until_a_flip() {
-        let mut node = Node::named("n1");
         let ok = evaluate(Ok(MEMINFO_FIXTURE), &Config::default()).unwrap();
         let low = evaluate(Ok(MEMINFO_FIXTURE), &cfg("1Ti")).unwrap();
-        // New condition: no event (nothing to flip from).
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:00Z"), None);
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:10Z"), None);
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(c.status, "False");
-        assert_eq!(
-            c.last_heartbeat_time.as_deref(),
-            Some("2026-01-01T00:00:10Z")
-        );
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:00Z")
-        );
-        // Flip to True: transition time and event.
-        assert_eq!(
-            apply(&mut node, &low, "2026-01-01T00:00:20Z"),
-            Some((
-                "NodeHasInsufficientMemory",
-                "Node n1 status is now: NodeHasInsufficientMemory".into()
-            ))
-        );
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(c.status, "True");
-        assert_eq!(c.reason.as_deref(), Some("KubeletHasInsufficientMemory"));
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:20Z")
-        );
-        // And back.
-        assert_eq!(
-            apply(&mut node, &ok, "2026-01-01T00:00:30Z").map(|e| e.0),
-            Some("NodeHasSufficientMemory")
-        );
-        // Unknown: a flip, but no event.
         let unknown = evaluate(Err("gone".into()), &Config::default()).unwrap();
-        assert_eq!(apply(&mut node, &unknown, "2026-01-01T00:00:40Z"), None);
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(c.status, "Unknown");
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:40Z")
-        );
+        PRESSURE.assert_kubelet_transitions(&ok, &low, &unknown);
     }
 }
 

@@ -248,37 +248,10 @@ mod tests {
 
     #[test]
     fn transition_time_kept_until_a_flip() {
-        let mut node = Node::named("n1");
         let ok = evaluate(Ok(max()), Ok(in_use()), &Config::default()).unwrap();
         let low = evaluate(Ok(max()), Ok(max() - 10), &Config::default()).unwrap();
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:00Z"), None);
-        assert_eq!(apply(&mut node, &ok, "2026-01-01T00:00:10Z"), None);
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(
-            c.last_heartbeat_time.as_deref(),
-            Some("2026-01-01T00:00:10Z")
-        );
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:00Z")
-        );
-        assert_eq!(
-            apply(&mut node, &low, "2026-01-01T00:00:20Z"),
-            Some((
-                "NodeHasInsufficientPID",
-                "Node n1 status is now: NodeHasInsufficientPID".into()
-            ))
-        );
-        let c = node.condition(CONDITION).unwrap();
-        assert_eq!(c.status, "True");
-        assert_eq!(
-            c.last_transition_time.as_deref(),
-            Some("2026-01-01T00:00:20Z")
-        );
-        assert_eq!(
-            apply(&mut node, &ok, "2026-01-01T00:00:30Z").map(|e| e.0),
-            Some("NodeHasSufficientPID")
-        );
+        let unknown = evaluate(Err("gone".into()), Ok(in_use()), &Config::default()).unwrap();
+        PRESSURE.assert_kubelet_transitions(&ok, &low, &unknown);
     }
 }
 
