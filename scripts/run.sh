@@ -3,10 +3,34 @@
 # and run it. With no --kubeconfig (and no $KUBECONFIG), `nodestatus run`
 # starts a local etcd and kube-apiserver (built once from Debian's source
 # package and cached in ~/.cache/nodestatus) and registers this machine.
-# Extra arguments go to `nodestatus run`.
+# Extra arguments go to `nodestatus run`. deploy/default-config.yaml is used
+# unless you give your own --config, and the default setters unless you give
+# your own --plugin-dir.
+#
+# NODESTATUS_RUN_PRINT_ARGS=1 prints the arguments `nodestatus run` would get,
+# one a line, and exits before building anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '== %s\n' "$*" >&2; }
+
+user_config=false
+user_plugins=false
+for arg in "$@"; do
+  case "$arg" in
+    --config | --config=*) user_config=true ;;
+    --plugin-dir | --plugin-dir=*) user_plugins=true ;;
+  esac
+done
+config=()
+if ! $user_config && [ -f deploy/default-config.yaml ]; then
+  config=(--config deploy/default-config.yaml)
+fi
+if [ -n "${NODESTATUS_RUN_PRINT_ARGS:-}" ]; then
+  plugins=()
+  $user_plugins || plugins=(--plugin-dir '<the default setters>')
+  printf '%s\n' run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"
+  exit 0
+fi
 
 log "rust target wasm32-wasip2"
 rustup target add wasm32-wasip2
@@ -17,9 +41,10 @@ if [ -z "${KUBECONFIG:-}" ] && ! printf '%s\n' "$@" | grep -q -- '--kubeconfig';
 fi
 log "building nodestatus (release)"
 cargo build --release -p nodestatus
-log "building the default setters"
-plugins="$(scripts/build-plugins.sh target/default-plugins | tail -n 1)"
-config=()
-[ -f deploy/default-config.yaml ] && config=(--config deploy/default-config.yaml)
-log "starting: nodestatus run --plugin-dir $plugins ${config[*]} $*"
-exec target/release/nodestatus run --plugin-dir "$plugins" "${config[@]}" "$@"
+plugins=()
+if ! $user_plugins; then
+  log "building the default setters"
+  plugins=(--plugin-dir "$(scripts/build-plugins.sh target/default-plugins | tail -n 1)")
+fi
+log "starting: nodestatus run ${plugins[*]} ${config[*]} $*"
+exec target/release/nodestatus run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"

@@ -25,6 +25,34 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The file is larger than [`MAX_CONFIG_BYTES`]; it is not read.
+    #[error("{}: the file is {size} bytes or more, over the limit of {limit} bytes for a config file: is this the right file? Put large plugin data in files the plugin is granted, not in the config", .path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size, or how much was read before the limit was passed.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The path is not a regular file (a FIFO, a device, a directory).
+    #[error("{}: this is a {kind}, not a regular file: give the path of a YAML file", .path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{}: invalid UTF-8 at line {line}, column {column}: save the file as UTF-8 text", .path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// The line of the first bad byte (from 1).
+        line: usize,
+        /// Its column, in bytes (from 1).
+        column: usize,
+    },
     /// The file is not valid YAML for this schema.
     #[error("{}: {message}", .path.display())]
     Parse {
@@ -57,48 +85,124 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct GoDuration(pub Duration);
 
+/// The longest duration [`GoDuration::parse`] accepts: Go's own limit
+/// (`time.Duration` is an int64 of nanoseconds, about 292 years). Every field
+/// has a much smaller range of its own.
+pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);
+
 impl GoDuration {
-    /// Parses `1h2m3s4ms` style text.
+    /// Parses `1h2m3s4ms` style text, as Go's `time.ParseDuration` does,
+    /// with checked arithmetic: a negative duration, or one longer than
+    /// [`MAX_DURATION`], is an error.
     pub fn parse(s: &str) -> Result<Self, String> {
         let err = || format!("{s:?} is not a duration (for example 10s, 5m, 1m30s, 250ms)");
-        if s == "0" {
+        let t = s.trim();
+        if t == "0" {
             return Ok(Self(Duration::ZERO));
         }
-        let mut total = Duration::ZERO;
-        let mut rest = s.trim();
+        if t.starts_with('-') {
+            return Err(format!(
+                "{s:?} is negative: give a positive duration such as 10s"
+            ));
+        }
+        let mut rest = t.strip_prefix('+').unwrap_or(t);
         if rest.is_empty() {
             return Err(err());
         }
+        let too_long = || {
+            format!(
+                "{s:?} is too long: the longest duration is 2562047h (about 292 years), and each field has a smaller range"
+            )
+        };
+        let mut total: u128 = 0;
         while !rest.is_empty() {
-            let n_end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .ok_or_else(err)?;
-            let (num, tail) = rest.split_at(n_end);
-            let value: f64 = num.parse().map_err(|_| err())?;
-            let u_end = tail
+            let int_end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let (int, tail) = rest.split_at(int_end);
+            let (frac, tail) = match tail.strip_prefix('.') {
+                Some(t) => t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len())),
+                None => ("", tail),
+            };
+            if int.is_empty() && frac.is_empty() {
+                return Err(err());
+            }
+            let unit_end = tail
                 .find(|c: char| c.is_ascii_digit() || c == '.')
                 .unwrap_or(tail.len());
-            let (unit, next) = tail.split_at(u_end);
-            let secs = match unit {
-                "ns" => 1e-9,
-                "us" | "µs" => 1e-6,
-                "ms" => 1e-3,
-                "s" => 1.0,
-                "m" => 60.0,
-                "h" => 3600.0,
+            let (unit, next) = tail.split_at(unit_end);
+            let nanos: u128 = match unit {
+                "ns" => 1,
+                "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+                "ms" => 1_000_000,
+                "s" => 1_000_000_000,
+                "m" => 60_000_000_000,
+                "h" => 3_600_000_000_000,
+                "" => {
+                    return Err(format!(
+                        "{s:?} has a number without a unit: add one of ns, us, ms, s, m, h (for example 10s)"
+                    ));
+                }
                 _ => return Err(err()),
             };
-            total += Duration::from_secs_f64(value * secs);
+            // Leading zeros cannot overflow; any other digit past the 25th does.
+            let int = int.trim_start_matches('0');
+            let whole: u128 = if int.is_empty() {
+                0
+            } else if int.len() > 25 {
+                return Err(too_long());
+            } else {
+                int.parse().map_err(|_| err())?
+            };
+            // Digits past the 18th are below a nanosecond for every unit.
+            let frac = &frac[..frac.len().min(18)];
+            let part: u128 = if frac.is_empty() {
+                0
+            } else {
+                frac.parse::<u128>().map_err(|_| err())? * nanos / 10u128.pow(frac.len() as u32)
+            };
+            total = whole
+                .checked_mul(nanos)
+                .and_then(|w| w.checked_add(part))
+                .and_then(|v| v.checked_add(total))
+                .filter(|v| *v <= MAX_DURATION.as_nanos())
+                .ok_or_else(too_long)?;
             rest = next;
         }
-        Ok(Self(total))
+        Ok(Self(Duration::from_nanos(total as u64)))
     }
 }
 
 impl<'de> Deserialize<'de> for GoDuration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::parse(&s).map_err(serde::de::Error::custom)
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = GoDuration;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration such as 10s, 5m or 250ms")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<GoDuration, E> {
+                GoDuration::parse(s).map_err(E::custom)
+            }
+            // A bare number (`10`) reads as YAML's integer: say that it
+            // needs a unit, not that a string was expected.
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<GoDuration, E> {
+                GoDuration::parse(&n.to_string()).map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<GoDuration, E> {
+                GoDuration::parse(&n.to_string()).map_err(E::custom)
+            }
+            fn visit_u128<E: serde::de::Error>(self, n: u128) -> Result<GoDuration, E> {
+                GoDuration::parse(&n.to_string()).map_err(E::custom)
+            }
+            fn visit_i128<E: serde::de::Error>(self, n: i128) -> Result<GoDuration, E> {
+                GoDuration::parse(&n.to_string()).map_err(E::custom)
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<GoDuration, E> {
+                GoDuration::parse(&n.to_string()).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -269,8 +373,61 @@ pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
-/// Adds "did you mean" to serde's unknown-field messages.
+/// Says what to do after serde's and the YAML parser's messages: the
+/// closest valid name for an unknown field, the expected shape in words.
 fn explain(message: String) -> String {
+    let message = suggest(message);
+    const ADVICE: &[(&str, &str)] = &[
+        (
+            "as u128, expected i64",
+            "is too large: expected an integer (for example 40)",
+        ),
+        (
+            "found character that cannot start any token",
+            "found a character that cannot start any YAML token (a tab? YAML indents with spaces)",
+        ),
+        ("expected i64", "expected an integer (for example 40)"),
+        ("expected i32", "expected an integer (for example 10)"),
+        ("expected a boolean", "expected true or false"),
+        (
+            "expected struct ConfigFile",
+            "expected a mapping of config fields (nodeName: ..., plugins: ...)",
+        ),
+        (
+            "expected struct PluginFile",
+            "expected a mapping of plugin settings (paths, env, config, timeout, ...), or {} for the defaults",
+        ),
+        (
+            "expected struct FieldsFile",
+            "expected {allow: [...], deny: [...]}",
+        ),
+        (
+            "expected struct Taint",
+            "expected {key: ..., value: ..., effect: NoSchedule}",
+        ),
+        ("expected a map", "expected a mapping (key: value)"),
+        ("expected a sequence", "expected a list ([a, b])"),
+        (
+            "recursion limit exceeded",
+            "nested more than 128 levels deep: a config is a few levels deep, flatten it",
+        ),
+        (
+            "repetition limit exceeded",
+            "YAML aliases repeat too much (a \"billion laughs\" file?): write the values out without aliases",
+        ),
+        (
+            "more than one document is not supported",
+            "more than one document is not supported: put every field in one document (remove the `---` separators)",
+        ),
+    ];
+    match ADVICE.iter().find(|(from, _)| message.contains(from)) {
+        Some((from, to)) => message.replacen(from, to, 1),
+        None => message,
+    }
+}
+
+/// Adds "did you mean" to serde's unknown-field messages.
+fn suggest(message: String) -> String {
     let Some(rest) = message
         .strip_prefix("unknown field `")
         .or_else(|| message.split("unknown field `").nth(1))
@@ -286,8 +443,13 @@ fn explain(message: String) -> String {
     } else {
         expected
     };
+    // The suggestion goes right after the field, before the long list.
     match closest(field, &list) {
-        Some(c) => format!("{message} (did you mean `{c}`?)"),
+        Some(c) => message.replacen(
+            &format!("unknown field `{field}`"),
+            &format!("unknown field `{field}` (did you mean `{c}`?)"),
+            1,
+        ),
         None => message,
     }
 }
@@ -340,25 +502,268 @@ pub fn default_cache_dir() -> PathBuf {
         .join("nodestatus/precompiled")
 }
 
-impl ConfigFile {
-    /// Reads and parses a YAML file.
-    pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+/// The largest config file read: a ConfigMap holds at most 1 MiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The most values (scalars, lists and mappings, with aliases expanded) that
+/// a config file may hold. It bounds what YAML aliases can expand to (a
+/// "billion laughs" file); a real config holds a few hundred.
+pub const MAX_YAML_VALUES: usize = 100_000;
+
+/// Reads at most `MAX_CONFIG_BYTES` of a regular file. The file is opened
+/// non-blocking, so a FIFO without a writer does not hang the open, and
+/// checked to be a regular file before any byte is read.
+fn read_capped(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let io = |source| Error::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let kind = if t.is_fifo() {
+            "FIFO (named pipe)"
+        } else if t.is_dir() {
+            "directory"
+        } else if t.is_char_device() || t.is_block_device() {
+            "device"
+        } else if t.is_socket() {
+            "socket"
+        } else {
+            "special file"
+        };
+        return Err(Error::NotRegular {
             path: path.to_owned(),
-            source,
+            kind,
+        });
+    }
+    let too_large = |size| Error::TooLarge {
+        path: path.to_owned(),
+        size,
+        limit: MAX_CONFIG_BYTES,
+    };
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    // The size can lie (procfs) or grow while it is read: read one byte past
+    // the cap and refuse if it is there.
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// The line and column (from 1, column in bytes) of byte `offset`.
+fn position(bytes: &[u8], offset: usize) -> (usize, usize) {
+    let before = &bytes[..offset];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = offset
+        - before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1)
+        + 1;
+    (line, column)
+}
+
+/// A walk over any YAML value that counts the values (aliases expanded),
+/// and refuses duplicate keys in a mapping.
+#[derive(Clone, Copy)]
+struct Walk<'a> {
+    budget: &'a std::cell::Cell<usize>,
+}
+
+impl Walk<'_> {
+    fn spend<E: serde::de::Error>(self) -> Result<(), E> {
+        match self.budget.get().checked_sub(1) {
+            Some(left) => {
+                self.budget.set(left);
+                Ok(())
+            }
+            None => Err(E::custom(format_args!(
+                "the file expands to more than {MAX_YAML_VALUES} values (YAML aliases, a \"billion laughs\" file?): write the values out, without aliases that repeat large parts"
+            ))),
+        }
+    }
+}
+
+/// A mapping key as text, when it is a scalar (other keys are walked, with
+/// the same budget, and not compared).
+struct Key<'a>(Walk<'a>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key<'_> {
+    type Value = Option<String>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key<'_> {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a mapping key")
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Some("null".into()))
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Some("null".into()))
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        serde::de::Visitor::visit_seq(self.0, seq).map(|()| None)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        serde::de::Visitor::visit_map(self.0, map).map(|()| None)
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        serde::de::Visitor::visit_enum(self.0, data).map(|()| None)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_i128<E: serde::de::Error>(self, _: i128) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_u128<E: serde::de::Error>(self, _: u128) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.spend()
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.spend()?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.spend()?;
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(key) = map.next_key_seed(Key(self))? {
+            self.spend()?;
+            if let Some(k) = key {
+                if !seen.insert(k.clone()) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "the key {k:?} appears twice in one mapping: keep one (YAML would silently use the last)"
+                    )));
+                }
+            }
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        // A tagged value (`!tag value`).
+        use serde::de::VariantAccess;
+        let ((), variant) = data.variant_seed(self)?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
+impl ConfigFile {
+    /// Reads and parses a YAML file: a regular file (a FIFO or a device is
+    /// refused before it is read, so it cannot block the start), at most
+    /// [`MAX_CONFIG_BYTES`], in UTF-8.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = read_capped(path)?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            let (line, column) = position(&bytes, e.valid_up_to());
+            Error::NotUtf8 {
+                path: path.to_owned(),
+                line,
+                column,
+            }
         })?;
-        Self::parse(&text, path)
+        Self::parse(text, path)
     }
 
     /// Parses YAML text; `path` is for messages.
+    ///
+    /// The text is walked once as plain YAML first, which refuses duplicate
+    /// keys (serde would keep the last one silently) and aliases that expand
+    /// to more than [`MAX_YAML_VALUES`] values, before it is read as this
+    /// schema.
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_yaml::from_str(text).map_err(|e| Error::Parse {
+        let parse_error = |e: serde_yaml::Error| Error::Parse {
             path: path.to_owned(),
             message: explain(e.to_string()),
-        })
+        };
+        let budget = std::cell::Cell::new(MAX_YAML_VALUES);
+        serde::de::DeserializeSeed::deserialize(
+            Walk { budget: &budget },
+            serde_yaml::Deserializer::from_str(text),
+        )
+        .map_err(parse_error)?;
+        serde_yaml::from_str(text).map_err(parse_error)
     }
 
     /// Checks every value and applies the defaults.
@@ -405,6 +810,18 @@ impl ConfigFile {
                     format!(
                         "effect {:?} must be NoSchedule, PreferNoSchedule or NoExecute",
                         t.effect
+                    ),
+                ));
+            }
+            if self.register_with_taints[..i]
+                .iter()
+                .any(|o| o.key == t.key && o.effect == t.effect)
+            {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "a second taint with key {:?} and effect {}: the apiserver refuses duplicates, keep one",
+                        t.key, t.effect
                     ),
                 ));
             }
@@ -527,17 +944,50 @@ fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
             crate::runtime::facts::normalize_abs(path).ok_or_else(|| {
                 invalid(
                     format!("plugins.{name}.paths[{i}]{field}"),
-                    format!("{path:?} must be an absolute path"),
+                    if path.starts_with('/') {
+                        format!("{path:?} climbs above / with '..': write the directory's absolute path without '..'")
+                    } else {
+                        format!("{path:?} must be an absolute path (starting with /): grants are host directories, not relative to any working directory")
+                    },
                 )
             })
         };
-        s.paths.push(match entry {
-            PathFile::Same(path) => PathGrant::same(abs("", path)?),
-            PathFile::Mapped { path, from } => PathGrant {
-                path: abs(".path", path)?,
-                from: abs(".from", from)?,
-            },
-        });
+        let (grant, from_field) = match entry {
+            PathFile::Same(path) => (PathGrant::same(abs("", path)?), ""),
+            PathFile::Mapped { path, from } => (
+                PathGrant {
+                    path: abs(".path", path)?,
+                    from: abs(".from", from)?,
+                },
+                ".from",
+            ),
+        };
+        if let Some(root) = protected_root(&grant.from) {
+            return Err(invalid(
+                format!("plugins.{name}.paths[{i}]{from_field}"),
+                format!(
+                    "{} is in {root}, which is never granted ({}): grant the directory that holds only what the plugin reads",
+                    grant.from.display(),
+                    protected_why(root)
+                ),
+            ));
+        }
+        s.paths.push(grant);
+    }
+    for (i, var) in p.env.iter().enumerate() {
+        let ok = var
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(invalid(
+                format!("plugins.{name}.env[{i}]"),
+                format!(
+                    "{var:?} is not an environment variable name: letters, digits and '_', not starting with a digit"
+                ),
+            ));
+        }
     }
     s.env = p.env;
     let allow = p.fields.allow.unwrap_or_else(|| vec!["@default".into()]);
@@ -553,6 +1003,66 @@ fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
     }
     s.on_ungranted = p.on_ungranted.unwrap_or_default();
     Ok(s)
+}
+
+/// Host paths that are never granted to a plugin, nor anything under them:
+/// the node's credentials, every pod's secrets and tokens, the engine's own
+/// ServiceAccount token, and the engine's own process in `/proc`.
+pub const PROTECTED_PATHS: &[&str] = &[
+    "/etc/kubernetes",
+    "/var/lib/kubelet/pki",
+    "/var/lib/kubelet/kubeconfig",
+    "/var/lib/kubelet/pods",
+    "/var/run/secrets",
+    "/run/secrets",
+    "/proc/self",
+    "/proc/thread-self",
+    "/proc/<pid>",
+];
+
+fn protected_why(root: &str) -> &'static str {
+    match root {
+        "/etc/kubernetes" | "/var/lib/kubelet/pki" | "/var/lib/kubelet/kubeconfig" => {
+            "the node's credentials"
+        }
+        "/var/lib/kubelet/pods" => "every pod's volumes, with their secrets and tokens",
+        "/var/run/secrets" | "/run/secrets" => "the engine's ServiceAccount token",
+        _ => "the engine's own process: its environment and memory",
+    }
+}
+
+/// The protected path that `host_path` is at or under, if any.
+pub fn protected_root(host_path: &Path) -> Option<&'static str> {
+    let mut c = host_path.components().skip(1);
+    if host_path.starts_with("/proc") {
+        c.next();
+        if let Some(std::path::Component::Normal(pid)) = c.next() {
+            let pid = pid.to_string_lossy();
+            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) {
+                return Some("/proc/<pid>");
+            }
+        }
+    }
+    PROTECTED_PATHS
+        .iter()
+        .find(|p| !p.contains('<') && host_path.starts_with(p))
+        .copied()
+}
+
+/// Something in a valid config that is probably not what the operator
+/// meant. `config check` prints these and `run` logs them at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The field, as it is written in the file.
+    pub field: String,
+    /// What is odd, and what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
 }
 
 fn parse_node_ips(s: &str) -> Result<Vec<std::net::IpAddr>, String> {
@@ -610,6 +1120,58 @@ pub fn validate_dns_subdomain(s: &str) -> Result<(), String> {
 }
 
 impl Config {
+    /// What is valid but probably not meant:
+    /// - a `plugins` section whose `<name>.wasm` is not in the plugin
+    ///   directory (a warning, not an error: a file dropped later is loaded
+    ///   then, and one config serves nodes with different plugin sets);
+    /// - a granted directory that holds one of [`PROTECTED_PATHS`] that
+    ///   exists on this machine (the plugin can read it through the grant).
+    pub fn warnings(&self) -> Vec<Warning> {
+        let mut out = Vec::new();
+        match std::fs::read_dir(&self.plugin_dir) {
+            Err(e) => out.push(Warning {
+                field: "pluginDir".into(),
+                message: format!(
+                    "{}: {e}; plugins dropped there later are loaded then",
+                    self.plugin_dir.display()
+                ),
+            }),
+            Ok(_) => {
+                for name in self.plugins.keys() {
+                    if !self.plugin_dir.join(format!("{name}.wasm")).is_file() {
+                        out.push(Warning {
+                            field: format!("plugins.{name}"),
+                            message: format!(
+                                "no {name}.wasm in {}: this section applies once that plugin is dropped there; check the spelling",
+                                self.plugin_dir.display()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        for (name, s) in &self.plugins {
+            for (i, g) in s.paths.iter().enumerate() {
+                for p in PROTECTED_PATHS.iter().filter(|p| !p.starts_with("/proc")) {
+                    let p = Path::new(p);
+                    if p.starts_with(&g.from) && p.exists() {
+                        out.push(Warning {
+                            field: format!("plugins.{name}.paths[{i}]"),
+                            message: format!(
+                                "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
+                                g.from.display(),
+                                p.display(),
+                                protected_why(&p.to_string_lossy()),
+                                g.path.display()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The settings for a plugin name: its config section, or the defaults.
     ///
     /// The KubeletConfiguration fields that a kubelet setter needs are passed
@@ -684,6 +1246,40 @@ mod tests {
         );
         assert!(GoDuration::parse("10").is_err());
         assert!(GoDuration::parse("5x").is_err());
+    }
+
+    #[test]
+    fn durations_are_checked_not_panicking() {
+        // Panicked in Duration::from_secs_f64 before.
+        let e = GoDuration::parse("99999999999999999999h").unwrap_err();
+        assert!(e.contains("too long"), "{e}");
+        assert!(GoDuration::parse("2562047h47m16.854775807s").is_ok());
+        assert!(GoDuration::parse("2562047h47m16.854775808s").is_err());
+        assert_eq!(
+            GoDuration::parse("1.5h").unwrap().0,
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            GoDuration::parse(".5s").unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            GoDuration::parse("0.000000001s").unwrap().0,
+            Duration::from_nanos(1)
+        );
+        assert_eq!(
+            GoDuration::parse("1us2\u{b5}s").unwrap().0,
+            Duration::from_micros(3)
+        );
+        assert!(GoDuration::parse("-1s").unwrap_err().contains("negative"));
+        assert!(
+            GoDuration::parse("1")
+                .unwrap_err()
+                .contains("without a unit")
+        );
+        for bad in ["", ".", "s", "1.2.3s", "1e3s", "NaNs", "infh", "1 s"] {
+            assert!(GoDuration::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

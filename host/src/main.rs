@@ -252,6 +252,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             command: ConfigCommand::Check { file },
         } => {
             let config = ConfigFile::read(&file)?.validate()?;
+            for w in config.warnings() {
+                eprintln!("warning: {w}");
+            }
             println!(
                 "{}: ok (node {:?}, pluginDir {}, update every {:?}, report every {:?}, lease {}s, {} plugin section(s))",
                 file.display(),

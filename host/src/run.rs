@@ -144,6 +144,9 @@ async fn connect(
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(o: Options) -> anyhow::Result<()> {
     let cfg = Arc::new(load_config(&o)?);
+    for w in cfg.warnings() {
+        tracing::warn!("config: {w}");
+    }
     let (client, _cluster) = connect(&o, &cfg.node_name).await?;
     let runtime = Runtime::new(Some(cfg.cache_dir.clone()))?;
     let settings = cfg.clone();

@@ -243,3 +243,85 @@ fn plugin_list_shows_run_order_and_refusals() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("refused"));
 }
+
+/// The arguments `scripts/run.sh` would give `nodestatus run` (its
+/// NODESTATUS_RUN_PRINT_ARGS mode, which builds nothing).
+fn run_sh_args(args: &[&str]) -> Vec<String> {
+    let out = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/run.sh"))
+        .args(args)
+        .env("NODESTATUS_RUN_PRINT_ARGS", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn run_sh_passes_the_users_config_and_uses_the_default_only_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = dir.path().join("my.yaml");
+    // A config that `run` refuses at once, so the command ends before it
+    // connects anywhere: the error must be about the file, not about clap.
+    std::fs::write(&mine, "nodeStatusUpdateFrequency: 1ms\n").unwrap();
+    let mine = mine.to_str().unwrap();
+    let configs = |args: &[String]| -> Vec<String> {
+        args.iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a.strip_prefix("--config") {
+                Some("") => Some(args[i + 1].clone()),
+                Some(v) => v.strip_prefix('=').map(str::to_owned),
+                None => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        configs(&run_sh_args(&[])),
+        ["deploy/default-config.yaml"],
+        "the default config without --config"
+    );
+    let with_equals = format!("--config={mine}");
+    for given in [vec!["--config", mine], vec![with_equals.as_str()]] {
+        let args = run_sh_args(&given);
+        assert_eq!(configs(&args), [mine], "{args:?}");
+        // The same arguments, given to the real binary, reach the config.
+        let plugin_dir = dir.path().to_str().unwrap();
+        let real: Vec<&str> = args
+            .iter()
+            .skip(1)
+            .map(|a| match a.as_str() {
+                "<the default setters>" => plugin_dir,
+                a => a,
+            })
+            .collect();
+        let out = nodestatus()
+            .arg("run")
+            .args(&real)
+            .args(["--address", ""])
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("nodeStatusUpdateFrequency") && !stderr.contains("multiple times"),
+            "{real:?}: {stderr}"
+        );
+    }
+    let args = run_sh_args(&["--plugin-dir", "/p"]);
+    assert_eq!(
+        args.iter()
+            .filter(|a| a.starts_with("--plugin-dir"))
+            .count(),
+        1,
+        "{args:?}"
+    );
+}

@@ -38,6 +38,8 @@ const NODES: &[&str] = &[
     "default-node",
     "comp-node",
     "guest-node",
+    "own-node-x",
+    "other-node-y",
 ];
 
 pub struct Shared {
@@ -586,6 +588,56 @@ async fn a_node_identity_cannot_register_another_node_and_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_node_identity_cannot_patch_another_nodes_status_or_lease() {
+    // Node Y exists, with its lease, written by someone else (the admin).
+    let y = "other-node-y";
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": y}})).unwrap();
+    Api::<Node>::all(admin())
+        .create(&Default::default(), &node)
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": y},
+        "spec": {"holderIdentity": y, "leaseDurationSeconds": 40},
+    }))
+    .unwrap();
+    leases.create(&Default::default(), &lease).await.unwrap();
+    let before_node = server_node(y).await.unwrap();
+    let before_lease = serde_json::to_value(leases.get(y).await.unwrap()).unwrap();
+
+    // The control: X's identity writes X's own status and lease.
+    let own = agent("own-node-x", "own-node-x", "", &default_plugins());
+    own.agent.register_once().await.unwrap();
+    own.agent.sync_once().await.unwrap();
+    own.agent.renew_lease(&mut None).await.unwrap();
+    assert!(condition(&server_node("own-node-x").await.unwrap(), "KernelSupported").is_some());
+
+    // The same engine, pointed at Y with X's identity, is refused both.
+    let t = agent(y, "own-node-x", "", &default_plugins());
+    let err = t.agent.sync_once().await.unwrap_err();
+    let text = format!("{err}: {err:?}");
+    assert!(text.contains("403"), "{text}");
+    let err = t.agent.renew_lease(&mut None).await.unwrap_err();
+    let text = format!("{err}: {err:?}");
+    assert!(text.contains("403"), "{text}");
+    // A lease update from a cached copy (no GET first) is refused too.
+    let mut cached = Some(leases.get(y).await.unwrap());
+    let err = t.agent.renew_lease(&mut cached).await.unwrap_err();
+    assert!(format!("{err:?}").contains("403"), "{err:?}");
+
+    // Nothing of Y changed.
+    let after_node = server_node(y).await.unwrap();
+    assert_eq!(before_node["status"], after_node["status"]);
+    assert_eq!(
+        before_node["metadata"]["resourceVersion"],
+        after_node["metadata"]["resourceVersion"]
+    );
+    let after_lease = serde_json::to_value(leases.get(y).await.unwrap()).unwrap();
+    assert_eq!(before_lease["spec"], after_lease["spec"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn register_node_false_waits_for_an_existing_node() {
     let t = agent(
         "companion-node",
@@ -951,17 +1003,51 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         deploy.join("namespace.yaml").to_str().unwrap(),
     ]);
     assert!(ok, "{out}");
+    // The default variant: the directory itself (not its subdirectories).
     let (ok, out) = kubectl(&["apply", "--dry-run=server", "-f", deploy.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for object in ["daemonset.apps/nodestatus", "configmap/nodestatus-config"] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
+    // No RBAC at all: the node's own identity is authorized by the Node
+    // authorizer and NodeRestriction.
+    assert!(
+        !out.contains("rbac") && !out.contains("serviceaccount"),
+        "{out}"
+    );
+    // The ServiceAccount variant, but its ValidatingAdmissionPolicy (1.30+),
+    // which this 1.20 apiserver does not know: its shape is checked in
+    // the_serviceaccount_variants_admission_policy_binds_writes_to_the_pods_node.
+    let variant = deploy.join("serviceaccount-variant");
+    let mut args = vec!["apply", "--dry-run=server"];
+    let files: Vec<String> = ["rbac.yaml", "daemonset.yaml"]
+        .iter()
+        .map(|f| variant.join(f).to_str().unwrap().to_owned())
+        .collect();
+    for f in &files {
+        args.extend(["-f", f]);
+    }
+    let (ok, out) = kubectl(&args);
     assert!(ok, "{out}");
     for object in [
         "daemonset.apps/nodestatus",
-        "configmap/nodestatus-config",
         "clusterrole.rbac.authorization.k8s.io/nodestatus",
         "role.rbac.authorization.k8s.io/nodestatus-lease",
+        "role.rbac.authorization.k8s.io/nodestatus-events",
         "serviceaccount/nodestatus",
     ] {
         assert!(out.contains(object), "{object} missing from:\n{out}");
     }
+    let mut listed: Vec<String> = std::fs::read_dir(&variant)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        ["admission-policy.yaml", "daemonset.yaml", "rbac.yaml"],
+        "a new file in the variant must be dry-run here or have its shape checked"
+    );
     // The ConfigMap's config is a valid nodestatus config.
     let cm = nodestatus::config::yaml_to_json(
         &std::fs::read_to_string(deploy.join("configmap.yaml")).unwrap(),
@@ -972,6 +1058,222 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         .unwrap()
         .validate()
         .unwrap();
+}
+
+/// The objects of a multi-document YAML manifest.
+fn manifest(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split("\n---")
+        .map(|doc| nodestatus::config::yaml_to_json(doc).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+#[test]
+fn the_default_daemonset_runs_as_the_node_with_no_token_and_no_privilege() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes");
+    let ds = &manifest(&deploy.join("daemonset.yaml"))[0];
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert!(pod.get("serviceAccountName").is_none(), "{pod}");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.contains(&"--kubeconfig=/etc/kubernetes/kubelet.conf"),
+        "{args:?}"
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    // The credentials are mounted read-only, at kubeadm's paths; every other
+    // host path is read-only too, and none holds the kubelet's whole directory.
+    let volumes = pod["volumes"].as_array().unwrap();
+    let host_path = |name: &str| {
+        volumes
+            .iter()
+            .find(|v| v["name"] == name)
+            .and_then(|v| v["hostPath"]["path"].as_str())
+    };
+    for m in c["volumeMounts"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        if let Some(p) = host_path(name) {
+            assert_eq!(
+                m["readOnly"], true,
+                "{name} is a host path mounted writable"
+            );
+            assert_ne!(
+                p, "/var/lib/kubelet",
+                "the kubelet's whole directory is mounted"
+            );
+        }
+    }
+    let mount = |path: &str| {
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .and_then(|m| host_path(m["name"].as_str().unwrap()))
+    };
+    assert_eq!(
+        mount("/etc/kubernetes/kubelet.conf"),
+        Some("/etc/kubernetes/kubelet.conf")
+    );
+    assert_eq!(mount("/var/lib/kubelet/pki"), Some("/var/lib/kubelet/pki"));
+    // The ConfigMap grants no plugin a protected host path, nor a directory
+    // that holds one.
+    let cm = &manifest(&deploy.join("configmap.yaml"))[0];
+    let cfg = ConfigFile::parse(cm["data"]["config.yaml"].as_str().unwrap(), Path::new("cm"))
+        .unwrap()
+        .validate()
+        .unwrap();
+    for (name, s) in &cfg.plugins {
+        for g in &s.paths {
+            for p in nodestatus::config::PROTECTED_PATHS
+                .iter()
+                .filter(|p| !p.starts_with("/proc"))
+            {
+                assert!(
+                    !Path::new(p).starts_with(&g.from),
+                    "{name} is granted {}, which holds {p}",
+                    g.from.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_serviceaccount_variants_admission_policy_binds_writes_to_the_pods_node() {
+    let variant =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/serviceaccount-variant");
+    let objects = manifest(&variant.join("admission-policy.yaml"));
+    let sa = manifest(&variant.join("rbac.yaml"))
+        .into_iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .unwrap();
+    let username = format!(
+        "system:serviceaccount:{}:{}",
+        sa["metadata"]["namespace"].as_str().unwrap(),
+        sa["metadata"]["name"].as_str().unwrap()
+    );
+    let policies: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .collect();
+    let bindings: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+        .collect();
+    assert_eq!(objects.len(), policies.len() + bindings.len());
+    let text = |v: &Value| {
+        v.as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut covered = Vec::new();
+    for p in &policies {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        assert_eq!(p["apiVersion"], "admissionregistration.k8s.io/v1", "{name}");
+        let spec = &p["spec"];
+        assert_eq!(spec["failurePolicy"], "Fail", "{name}");
+        // Matched on the ServiceAccount's username, and only on it.
+        let conditions = spec["matchConditions"].as_array().unwrap();
+        assert!(
+            conditions.iter().any(|c| text(&c["expression"])
+                == format!("request.userInfo.username == \"{username}\"")),
+            "{name}: {conditions:?}"
+        );
+        // The node-name claim, compared with the object written.
+        let vars: Vec<String> = spec["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| text(&v["expression"]))
+            .collect();
+        assert!(
+            vars.iter().any(|v| v
+                .contains("request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0]")),
+            "{name}: {vars:?}"
+        );
+        let validations: Vec<String> = spec["validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| text(&v["expression"]))
+            .collect();
+        let all = format!("{vars:?} {validations:?}");
+        assert!(
+            all.contains("variables.userNodeName != ''"),
+            "{name}: an empty claim must be refused"
+        );
+        for rule in spec["matchConstraints"]["resourceRules"]
+            .as_array()
+            .unwrap()
+        {
+            for r in rule["resources"].as_array().unwrap() {
+                covered.push((
+                    r.as_str().unwrap().to_owned(),
+                    rule["operations"].clone(),
+                    all.clone(),
+                ));
+            }
+        }
+        // Bound, denying.
+        let b = bindings
+            .iter()
+            .find(|b| b["spec"]["policyName"] == name)
+            .unwrap_or_else(|| panic!("{name} has no binding"));
+        assert_eq!(b["spec"]["validationActions"], json!(["Deny"]), "{name}");
+        assert!(b["spec"].get("paramRef").is_none());
+    }
+    let rule = |resource: &str| {
+        covered
+            .iter()
+            .find(|(r, _, _)| r == resource)
+            .unwrap_or_else(|| panic!("no policy matches {resource}"))
+    };
+    for resource in ["nodes", "nodes/status", "leases"] {
+        let (_, ops, all) = rule(resource);
+        // A PATCH is admitted as UPDATE.
+        assert!(
+            ops.as_array().unwrap().contains(&json!("UPDATE")),
+            "{resource}: {ops}"
+        );
+        assert!(
+            ops.as_array().unwrap().contains(&json!("CREATE")),
+            "{resource}: {ops}"
+        );
+        assert!(all.contains("object).metadata.name"), "{resource}: {all}");
+        assert!(
+            all.contains("== variables.objectNodeName") || all.contains("== variables.objectName"),
+            "{resource}: {all}"
+        );
+    }
+    let (_, _, nodes) = rule("nodes/status");
+    assert!(
+        nodes.contains("object.spec == oldObject.spec"),
+        "spec changes must be refused: {nodes}"
+    );
+    let (_, _, events) = rule("events");
+    assert!(
+        events.contains("object.involvedObject.name == variables.userNodeName"),
+        "{events}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,6 +4,7 @@
 
 mod cli;
 mod common;
+mod config;
 mod grants;
 mod guests;
 mod hostile;
