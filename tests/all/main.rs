@@ -9,5 +9,6 @@ mod guests;
 mod hostile;
 mod hot_reload;
 mod kube;
+mod output;
 mod process;
 mod reporters;
