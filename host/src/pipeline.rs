@@ -196,6 +196,7 @@ pub fn run_pass(
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
     }
     ownership.write(&mut current);
+    crate::agent::patch::server_address_order(&mut current);
     (current, report)
 }
 

@@ -10,5 +10,6 @@ mod hostile;
 mod hot_reload;
 mod kube;
 mod output;
+mod patch_props;
 mod process;
 mod reporters;
