@@ -15,6 +15,17 @@ pub enum Behaviour {
     Return(String),
     /// Returns `Err` with this text.
     Fail(String),
+    /// Returns its input with the byte at offset `at` flipped between `a`
+    /// and `b`: valid output that changes on every call (a flapping setter;
+    /// it needs no state, as every call gets a fresh instance).
+    Toggle {
+        /// Offset of the byte in the input node's JSON.
+        at: u32,
+        /// One value of the byte.
+        a: u8,
+        /// The other.
+        b: u8,
+    },
 }
 
 const META: u32 = 2048;
@@ -34,6 +45,9 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
         _ => b"",
     };
     let payload_off = 4096;
+    // The input is copied above the payload; memory fits both.
+    let heap = (payload_off + payload.len() as u32 + 7).max(16384) & !7;
+    let pages = (heap / 65536 + 2).max(2);
     // plugin-info: name, version, description, paths, env (ptr, len each), bool.
     let mut rec = Vec::new();
     for (ptr, len) in [
@@ -53,6 +67,17 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
             "(loop $l (drop (memory.grow (i32.const 16))) (br $l)) unreachable".to_owned()
         }
         Behaviour::Trap => "unreachable".to_owned(),
+        Behaviour::Toggle { at, a, b } => format!(
+            "(i32.store8 (i32.add (local.get 0) (i32.const {at}))
+               (select (i32.const {b}) (i32.const {a})
+                 (i32.eq (i32.load8_u (i32.add (local.get 0) (i32.const {at}))) (i32.const {a}))))
+             (i32.store8 (i32.const {RET}) (i32.const 0))
+             (i32.store (i32.const {r4}) (local.get 0))
+             (i32.store (i32.const {r8}) (local.get 1))
+             (i32.const {RET})",
+            r4 = RET + 4,
+            r8 = RET + 8,
+        ),
         Behaviour::Return(_) | Behaviour::Fail(_) => {
             let disc = u32::from(matches!(behaviour, Behaviour::Fail(_)));
             format!(
@@ -71,8 +96,8 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
     let wat = format!(
         r#"(component
   (core module $m
-    (memory (export "memory") 2)
-    (global $heap (mut i32) (i32.const 16384))
+    (memory (export "memory") {pages})
+    (global $heap (mut i32) (i32.const {heap}))
     (func (export "realloc") (param i32 i32 i32 i32) (result i32)
       (local $r i32)
       (local.set $r (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))

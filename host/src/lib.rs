@@ -16,11 +16,14 @@
 //!    setters after, `ready` last). Each call gets a fresh wasmtime store with
 //!    a CPU deadline, a memory cap and only the grants the operator gave
 //!    ([`runtime`]).
-//! 3. **Diff and policy.** The host diffs the plugin's output against its
-//!    input ([`policy::diff`]), validates the changed fields, and checks each
-//!    against the plugin's [`policy::Allowance`]. A violation, a trap, a
-//!    timeout or bad output discards that plugin's whole output for the pass;
-//!    the other setters go on.
+//! 3. **Diff, policy and validation.** The host diffs the plugin's output
+//!    against its input ([`policy::diff`], list items by merge key), bounds
+//!    how many fields it may change, checks each against the plugin's
+//!    [`policy::Allowance`], and checks the node against the API server's
+//!    own rules ([`validate`]): nothing the API server would refuse reaches a
+//!    PATCH, where one refused field fails the whole status update. A
+//!    violation, a trap, a timeout or bad output discards that plugin's whole
+//!    output for the pass, with a typed reason; the other setters go on.
 //! 4. **Ownership.** Fields a plugin changed become its own, recorded in an
 //!    annotation ([`ownership`]); fields of plugins that are gone are removed.
 //! 5. **Patch out.** The sync loop compares the result with the node on the
@@ -40,3 +43,4 @@ pub mod plugin_dir;
 pub mod policy;
 pub mod run;
 pub mod runtime;
+pub mod validate;

@@ -120,7 +120,7 @@ pub fn read_node(path: &Path) -> anyhow::Result<Value> {
         .map_err(|e| anyhow::anyhow!("cannot read node file {}: {e}", path.display()))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
-    crate::policy::validate(&v, &[])
+    crate::policy::validate(&v)
         .map_err(|e| anyhow::anyhow!("{} is not a Node: {e}", path.display()))?;
     Ok(v)
 }

@@ -16,6 +16,40 @@ use crate::policy::FieldPath;
 /// The annotation that holds the ownership record.
 pub const OWNED_FIELDS_ANNOTATION: &str = "nodestatus.io/owned-fields";
 
+/// The most fields one plugin may own. A pass that would give it more is
+/// refused before the policy and validation look at it (issue 13: 20,000
+/// condition types took 20 s and made a 600 KB record). The busiest shipped
+/// setter owns about 40.
+pub const MAX_FIELDS_PER_PLUGIN: usize = 512;
+
+/// The largest ownership record, as the annotation's JSON text. It counts
+/// against the API server's 256 KiB for all annotations.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// Why a plugin's fields cannot be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The plugin would own more than [`MAX_FIELDS_PER_PLUGIN`] fields.
+    #[error(
+        "the output changes {fields} fields, over the bound of {MAX_FIELDS_PER_PLUGIN} fields a plugin may own: set fewer labels, conditions or resources, or group them"
+    )]
+    TooManyFields {
+        /// How many it would own.
+        fields: usize,
+    },
+    /// The record would be larger than [`MAX_RECORD_BYTES`].
+    #[error(
+        "recording the output's fields would make the {OWNED_FIELDS_ANNOTATION} annotation {bytes} bytes, over its bound of {MAX_RECORD_BYTES}: use shorter label, condition or resource names"
+    )]
+    RecordTooLarge {
+        /// The record's size, had it been accepted.
+        bytes: usize,
+    },
+}
+
+/// Convenience alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 /// Plugin name to the fields it owns.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
@@ -51,21 +85,48 @@ impl Ownership {
 
     /// Records that `plugin` changed `changed` in a pass whose result is
     /// `node`: fields it set are now its own, fields it removed are not.
-    pub fn record(&mut self, plugin: &str, changed: &[FieldPath], node: &Value) {
+    /// Refused, with the record unchanged, when the plugin would own more
+    /// than [`MAX_FIELDS_PER_PLUGIN`] fields or the record would outgrow
+    /// [`MAX_RECORD_BYTES`].
+    pub fn record(&mut self, plugin: &str, changed: &[FieldPath], node: &Value) -> Result<()> {
         if changed.is_empty() {
-            return;
+            return Ok(());
         }
-        let owned = self.0.entry(plugin.to_owned()).or_default();
-        for path in changed {
-            if exists(node, path) {
+        if changed.len() > MAX_FIELDS_PER_PLUGIN {
+            return Err(Error::TooManyFields {
+                fields: changed.len(),
+            });
+        }
+        let mut owned = self.0.get(plugin).cloned().unwrap_or_default();
+        let present = present(node, changed);
+        for (path, here) in changed.iter().zip(present) {
+            if here {
                 owned.insert(path.clone());
             } else {
                 owned.remove(path);
             }
         }
-        if owned.is_empty() {
-            self.0.remove(plugin);
+        if owned.len() > MAX_FIELDS_PER_PLUGIN {
+            return Err(Error::TooManyFields {
+                fields: owned.len(),
+            });
         }
+        let previous = if owned.is_empty() {
+            self.0.remove(plugin)
+        } else {
+            self.0.insert(plugin.to_owned(), owned)
+        };
+        let bytes = serde_json::to_string(self)
+            .expect("ownership serializes")
+            .len();
+        if bytes > MAX_RECORD_BYTES {
+            match previous {
+                Some(p) => self.0.insert(plugin.to_owned(), p),
+                None => self.0.remove(plugin),
+            };
+            return Err(Error::RecordTooLarge { bytes });
+        }
+        Ok(())
     }
 
     /// Removes from `node` every field owned by a plugin that `is_loaded`
@@ -138,6 +199,27 @@ fn container(path: &FieldPath) -> Option<(&'static str, &str)> {
     })
 }
 
+/// Whether each of `paths` is present in `node`, reading the conditions
+/// once (so many condition paths cost one pass over the list).
+fn present(node: &Value, paths: &[FieldPath]) -> Vec<bool> {
+    let types: std::collections::HashSet<&str> =
+        if paths.iter().any(|p| matches!(p, FieldPath::Condition(_))) {
+            crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect()
+        } else {
+            Default::default()
+        };
+    paths
+        .iter()
+        .map(|p| match p {
+            FieldPath::Condition(t) => types.contains(t.as_str()),
+            _ => exists(node, p),
+        })
+        .collect()
+}
+
 /// Whether the field is present (and not null) in `node`.
 pub fn exists(node: &Value, path: &FieldPath) -> bool {
     match path {
@@ -195,12 +277,14 @@ mod tests {
                 FieldPath::Condition("X".into()),
             ],
             &node,
-        );
+        )
+        .unwrap();
         own.record(
             "p2",
             &[FieldPath::Label("b".into()), FieldPath::Label("a".into())],
             &node,
-        );
+        )
+        .unwrap();
         own.write(&mut node);
 
         let mut again = Ownership::from_node(&node);
@@ -226,7 +310,8 @@ mod tests {
     fn a_removed_field_is_no_longer_owned() {
         let node = json!({"metadata": {"name": "n", "labels": {}}});
         let mut own = Ownership::default();
-        own.record("p", &[FieldPath::Label("a".into())], &node);
+        own.record("p", &[FieldPath::Label("a".into())], &node)
+            .unwrap();
         assert_eq!(own.owned_by("p").count(), 0);
         assert!(
             Ownership::from_node(
@@ -235,5 +320,48 @@ mod tests {
             .0
             .is_empty()
         );
+    }
+
+    #[test]
+    fn the_record_is_bounded_and_unchanged_when_refused() {
+        let mut node =
+            json!({"metadata": {"name": "n", "labels": {}}, "status": {"conditions": []}});
+        let many: Vec<FieldPath> = (0..20_000)
+            .map(|i| FieldPath::Condition(format!("T{i}")))
+            .collect();
+        node["status"]["conditions"] = Value::Array(
+            (0..20_000)
+                .map(|i| json!({"type": format!("T{i}"), "status": "True"}))
+                .collect(),
+        );
+        let mut own = Ownership::default();
+        own.record("small", &many[..3], &node).unwrap();
+        let before = own.clone();
+        assert_eq!(
+            own.record("big", &many, &node),
+            Err(Error::TooManyFields { fields: 20_000 })
+        );
+        assert_eq!(own, before);
+        // Under the field bound, over the size bound: long names.
+        let long: Vec<FieldPath> = (0..MAX_FIELDS_PER_PLUGIN)
+            .map(|i| FieldPath::Label(format!("example.com/{i}-{}", "x".repeat(200))))
+            .collect();
+        for p in &long {
+            let FieldPath::Label(k) = p else {
+                unreachable!()
+            };
+            node["metadata"]["labels"][k] = json!("v");
+        }
+        let e = own.record("long", &long, &node).unwrap_err();
+        assert!(
+            matches!(e, Error::RecordTooLarge { bytes } if bytes > MAX_RECORD_BYTES),
+            "{e}"
+        );
+        assert_eq!(own, before);
+        own.write(&mut node);
+        let text = node["metadata"]["annotations"][OWNED_FIELDS_ANNOTATION]
+            .as_str()
+            .unwrap();
+        assert!(text.len() < 100, "{text}");
     }
 }

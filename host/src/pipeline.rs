@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::ownership::Ownership;
+use crate::ownership::{self, Ownership};
 use crate::policy::{self, FieldPath};
 use crate::runtime::{CallContext, CallError, CallErrorKind, EmittedEvent, Plugin, Runtime};
+use crate::validate::{self, Problem};
 
 /// The order of the kubelet's own setters, which nodestatus ships as plugins.
 /// Plugins not named here run after `volumes` and before `ready`, by name.
@@ -116,6 +117,21 @@ impl PassReport {
 /// `node` is never modified: the setters work on a copy, and the caller
 /// compares old and new. The ownership record is read from and written back
 /// to the node's annotation.
+///
+/// Each plugin's output is checked in order, cheapest first, and discarded
+/// whole at the first failure, with a typed [`CallErrorKind`]:
+///
+/// 1. its size ([`validate::MAX_NODE_BYTES`], kind `Limit`), before parsing;
+/// 2. JSON, a Node, `metadata.name` (kind `Output`);
+/// 3. the number of fields it changes ([`ownership::MAX_FIELDS_PER_PLUGIN`],
+///    kind `Limit`), before the policy and validation look at each;
+/// 4. the policy: each changed field against its [`policy::Allowance`]
+///    (kind `Policy`); list items count by merge key, so a second entry of a
+///    condition type is a change of that type;
+/// 5. the API server's rules and nodestatus's own ([`validate`]), for
+///    problems the output adds to its input (kind `Invalid`): a plugin is
+///    not blamed for what the node already held;
+/// 6. the ownership record's bounds (kind `Limit`).
 pub fn run_pass(
     runtime: &Runtime,
     set: &PluginSet,
@@ -126,22 +142,39 @@ pub fn run_pass(
     let mut ownership = Ownership::from_node(node);
     let mut current = node.clone();
     let mut current_json = serde_json::to_string(&current).expect("a Value serializes");
+    let mut known = validate::problems(&current);
 
     for plugin in set.plugins() {
         let started = Instant::now();
-        let outcome = run_one(runtime, plugin, &current_json, &current, ctx.clone()).map(
-            |(json, next, changed, events)| {
-                if let Some(next) = next {
-                    ownership.record(plugin.name(), &changed, &next);
-                    current = next;
-                    current_json = json;
-                }
-                report
-                    .events
-                    .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
-                changed
-            },
-        );
+        let outcome = run_one(
+            runtime,
+            plugin,
+            &current_json,
+            &current,
+            &known,
+            ctx.clone(),
+        )
+        .and_then(|acc| {
+            if let Some(next) = &acc.node {
+                ownership
+                    .record(plugin.name(), &acc.changed, next)
+                    .map_err(|e| CallError::new(CallErrorKind::Limit, e.to_string()))?;
+            }
+            Ok(acc)
+        })
+        .map(|acc| {
+            if let Some(next) = acc.node {
+                current = next;
+                current_json = acc.json;
+                known = acc.problems;
+            }
+            report.events.extend(
+                acc.events
+                    .into_iter()
+                    .map(|e| (plugin.name().to_owned(), e)),
+            );
+            acc.changed
+        });
         if let Err(e) = &outcome {
             tracing::warn!(
                 plugin = plugin.name(),
@@ -163,21 +196,51 @@ pub fn run_pass(
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
     }
     ownership.write(&mut current);
+    crate::agent::patch::server_address_order(&mut current);
     (current, report)
 }
 
-type Accepted = (String, Option<Value>, Vec<FieldPath>, Vec<EmittedEvent>);
+/// A plugin's output that passed every check.
+struct Accepted {
+    /// The output's text (the next plugin's input).
+    json: String,
+    /// The output, or `None` when it is the input unchanged.
+    node: Option<Value>,
+    /// The fields it changed.
+    changed: Vec<FieldPath>,
+    /// The events it recorded.
+    events: Vec<EmittedEvent>,
+    /// The output's problems (all already in the input).
+    problems: Vec<Problem>,
+}
 
 fn run_one(
     runtime: &Runtime,
     plugin: &Plugin,
     input_json: &str,
     input: &Value,
+    known: &[Problem],
     ctx: CallContext,
 ) -> Result<Accepted, CallError> {
     let out = plugin.call_set(runtime, input_json, ctx)?;
     if out.json == input_json {
-        return Ok((out.json, None, Vec::new(), out.events));
+        return Ok(Accepted {
+            json: out.json,
+            node: None,
+            changed: Vec::new(),
+            events: out.events,
+            problems: known.to_vec(),
+        });
+    }
+    if out.json.len() > validate::MAX_NODE_BYTES {
+        return Err(CallError::new(
+            CallErrorKind::Limit,
+            format!(
+                "the output is {} bytes, over the {}-byte bound of a node (etcd refuses requests over 1.5 MiB)",
+                out.json.len(),
+                validate::MAX_NODE_BYTES
+            ),
+        ));
     }
     let output: Value = serde_json::from_str(&out.json).map_err(|e| {
         CallError::new(
@@ -185,13 +248,22 @@ fn run_one(
             format!("the output is not JSON: {e}"),
         )
     })?;
-    let changed = policy::diff(input, &output);
-    policy::validate(&output, &changed).map_err(|e| {
+    policy::validate(&output).map_err(|e| {
         CallError::new(
             CallErrorKind::Output,
             format!("the output is not a valid Node: {e}"),
         )
     })?;
+    let changed = policy::diff(input, &output);
+    if changed.len() > ownership::MAX_FIELDS_PER_PLUGIN {
+        return Err(CallError::new(
+            CallErrorKind::Limit,
+            ownership::Error::TooManyFields {
+                fields: changed.len(),
+            }
+            .to_string(),
+        ));
+    }
     let refused: BTreeSet<String> = changed
         .iter()
         .filter_map(|p| plugin.settings().fields.check(p).err())
@@ -205,7 +277,29 @@ fn run_one(
             ),
         ));
     }
-    Ok((out.json, Some(output), changed, out.events))
+    let problems = validate::problems(&output);
+    let added = validate::introduced(known, problems.clone());
+    if !added.is_empty() {
+        let who = if added
+            .iter()
+            .any(|p| p.rule.origin() == validate::Origin::ApiServer)
+        {
+            "the API server would refuse the node"
+        } else {
+            "the node breaks nodestatus's rules"
+        };
+        return Err(CallError::new(
+            CallErrorKind::Invalid,
+            format!("output discarded: {who}: {}", validate::describe(&added)),
+        ));
+    }
+    Ok(Accepted {
+        json: out.json,
+        node: Some(output),
+        changed,
+        events: out.events,
+        problems,
+    })
 }
 
 #[cfg(test)]

@@ -10,5 +10,7 @@ mod guests;
 mod hostile;
 mod hot_reload;
 mod kube;
+mod output;
+mod patch_props;
 mod process;
 mod reporters;

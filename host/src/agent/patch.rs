@@ -9,7 +9,9 @@
 //!   fields of the changed conditions (a heartbeat-only change is `type` plus
 //!   `lastHeartbeatTime`); a removed condition is `{"$patch": "delete"}`.
 //! - `status.addresses` is sent whole with `{"$patch": "replace"}`, because
-//!   its merge key (`type`) is not unique.
+//!   its merge key (`type`) is not unique; without the directive when the
+//!   old node has no addresses (the API server would store the directive as
+//!   an empty address), as the kubelet does.
 //! - Other lists (images, volumesInUse, ...) have no merge key and are
 //!   replaced whole.
 //! - `spec` is never sent; nothing unchanged is sent.
@@ -44,6 +46,36 @@ pub fn two_way(old: &Value, new: &Value) -> Option<Value> {
     let mut patch = Value::Object(patch);
     sort_keys(&mut patch);
     Some(patch)
+}
+
+/// Puts `status.addresses` in the order the API server stores them: entries
+/// grouped by `type`, the groups in the order of each type's first entry,
+/// entries of one type in their own order. The server's strategic merge
+/// sorts a merged list stably by the position of the first entry with the
+/// same merge key (`normalizeSliceOrder` in apimachinery), and `type` is not
+/// unique among addresses: `[InternalIP a, Hostname h, InternalIP b]` is
+/// stored as `[InternalIP a, InternalIP b, Hostname h]`. The pipeline's node
+/// out is in this order, so that what it sends is what the server keeps and
+/// the next pass sees no change.
+pub fn server_address_order(node: &mut Value) {
+    let Some(list) = node
+        .pointer_mut("/status/addresses")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let key = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
+    let mut first: Vec<Option<String>> = Vec::new();
+    for a in list.iter() {
+        let k = key(a);
+        if !first.contains(&k) {
+            first.push(k);
+        }
+    }
+    list.sort_by_key(|a| {
+        let k = key(a);
+        first.iter().position(|f| *f == k)
+    });
 }
 
 /// Sorts object keys, as Go's encoding/json writes maps, so patch bodies are
@@ -110,7 +142,12 @@ fn diff_status(old: Option<&Value>, new: Option<&Value>) -> Option<Value> {
             (_, None) => {
                 out.insert(k.clone(), Value::Null);
             }
-            ("addresses", Some(Value::Array(list))) => {
+            // As the kubelet's `preparePatchBytesforNodeStatus`: the replace
+            // directive only when the server has addresses to replace. With
+            // none there, the server stores the directive as an empty address.
+            ("addresses", Some(Value::Array(list)))
+                if ov.and_then(Value::as_array).is_some_and(|l| !l.is_empty()) =>
+            {
                 let mut l = list.clone();
                 l.push(json!({"$patch": "replace"}));
                 out.insert(k.clone(), Value::Array(l));
@@ -194,7 +231,14 @@ pub fn apply(old: &Value, patch: &Value) -> Value {
             _ if v.is_null() => {
                 t.remove(k);
             }
-            "addresses" => {
+            // The directive is applied only to a list that is there: into a
+            // node with no addresses, the server copies it as an entry (and
+            // decodes it as an empty address).
+            "addresses"
+                if t.get(k)
+                    .and_then(Value::as_array)
+                    .is_some_and(|l| !l.is_empty()) =>
+            {
                 let list: Vec<Value> = v
                     .as_array()
                     .map(|l| {
@@ -392,6 +436,50 @@ mod tests {
             json!([{"$patch": "delete", "type": "DiskPressure"}])
         );
         assert_eq!(apply(&old, &p), new);
+    }
+
+    /// Found by `patch_props` against the real API server: into a node
+    /// without addresses, `[a, {"$patch": "replace"}]` was stored as
+    /// `[a, {}]`.
+    #[test]
+    fn addresses_into_a_node_without_any_carry_no_directive() {
+        let mut old = node("t");
+        old["status"].as_object_mut().unwrap().remove("addresses");
+        let new = node("t");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(p["status"]["addresses"], new["status"]["addresses"]);
+        assert_eq!(apply(&old, &p), new);
+        // With addresses there, the list is replaced whole.
+        let mut fewer = new.clone();
+        fewer["status"]["addresses"].as_array_mut().unwrap().pop();
+        let p = two_way(&new, &fewer).unwrap();
+        assert_eq!(
+            p["status"]["addresses"].as_array().unwrap().last().unwrap(),
+            &json!({"$patch": "replace"})
+        );
+        assert_eq!(apply(&new, &p), fewer);
+    }
+
+    /// Found by `patch_props` against the real API server.
+    #[test]
+    fn addresses_are_grouped_by_type_as_the_server_stores_them() {
+        let mut n = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.1"},
+            {"type": "Hostname", "address": "node"},
+            {"type": "InternalDNS", "address": "node.example.com"},
+            {"type": "InternalIP", "address": "10.0.0.2"}
+        ]}});
+        server_address_order(&mut n);
+        let order: Vec<&str> = n["status"]["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["address"].as_str().unwrap())
+            .collect();
+        assert_eq!(order, ["10.0.0.1", "10.0.0.2", "node", "node.example.com"]);
+        let mut none = json!({"status": {}});
+        server_address_order(&mut none);
+        assert_eq!(none, json!({"status": {}}));
     }
 
     fn arb_node() -> impl Strategy<Value = Value> {

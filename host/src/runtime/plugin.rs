@@ -236,6 +236,12 @@ pub enum CallErrorKind {
     Policy,
     /// The sandbox could not be set up or the component instantiated.
     Instantiate,
+    /// The output would be refused by the API server (or breaks one of
+    /// nodestatus's own node rules): see [`crate::validate`].
+    Invalid,
+    /// The output is over a cost bound: too large a node, or more fields
+    /// than a plugin may own (see [`crate::ownership`]).
+    Limit,
 }
 
 impl CallErrorKind {
@@ -249,6 +255,8 @@ impl CallErrorKind {
             Self::Output => "output",
             Self::Policy => "policy",
             Self::Instantiate => "instantiate",
+            Self::Invalid => "invalid",
+            Self::Limit => "limit",
         }
     }
 }
