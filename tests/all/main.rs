@@ -11,3 +11,4 @@ mod hot_reload;
 mod kube;
 mod process;
 mod reporters;
+mod sandbox;
