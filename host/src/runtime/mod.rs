@@ -26,8 +26,10 @@
 //!   memories, extra instances or huge tables cannot add up past it; the
 //!   number of instances, memories and tables per call is capped as well
 //!   ([`MAX_INSTANCES`], [`MAX_MEMORIES`], [`MAX_TABLES`]). The output is
-//!   measured inside the guest's memory and refused above
-//!   [`MAX_OUTPUT_BYTES`] before the host copies it.
+//!   refused above [`MAX_OUTPUT_BYTES`] before it is parsed; its copy out of
+//!   the guest is bounded by the guest's own memory cap. (Wasmtime runs the
+//!   guest's post-return, which may free the string, before a call returns,
+//!   so the string cannot be measured in place and copied later.)
 //! - **Files.** A plugin file is opened without blocking, must be a regular
 //!   file, and is read with a limit of [`MAX_PLUGIN_BYTES`]; compilation only
 //!   starts on a file within that limit.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Store;
-use wasmtime::component::{Component, ComponentExportIndex, WasmStr};
+use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::host_api::{self, CallState, Grants, bindings};
 use super::limits::Exceeded;
@@ -23,9 +23,10 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 /// componentize-py, is about 18 MB). The file is never read past it, and
 /// nothing is compiled above it, which also bounds compile time and memory.
 pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
-/// Largest `set` output accepted, measured in the guest's memory before the
-/// host copies it: more than twice etcd's 1.5 MiB request limit, so no node
-/// the apiserver could store is near it.
+/// Largest `set` output accepted, checked before it is parsed (its copy out
+/// of the guest is bounded by the guest's memory cap): more than twice
+/// etcd's 1.5 MiB request limit, so no node the apiserver could store is near
+/// it.
 pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 /// Longest setter error message kept, in bytes.
 const MAX_ERROR_MESSAGE: usize = 4096;
@@ -585,9 +586,8 @@ impl Plugin {
     ///
     /// The whole call, instantiation included, runs under the plugin's
     /// deadline, also while the guest is blocked in a host call (see the
-    /// module docs of [`crate::runtime`]). The output is measured in the
-    /// guest's memory and refused above [`MAX_OUTPUT_BYTES`] before it is
-    /// copied.
+    /// module docs of [`crate::runtime`]). An output above
+    /// [`MAX_OUTPUT_BYTES`] is refused before it is parsed.
     pub fn call_set(
         &self,
         runtime: &Runtime,
@@ -607,7 +607,7 @@ impl Plugin {
                         .await
                         .map_err(|e| classify(&store, e, "instantiate"))?;
                     let set = instance
-                        .get_typed_func::<(&str,), (Result<WasmStr, WasmStr>,)>(
+                        .get_typed_func::<(&str,), (Result<String, String>,)>(
                             &mut store,
                             &self.set_index,
                         )
@@ -616,7 +616,7 @@ impl Plugin {
                         .call_async(&mut store, (node_json,))
                         .await
                         .map_err(|e| classify(&store, e, "set"))?;
-                    read_set_result(&store, result)
+                    check_set_result(result)
                 };
                 with_deadline(timeout, "set", call).await
             })
@@ -670,39 +670,30 @@ async fn with_deadline<T>(
     }
 }
 
-/// Reads `set`'s result out of the guest's memory: its length is checked
-/// there, before the host copies it.
-fn read_set_result(
-    store: &Store<CallState>,
-    result: Result<WasmStr, WasmStr>,
-) -> Result<Result<String, String>, CallError> {
-    let (ok, s) = match result {
-        Ok(s) => (true, s),
-        Err(s) => (false, s),
-    };
-    let text = s.to_str(store).map_err(|e| {
-        CallError::new(
-            CallErrorKind::InvalidResult,
-            format!("`set` returned a string that is not valid UTF-8: {e}"),
-        )
-    })?;
-    if !ok {
-        let mut cut = text.len().min(MAX_ERROR_MESSAGE);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        return Ok(Err(text[..cut].to_owned()));
-    }
-    if text.len() > MAX_OUTPUT_BYTES {
-        return Err(CallError::new(
+/// Checks `set`'s result before anything parses it: an output over
+/// [`MAX_OUTPUT_BYTES`] is refused, an error message is cut. (The copy out of
+/// the guest is bounded by the guest's memory cap. Wasmtime runs the guest's
+/// post-return, which may free the string, before the call returns, so the
+/// string cannot be measured in place and copied later.)
+fn check_set_result(result: Result<String, String>) -> Result<Result<String, String>, CallError> {
+    match result {
+        Ok(json) if json.len() > MAX_OUTPUT_BYTES => Err(CallError::new(
             CallErrorKind::OutputTooLarge,
             format!(
                 "`set` returned {} bytes, more than the {MAX_OUTPUT_BYTES}-byte limit on a node",
-                text.len()
+                json.len()
             ),
-        ));
+        )),
+        Ok(json) => Ok(Ok(json)),
+        Err(mut message) => {
+            let mut cut = message.len().min(MAX_ERROR_MESSAGE);
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            Ok(Err(message))
+        }
     }
-    Ok(Ok(text.into_owned()))
 }
 
 fn new_store(
