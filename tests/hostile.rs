@@ -1,8 +1,14 @@
 //! Small hand-written WAT components that implement the `plugin` world (or
-//! pretend to) and misbehave in `set`, so that hostile-plugin tests need no
-//! guest toolchain.
+//! pretend to) and misbehave in `set` or `metadata`, so that hostile-plugin
+//! tests need no guest toolchain and control the exact shape of the attack.
+//!
+//! Every component has the same skeleton: a core module that owns the memory
+//! and `realloc`, a main core module that imports that memory (and, when a
+//! behaviour needs them, WASI's clock and poll functions or the host's `log`
+//! and `record-event`), extra core instances for the memory and table bombs,
+//! and a shim that exports `nodestatus:plugin/setter@0.1.0`.
 
-/// How the component's `set` misbehaves.
+/// How the component's `set` (or `metadata`) misbehaves.
 #[derive(Debug, Clone)]
 pub enum Behaviour {
     /// Loops forever.
@@ -26,11 +32,53 @@ pub enum Behaviour {
         /// The other.
         b: u8,
     },
+    /// Returns its input unchanged.
+    Echo,
+    /// Blocks in a host call: subscribes to a monotonic-clock timer of one
+    /// hour and blocks on the pollable (`wasi:io/poll`).
+    Sleep,
+    /// Recurses without end (stack overflow).
+    Recurse,
+    /// Has `instances` extra core instances, each with its own memory of
+    /// `mib` MiB whose every page it touches at instantiation; then echoes.
+    ManyMemories {
+        /// Extra core instances, one memory each.
+        instances: u32,
+        /// Size of each memory.
+        mib: u32,
+    },
+    /// Has `instances` extra core instances of 8 tables each, grows every
+    /// table by a million funcrefs, then echoes.
+    GrowTables {
+        /// Extra core instances, 8 tables each.
+        instances: u32,
+    },
+    /// Returns this many bytes of JSON whitespace followed by `{}`.
+    HugeOutput(u32),
+    /// Returns `Ok` with these bytes as the string (for invalid UTF-8).
+    ReturnBytes(Vec<u8>),
+    /// Returns `Ok` with a string pointer and length outside its memory.
+    OutOfBounds,
+    /// Logs `lines` lines of `text` and records `events` events with it as
+    /// the message, then echoes.
+    Flood {
+        /// Log lines per call.
+        lines: u32,
+        /// Events per call.
+        events: u32,
+        /// The text of each.
+        text: String,
+    },
 }
 
 const META: u32 = 2048;
 const RET: u32 = 3072;
+const REASON: u32 = 3200;
 const STR: u32 = 256;
+const PAYLOAD: u32 = 4096;
+/// Where `HugeOutput` writes, past anything `realloc` hands out for a small
+/// node.
+const HUGE_AT: u32 = 8 << 20;
 
 fn escape(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("\\{b:02x}")).collect()
@@ -38,15 +86,26 @@ fn escape(bytes: &[u8]) -> String {
 
 /// A component named `name` whose `set` does `behaviour`.
 pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
+    component_with_metadata(name, None, behaviour)
+}
+
+/// A component named `name` whose `metadata` does `metadata` (`Spin`, `Trap`
+/// or `Sleep`; `None` answers normally) and whose `set` does `set`.
+pub fn component_with_metadata(
+    name: &str,
+    metadata: Option<&Behaviour>,
+    set: &Behaviour,
+) -> Vec<u8> {
     let version = b"0.0.1";
     let (name_off, ver_off) = (STR, STR + name.len() as u32);
-    let payload: &[u8] = match behaviour {
-        Behaviour::Return(s) | Behaviour::Fail(s) => s.as_bytes(),
-        _ => b"",
+    let payload: Vec<u8> = match set {
+        Behaviour::Return(s) | Behaviour::Fail(s) => s.as_bytes().to_vec(),
+        Behaviour::ReturnBytes(b) => b.clone(),
+        Behaviour::Flood { text, .. } => text.as_bytes().to_vec(),
+        _ => Vec::new(),
     };
-    let payload_off = 4096;
     // The input is copied above the payload; memory fits both.
-    let heap = (payload_off + payload.len() as u32 + 7).max(16384) & !7;
+    let heap = (PAYLOAD + payload.len() as u32 + 7).max(16384) & !7;
     let pages = (heap / 65536 + 2).max(2);
     // plugin-info: name, version, description, paths, env (ptr, len each), bool.
     let mut rec = Vec::new();
@@ -61,7 +120,22 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
         rec.extend(len.to_le_bytes());
     }
     rec.extend([0, 0, 0, 0]);
-    let body = match behaviour {
+    let uses = |f: &dyn Fn(&Behaviour) -> bool| f(set) || metadata.is_some_and(f);
+    let needs_wasi = uses(&|b| matches!(b, Behaviour::Sleep));
+    let needs_host = uses(&|b| matches!(b, Behaviour::Flood { .. }));
+    let ret_ok = |ptr: &str, len: &str| {
+        format!(
+            "(i32.store8 (i32.const {RET}) (i32.const 0))
+             (i32.store (i32.const {}) {ptr})
+             (i32.store (i32.const {}) {len})
+             (i32.const {RET})",
+            RET + 4,
+            RET + 8
+        )
+    };
+    let echo = ret_ok("(local.get 0)", "(local.get 1)");
+    let sleep = "(call $block (call $subscribe (i64.const 3600000000000))) unreachable".to_owned();
+    let body = match set {
         Behaviour::Spin => "(loop $l (br $l)) unreachable".to_owned(),
         Behaviour::GrowMemory => {
             "(loop $l (drop (memory.grow (i32.const 16))) (br $l)) unreachable".to_owned()
@@ -78,11 +152,11 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
             r4 = RET + 4,
             r8 = RET + 8,
         ),
-        Behaviour::Return(_) | Behaviour::Fail(_) => {
-            let disc = u32::from(matches!(behaviour, Behaviour::Fail(_)));
+        Behaviour::Return(_) | Behaviour::Fail(_) | Behaviour::ReturnBytes(_) => {
+            let disc = u32::from(matches!(set, Behaviour::Fail(_)));
             format!(
                 "(i32.store8 (i32.const {RET}) (i32.const {disc}))
-                 (i32.store (i32.const {}) (i32.const {payload_off}))
+                 (i32.store (i32.const {}) (i32.const {PAYLOAD}))
                  (i32.store (i32.const {}) (i32.const {}))
                  (i32.const {RET})",
                 RET + 4,
@@ -90,12 +164,160 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
                 payload.len()
             )
         }
+        Behaviour::Echo | Behaviour::ManyMemories { .. } => echo.clone(),
+        Behaviour::Sleep => sleep.clone(),
+        Behaviour::Recurse => "(drop (call $recurse (i32.const 0))) unreachable".to_owned(),
+        Behaviour::GrowTables { instances } => {
+            let calls: String = (0..*instances)
+                .map(|i| format!("(call $grow{i})"))
+                .collect();
+            format!("{calls} {echo}")
+        }
+        Behaviour::HugeOutput(n) => {
+            let pages = (HUGE_AT as u64 + *n as u64 + 2).div_ceil(65536);
+            format!(
+                "(drop (memory.grow (i32.sub (i32.const {pages}) (memory.size))))
+                 (memory.fill (i32.const {HUGE_AT}) (i32.const 32) (i32.const {n}))
+                 (i32.store16 (i32.const {}) (i32.const 0x7d7b))
+                 {}",
+                HUGE_AT + n,
+                ret_ok(
+                    &format!("(i32.const {HUGE_AT})"),
+                    &format!("(i32.const {})", n + 2)
+                )
+            )
+        }
+        Behaviour::OutOfBounds => ret_ok("(i32.const -65536)", "(i32.const 1000)"),
+        Behaviour::Flood { lines, events, .. } => {
+            let len = payload.len();
+            format!(
+                "(local $n i32)
+                 (local.set $n (i32.const {lines}))
+                 (block $done (loop $l
+                   (br_if $done (i32.eqz (local.get $n)))
+                   (call $log (i32.const 2) (i32.const {PAYLOAD}) (i32.const {len}))
+                   (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+                   (br $l)))
+                 (local.set $n (i32.const {events}))
+                 (block $done2 (loop $l2
+                   (br_if $done2 (i32.eqz (local.get $n)))
+                   (call $event (i32.const 1) (i32.const {REASON}) (i32.const 5) (i32.const {PAYLOAD}) (i32.const {len}))
+                   (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+                   (br $l2)))
+                 {echo}"
+            )
+        }
     };
+    let meta_body = match metadata {
+        Some(Behaviour::Spin) => "(loop $l (br $l)) unreachable".to_owned(),
+        Some(Behaviour::Trap) => "unreachable".to_owned(),
+        Some(Behaviour::Sleep) => sleep,
+        Some(other) => panic!("metadata cannot do {other:?}"),
+        None => format!("(i32.const {META})"),
+    };
+
+    // Extra core instances: memory bombs and table bombs.
+    let mut extra_modules = String::new();
+    let mut extra_instances = String::new();
+    let mut main_imports = String::new();
+    let mut main_with = String::new();
+    match set {
+        Behaviour::ManyMemories { instances, mib } => {
+            let pages = mib * 16;
+            extra_modules.push_str(&format!(
+                "(core module $big
+                   (memory {pages})
+                   (func $touch (local $p i32)
+                     (loop $l
+                       (i32.store8 (local.get $p) (i32.const 1))
+                       (local.set $p (i32.add (local.get $p) (i32.const 4096)))
+                       (br_if $l (i32.lt_u (local.get $p) (i32.const {})))))
+                   (start $touch))\n",
+                pages * 65536
+            ));
+            for i in 0..*instances {
+                extra_instances.push_str(&format!("(core instance $big{i} (instantiate $big))\n"));
+            }
+        }
+        Behaviour::GrowTables { instances } => {
+            let tables: String = (0..8).map(|t| format!("(table $t{t} 0 funcref)")).collect();
+            let grows: String = (0..8)
+                .map(|t| format!("(drop (table.grow $t{t} (ref.null func) (i32.const 1000000)))"))
+                .collect();
+            extra_modules.push_str(&format!(
+                "(core module $tabs {tables} (func (export \"grow\") {grows}))\n"
+            ));
+            for i in 0..*instances {
+                extra_instances
+                    .push_str(&format!("(core instance $tabs{i} (instantiate $tabs))\n"));
+                main_imports.push_str(&format!("(import \"t{i}\" \"grow\" (func $grow{i}))\n"));
+                main_with.push_str(&format!(
+                    "(with \"t{i}\" (instance (export \"grow\" (func $tabs{i} \"grow\"))))\n"
+                ));
+            }
+        }
+        _ => {}
+    }
+
+    let mut imports = String::new();
+    let mut lowered = String::new();
+    let mut env_exports = String::new();
+    if needs_wasi {
+        imports.push_str(
+            r#"(import "wasi:io/poll@0.2.0" (instance $poll
+    (export "pollable" (type $p (sub resource)))
+    (export "[method]pollable.block" (func (param "self" (borrow $p))))))
+  (alias export $poll "pollable" (type $pollable))
+  (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
+    (alias outer $C $pollable (type $op))
+    (export "pollable" (type $p (eq $op)))
+    (export "subscribe-duration" (func (param "when" u64) (result (own $p))))))
+"#,
+        );
+        lowered.push_str(
+            r#"(core func $block_c (canon lower (func $poll "[method]pollable.block")))
+  (core func $subscribe_c (canon lower (func $clock "subscribe-duration")))
+"#,
+        );
+        env_exports.push_str(
+            r#"(export "block" (func $block_c)) (export "subscribe" (func $subscribe_c))"#,
+        );
+        main_imports.push_str(
+            r#"(import "env" "block" (func $block (param i32)))
+    (import "env" "subscribe" (func $subscribe (param i64) (result i32)))
+"#,
+        );
+    }
+    if needs_host {
+        imports.push_str(
+            r#"(import "nodestatus:plugin/host@0.1.0" (instance $host
+    (type $lvl' (enum "trace" "debug" "info" "warn" "error"))
+    (export "level" (type $lvl (eq $lvl')))
+    (type $et' (enum "normal" "warning"))
+    (export "event-type" (type $et (eq $et')))
+    (export "log" (func (param "level" $lvl) (param "message" string)))
+    (export "record-event" (func (param "event-type" $et) (param "reason" string) (param "message" string)))))
+"#,
+        );
+        lowered.push_str(
+            r#"(core func $log_c (canon lower (func $host "log") (memory (core memory $mem "memory"))))
+  (core func $event_c (canon lower (func $host "record-event") (memory (core memory $mem "memory"))))
+"#,
+        );
+        env_exports.push_str(r#" (export "log" (func $log_c)) (export "event" (func $event_c))"#);
+        main_imports.push_str(
+            r#"(import "env" "log" (func $log (param i32 i32 i32)))
+    (import "env" "event" (func $event (param i32 i32 i32 i32 i32)))
+"#,
+        );
+    }
+
     let info = r#"(record (field "name" string) (field "version" string) (field "description" string) (field "paths" (list string)) (field "env" (list string)) (field "affects-readiness" bool))"#;
     let set_ty = r#"(param "node" string) (result (result string (error string)))"#;
     let wat = format!(
-        r#"(component
-  (core module $m
+        r#"(component $C
+  {imports}
+  (core module $memmod
     (memory (export "memory") {pages})
     (global $heap (mut i32) (i32.const {heap}))
     (func (export "realloc") (param i32 i32 i32 i32) (result i32)
@@ -104,17 +326,30 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
       (global.set $heap (i32.add (local.get $r) (local.get 3)))
       (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
         (then (drop (memory.grow (i32.add (i32.shr_u (local.get 3) (i32.const 16)) (i32.const 1))))))
-      (local.get $r))
+      (local.get $r)))
+  (core instance $mem (instantiate $memmod))
+  {lowered}
+  {extra_modules}
+  {extra_instances}
+  (core module $m
+    (import "mem" "memory" (memory 1))
+    {main_imports}
     (data (i32.const {name_off}) "{name}")
     (data (i32.const {ver_off}) "{ver}")
     (data (i32.const {META}) "{rec}")
-    (data (i32.const {payload_off}) "{payload}")
-    (func (export "metadata") (result i32) (i32.const {META}))
+    (data (i32.const {REASON}) "Flood")
+    (data (i32.const {PAYLOAD}) "{payload}")
+    (func $recurse (param i32) (result i32)
+      (i32.add (call $recurse (i32.add (local.get 0) (i32.const 1))) (i32.const 1)))
+    (func (export "metadata") (result i32) {meta_body})
     (func (export "set") (param i32 i32) (result i32) {body}))
-  (core instance $i (instantiate $m))
+  (core instance $i (instantiate $m
+    (with "mem" (instance $mem))
+    {env_with}
+    {main_with}))
   (type $info {info})
-  (func $metadata (result $info) (canon lift (core func $i "metadata") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
-  (func $set {set_ty} (canon lift (core func $i "set") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
+  (func $metadata (result $info) (canon lift (core func $i "metadata") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+  (func $set {set_ty} (canon lift (core func $i "set") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
   (component $shim
     (type $info' {info})
     (import "import-type-plugin-info" (type $info (eq $info')))
@@ -130,7 +365,12 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
   (export "nodestatus:plugin/setter@0.1.0" (instance $setter)))"#,
         ver = escape(version),
         rec = escape(&rec),
-        payload = escape(payload),
+        payload = escape(&payload),
+        env_with = if env_exports.is_empty() {
+            String::new()
+        } else {
+            format!("(with \"env\" (instance {env_exports}))")
+        },
     );
     wat::parse_str(&wat).unwrap_or_else(|e| panic!("hostile WAT for {name}: {e}\n{wat}"))
 }
@@ -145,6 +385,29 @@ pub fn wrong_world() -> Vec<u8> {
   (export "hello" (func $f)))"#,
     )
     .unwrap()
+}
+
+/// A component built against a future, incompatible WIT version: it exports
+/// `nodestatus:plugin/setter@0.2.0` instead of `@0.1.x`.
+pub fn wrong_version(name: &str) -> Vec<u8> {
+    replace_bytes(
+        &component(name, &Behaviour::Echo),
+        b"nodestatus:plugin/setter@0.1.0",
+        b"nodestatus:plugin/setter@0.2.0",
+    )
+}
+
+/// Replaces `from` by `to` (same length) in the binary: the export name is
+/// stored as plain bytes, and the component stays valid.
+fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let at = out
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("export name in the binary");
+    out[at..at + to.len()].copy_from_slice(to);
+    out
 }
 
 /// A core module (not a component).

@@ -12,6 +12,12 @@
 //!   running and the error is reported.
 //! - The new set is swapped in atomically; a pass holds the set it started
 //!   with, so it never sees half a reload.
+//! - A plugin is named by its file: `gpu.wasm` (or `gpu_x.wasm` for
+//!   `gpu-x`, as cargo writes it) must declare the name `gpu`, so grants and
+//!   settings follow the operator's file name, never a name a plugin claims.
+//! - A file is opened without blocking and must be a regular file within
+//!   the size cap ([`crate::runtime::read_plugin_file`]), so a FIFO or a
+//!   huge file swapped in cannot hang or flood a rescan.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -22,7 +28,7 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 
 use crate::pipeline::PluginSet;
-use crate::runtime::{LoadError, Plugin, PluginSettings, Runtime};
+use crate::runtime::{LoadError, Plugin, PluginSettings, Runtime, read_plugin_file};
 
 /// How long the watcher waits for a burst of events to settle.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -150,6 +156,7 @@ pub struct PluginDir {
     runtime: Runtime,
     settings: SettingsFn,
     files: Mutex<BTreeMap<PathBuf, FileState>>,
+    rescan_lock: Mutex<()>,
     current: ArcSwap<PluginSet>,
     listeners: Mutex<Vec<Box<dyn Fn(&ReloadEvent) + Send + Sync>>>,
 }
@@ -159,7 +166,8 @@ pub fn is_plugin_file_name(name: &str) -> bool {
     !name.starts_with('.') && name.ends_with(".wasm") && name.len() > ".wasm".len()
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and all its causes on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -186,6 +194,7 @@ impl PluginDir {
             runtime,
             settings,
             files: Mutex::new(BTreeMap::new()),
+            rescan_lock: Mutex::new(()),
             current: ArcSwap::from_pointee(PluginSet::default()),
             listeners: Mutex::new(Vec::new()),
         })
@@ -262,16 +271,61 @@ impl PluginDir {
 
     /// Brings the loaded set in line with the directory and returns what
     /// changed. Safe to call at any time; concurrent calls run one at a time.
+    ///
+    /// Files are read ([`read_plugin_file`]) and loaded without holding the
+    /// lock that [`PluginDir::status`] takes, so a slow load (bounded by the
+    /// file size cap and the plugin's deadline) never blocks readers. Name
+    /// conflicts are settled before any event is logged: no "loaded" line is
+    /// ever written for a plugin that is then refused.
     pub fn rescan(&self) -> Vec<ReloadEvent> {
-        let mut files = self.files.lock().expect("files lock");
-        let mut events = Vec::new();
+        let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
         let listing = match self.list() {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory; keeping the loaded plugins");
-                return events;
+                return Vec::new();
             }
         };
+        let known: HashMap<PathBuf, (Stamp, String)> = self
+            .files
+            .lock()
+            .expect("files lock")
+            .iter()
+            .map(|(p, st)| (p.clone(), (st.stamp.clone(), st.sha256.clone())))
+            .collect();
+
+        // Read and load new and changed files, outside the lock.
+        let mut loads: Vec<(PathBuf, Stamp, String, Result<Plugin, LoadError>)> = Vec::new();
+        let mut same: Vec<(PathBuf, Stamp)> = Vec::new();
+        for (file, stamp) in &listing {
+            if known.get(file).is_some_and(|k| k.0 == *stamp) {
+                continue;
+            }
+            let bytes = match read_plugin_file(file) {
+                Ok(b) => b,
+                Err(LoadError::Read { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    tracing::debug!(file = %file.display(), "plugin file vanished while reading");
+                    continue;
+                }
+                Err(e) => {
+                    loads.push((file.clone(), stamp.clone(), String::new(), Err(e)));
+                    continue;
+                }
+            };
+            let sha = crate::runtime::sha256_hex(&bytes);
+            if known.get(file).is_some_and(|k| k.1 == sha) {
+                same.push((file.clone(), stamp.clone()));
+                continue;
+            }
+            let settings = self.settings.clone();
+            let result = Plugin::load_bytes(&self.runtime, file, &bytes, &|name| settings(name));
+            loads.push((file.clone(), stamp.clone(), sha, result));
+        }
+
+        let mut files = self.files.lock().expect("files lock");
+        let mut events = Vec::new();
         let present: HashMap<&PathBuf, &Stamp> = listing.iter().map(|(p, s)| (p, s)).collect();
 
         // Files that are gone.
@@ -291,29 +345,16 @@ impl PluginDir {
                 });
             }
         }
+        for (file, stamp) in same {
+            if let Some(st) = files.get_mut(&file) {
+                st.stamp = stamp;
+            }
+        }
 
-        // New and changed files.
-        for (file, stamp) in &listing {
-            if files.get(file).is_some_and(|st| st.stamp == *stamp) {
-                continue;
-            }
-            let bytes = match std::fs::read(file) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::debug!(file = %file.display(), error = %e, "plugin file vanished while reading");
-                    continue;
-                }
-            };
-            let sha = crate::runtime::sha256_hex(&bytes);
-            if let Some(st) = files.get_mut(file) {
-                if st.sha256 == sha {
-                    st.stamp = stamp.clone();
-                    continue;
-                }
-            }
-            let settings = self.settings.clone();
-            let result = Plugin::load_bytes(&self.runtime, file, &bytes, &|name| settings(name));
-            let previous = files.get(file).and_then(|st| st.plugin.clone());
+        // New and changed files; their events wait for the name check.
+        let mut pending: BTreeMap<PathBuf, ReloadEvent> = BTreeMap::new();
+        for (file, stamp, sha, result) in loads {
+            let previous = files.get(&file).and_then(|st| st.plugin.clone());
             let state = match result {
                 Ok(p) => {
                     for w in p.withheld() {
@@ -324,22 +365,25 @@ impl PluginDir {
                         p.metadata().version.clone(),
                         p.sha256().to_owned(),
                     );
-                    events.push(match &previous {
-                        None => ReloadEvent::Loaded {
-                            file: file.clone(),
-                            plugin,
-                            version,
-                            sha256,
+                    pending.insert(
+                        file.clone(),
+                        match &previous {
+                            None => ReloadEvent::Loaded {
+                                file: file.clone(),
+                                plugin,
+                                version,
+                                sha256,
+                            },
+                            Some(_) => ReloadEvent::Reloaded {
+                                file: file.clone(),
+                                plugin,
+                                version,
+                                sha256,
+                            },
                         },
-                        Some(_) => ReloadEvent::Reloaded {
-                            file: file.clone(),
-                            plugin,
-                            version,
-                            sha256,
-                        },
-                    });
+                    );
                     FileState {
-                        stamp: stamp.clone(),
+                        stamp,
                         sha256: sha,
                         plugin: Some(Arc::new(p)),
                         error: None,
@@ -347,46 +391,64 @@ impl PluginDir {
                 }
                 Err(e) => {
                     let error = describe_load_error(&e);
-                    events.push(ReloadEvent::Failed {
-                        file: file.clone(),
-                        error: error.clone(),
-                        kept: previous.as_ref().map(|p| p.metadata().version.clone()),
-                    });
+                    pending.insert(
+                        file.clone(),
+                        ReloadEvent::Failed {
+                            file: file.clone(),
+                            error: error.clone(),
+                            kept: previous.as_ref().map(|p| p.metadata().version.clone()),
+                        },
+                    );
                     FileState {
-                        stamp: stamp.clone(),
+                        stamp,
                         sha256: sha,
                         plugin: previous,
                         error: Some(error),
                     }
                 }
             };
-            files.insert(file.clone(), state);
+            files.insert(file, state);
         }
 
-        // One plugin per name: the file that sorts first wins.
-        let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
+        // One plugin per name. A plugin is named by its file, so two files
+        // claim one name only as `a-b.wasm` and `a_b.wasm`: the file whose
+        // stem is the name exactly wins, then the first by path.
+        let mut claims: BTreeMap<String, Vec<(bool, PathBuf)>> = BTreeMap::new();
+        for (file, st) in files.iter() {
+            if let Some(p) = &st.plugin {
+                let exact = file.file_stem().is_some_and(|s| s == p.name());
+                claims
+                    .entry(p.name().to_owned())
+                    .or_default()
+                    .push((!exact, file.clone()));
+            }
+        }
         let mut plugins = Vec::new();
-        for (file, st) in files.iter_mut() {
-            let Some(p) = &st.plugin else { continue };
-            if let Some(first) = by_name.get(p.name()) {
+        for (name, mut claimants) in claims {
+            claimants.sort();
+            let winner = claimants[0].1.clone();
+            for (_, file) in &claimants[1..] {
+                let st = files.get_mut(file).expect("claimant is a file");
                 let error = format!(
-                    "plugin name {:?} is already loaded from {}; rename one of them",
-                    p.name(),
-                    first.display()
+                    "plugin name {name:?} is already loaded from {}; rename or remove one of them",
+                    winner.display()
                 );
-                if st.error.as_deref() != Some(&error) {
-                    events.push(ReloadEvent::Failed {
-                        file: file.clone(),
-                        error: error.clone(),
-                        kept: None,
-                    });
+                if st.error.as_deref() != Some(&error) || pending.contains_key(file) {
+                    pending.insert(
+                        file.clone(),
+                        ReloadEvent::Failed {
+                            file: file.clone(),
+                            error: error.clone(),
+                            kept: None,
+                        },
+                    );
                 }
                 st.error = Some(error);
-                continue;
             }
-            by_name.insert(p.name().to_owned(), file.clone());
-            plugins.push(p.clone());
+            let st = &files[&winner];
+            plugins.push(st.plugin.clone().expect("winner has a plugin"));
         }
+        events.extend(pending.into_values());
 
         if !events.is_empty() {
             self.current.store(Arc::new(PluginSet::new(plugins)));

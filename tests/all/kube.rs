@@ -533,7 +533,8 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
         ),
     )
     .unwrap();
-    plugins.push(("fail.wasm", fail.as_path()));
+    // A plugin is named by its file (the component declares broken-runtime).
+    plugins.push(("broken-runtime.wasm", fail.as_path()));
     let t = agent(
         "crit-node",
         "crit-node",
@@ -553,7 +554,7 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
         server_node("crit-node").await.and_then(|n| condition(&n, "Ready").cloned())
     );
     // Fixing it (removing the plugin) makes the node Ready again.
-    std::fs::remove_file(t.dir.path().join("fail.wasm")).unwrap();
+    std::fs::remove_file(t.dir.path().join("broken-runtime.wasm")).unwrap();
     t.agent.plugins().rescan();
     assert!(
         until(10, || async {
@@ -678,7 +679,7 @@ async fn events_use_the_kubelets_reasons() {
     )
     .unwrap();
     let mut plugins = default_plugins();
-    plugins.push(("fail.wasm", fail.as_path()));
+    plugins.push(("flaky.wasm", fail.as_path()));
     let t = agent(
         "drop-node",
         "drop-node",
@@ -747,7 +748,7 @@ async fn metrics_status_and_probes_move_with_the_engine() {
     )
     .unwrap();
     let mut plugins = default_plugins();
-    plugins.push(("fail.wasm", fail.as_path()));
+    plugins.push(("flaky.wasm", fail.as_path()));
     let t = agent("metrics-node", "metrics-node", "", &plugins);
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -1370,8 +1371,9 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     let has_vendor = |n: &Value| n["metadata"]["labels"][vendor].is_string();
     let high_load = |n: &Value| condition(n, "HighLoad").map(|c| c["reason"].clone());
 
-    // Python.
-    drop_plugin(t.dir.path(), "guest.wasm", &guest("cpu-features"));
+    // Python. A plugin is named by its file, so each guest has its own file
+    // and a replacement is a removal plus a new file.
+    drop_plugin(t.dir.path(), "cpu-features.wasm", &guest("cpu-features"));
     assert!(
         until(240, || async {
             server_node("guest-node")
@@ -1382,9 +1384,10 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
         "the Python setter's labels never reached the apiserver"
     );
 
-    // Replaced in place by the JavaScript one: its condition arrives, the
-    // Python setter's labels leave.
-    drop_plugin(t.dir.path(), "guest.wasm", &guest("load-average"));
+    // Replaced by the JavaScript one: its condition arrives, the Python
+    // setter's labels leave.
+    std::fs::remove_file(t.dir.path().join("cpu-features.wasm")).unwrap();
+    drop_plugin(t.dir.path(), "load-average.wasm", &guest("load-average"));
     assert!(
         until(180, || async {
             server_node("guest-node")
@@ -1397,7 +1400,12 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     );
 
     // Replaced by the C one, which loads and runs; the condition leaves.
-    drop_plugin(t.dir.path(), "guest.wasm", &guest("memory-features"));
+    std::fs::remove_file(t.dir.path().join("load-average.wasm")).unwrap();
+    drop_plugin(
+        t.dir.path(),
+        "memory-features.wasm",
+        &guest("memory-features"),
+    );
     assert!(
         until(30, || async {
             server_node("guest-node")

@@ -14,3 +14,4 @@ mod output;
 mod patch_props;
 mod process;
 mod reporters;
+mod sandbox;

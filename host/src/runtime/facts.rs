@@ -295,6 +295,75 @@ pub fn is_within(path: &Path, granted: &[PathBuf]) -> bool {
     granted.iter().any(|g| path.starts_with(g))
 }
 
+/// `statvfs(3)` on `rest` resolved beneath the directory `root`: `..` and
+/// symlinks may move around inside `root` but never out of it
+/// (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`). A path that escapes
+/// reports "not found", the same as one that does not exist, so the answer
+/// says nothing about the host outside `root`.
+pub fn statvfs_beneath(root: &Path, rest: &Path) -> std::io::Result<FsStats> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    let dir = std::fs::File::open(root)?;
+    let rest = if rest.as_os_str().is_empty() {
+        CString::new(".").expect("no NUL")
+    } else {
+        CString::new(rest.as_os_str().as_encoded_bytes()).map_err(|_| not_found())?
+    };
+    /// `struct open_how` of openat2(2).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 reads `how` (of the size given) and the NUL-terminated
+    // path; on success it returns a new descriptor that we own.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            rest.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::EXDEV | libc::ELOOP | libc::ENOENT | libc::ENOTDIR) => not_found(),
+            _ => err,
+        });
+    }
+    // SAFETY: fd is a fresh descriptor from openat2.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: fstatvfs fills the zeroed struct on success.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::fstatvfs(fd.as_raw_fd(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    Ok(fs_stats(&st))
+}
+
+fn fs_stats(st: &libc::statvfs) -> FsStats {
+    let frsize = st.f_frsize as u64;
+    FsStats {
+        total_bytes: st.f_blocks as u64 * frsize,
+        free_bytes: st.f_bfree as u64 * frsize,
+        available_bytes: st.f_bavail as u64 * frsize,
+        total_inodes: st.f_files as u64,
+        free_inodes: st.f_ffree as u64,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
+    }
+}
+
 /// `statvfs(3)` on `path`.
 pub fn statvfs(path: &Path) -> std::io::Result<FsStats> {
     let c = CString::new(path.as_os_str().as_encoded_bytes())
@@ -307,15 +376,7 @@ pub fn statvfs(path: &Path) -> std::io::Result<FsStats> {
         }
         st
     };
-    let frsize = st.f_frsize as u64;
-    Ok(FsStats {
-        total_bytes: st.f_blocks as u64 * frsize,
-        free_bytes: st.f_bfree as u64 * frsize,
-        available_bytes: st.f_bavail as u64 * frsize,
-        total_inodes: st.f_files as u64,
-        free_inodes: st.f_ffree as u64,
-        read_only: st.f_flag & libc::ST_RDONLY != 0,
-    })
+    Ok(fs_stats(&st))
 }
 
 #[cfg(test)]
@@ -337,6 +398,30 @@ mod tests {
         assert!(is_within(Path::new("/proc"), &granted));
         assert!(!is_within(Path::new("/procfs"), &granted));
         assert!(!is_within(Path::new("/etc"), &granted));
+    }
+
+    #[test]
+    fn statvfs_stays_beneath_its_root() {
+        let root = std::env::temp_dir().join(format!("ns-beneath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-xyz", root.join("nowhere")).unwrap();
+        std::os::unix::fs::symlink("inside", root.join("in")).unwrap();
+        assert!(statvfs_beneath(&root, Path::new("")).is_ok());
+        assert!(statvfs_beneath(&root, Path::new("in")).is_ok());
+        // Out of the root, to a path that exists or not: the same answer.
+        let out = statvfs_beneath(&root, Path::new("out")).unwrap_err();
+        let nowhere = statvfs_beneath(&root, Path::new("nowhere")).unwrap_err();
+        assert_eq!(out.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(out.kind(), nowhere.kind());
+        assert_eq!(
+            statvfs_beneath(&root, Path::new("inside/../../etc"))
+                .unwrap_err()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -1,19 +1,27 @@
 //! The host side of the `nodestatus:plugin/host` interface, and the state one
 //! call's [`wasmtime::Store`] carries.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use wasmtime::ResourceLimiter;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::facts::{self, Facts};
+use super::limits::CallLimits;
+use super::proc_view::{self, ProcGrant};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "plugin",
+        // Exports are called with `call_async`, under a deadline that also
+        // covers blocking WASI calls. The host's own imports stay sync: they
+        // never block.
+        exports: { default: async },
     });
 }
 
@@ -21,10 +29,13 @@ use bindings::nodestatus::plugin::host;
 
 /// Longest log line kept from a plugin, in bytes.
 const MAX_LOG_LINE: usize = 4096;
-/// Log lines kept from one call.
-const MAX_LOG_LINES: u32 = 100;
-/// Events kept from one call.
-const MAX_EVENTS: usize = 10;
+/// Log lines (host `log` and stderr together) kept from one plugin per
+/// [`GUEST_OUTPUT_WINDOW`].
+pub const LOG_LINES_PER_WINDOW: u32 = 100;
+/// Events kept from one plugin per [`GUEST_OUTPUT_WINDOW`].
+pub const EVENTS_PER_WINDOW: u32 = 10;
+/// The window of the log and event budgets.
+pub const GUEST_OUTPUT_WINDOW: Duration = Duration::from_secs(60);
 /// Bytes of guest stderr kept from one call and logged afterwards.
 pub(crate) const STDERR_CAPACITY: usize = 4096;
 
@@ -88,6 +99,100 @@ pub(crate) struct Grants {
     pub config: Arc<str>,
 }
 
+/// How much a plugin logged and recorded in the current window, and in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GuestOutputCounts {
+    /// Log lines passed to the host's log since start.
+    pub lines_kept: u64,
+    /// Log lines dropped by the budget since start.
+    pub lines_dropped: u64,
+    /// Events kept since start.
+    pub events_kept: u64,
+    /// Events dropped by the budget since start.
+    pub events_dropped: u64,
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Instant,
+    lines: u32,
+    events: u32,
+    totals: GuestOutputCounts,
+}
+
+/// The per-plugin budgets of log lines and events: at most
+/// [`LOG_LINES_PER_WINDOW`] lines and [`EVENTS_PER_WINDOW`] events per
+/// [`GUEST_OUTPUT_WINDOW`], however many calls the plugin makes. Keyed by
+/// plugin name, so a reload does not reset it. Cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct GuestOutputLimits {
+    windows: Arc<Mutex<HashMap<Arc<str>, Window>>>,
+}
+
+/// What the budget said about one line or event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    Yes,
+    /// No, and it is the first refusal in this window (say so once).
+    FirstNo,
+    No,
+}
+
+impl GuestOutputLimits {
+    /// What `plugin` logged and recorded so far.
+    pub fn counts(&self, plugin: &str) -> GuestOutputCounts {
+        let windows = self.windows.lock().expect("guest output lock");
+        windows.get(plugin).map(|w| w.totals).unwrap_or_default()
+    }
+
+    fn admit(&self, plugin: &Arc<str>, event: bool) -> Admit {
+        let mut windows = self.windows.lock().expect("guest output lock");
+        let now = Instant::now();
+        let w = windows.entry(plugin.clone()).or_insert_with(|| Window {
+            started: now,
+            lines: 0,
+            events: 0,
+            totals: GuestOutputCounts::default(),
+        });
+        if now.duration_since(w.started) >= GUEST_OUTPUT_WINDOW {
+            (w.started, w.lines, w.events) = (now, 0, 0);
+        }
+        let (used, cap, kept, dropped) = match event {
+            false => (
+                &mut w.lines,
+                LOG_LINES_PER_WINDOW,
+                &mut w.totals.lines_kept,
+                &mut w.totals.lines_dropped,
+            ),
+            true => (
+                &mut w.events,
+                EVENTS_PER_WINDOW,
+                &mut w.totals.events_kept,
+                &mut w.totals.events_dropped,
+            ),
+        };
+        *used = used.saturating_add(1);
+        if *used <= cap {
+            *kept += 1;
+            return Admit::Yes;
+        }
+        *dropped += 1;
+        if *used == cap + 1 {
+            Admit::FirstNo
+        } else {
+            Admit::No
+        }
+    }
+}
+
+/// Guest text made safe for one line of the host's log: quoted, with
+/// newlines, carriage returns, escape sequences and every other control or
+/// invisible character escaped, so it cannot start a line of its own or
+/// pass for one of the host's fields.
+pub(crate) fn quote(text: &str) -> String {
+    format!("{text:?}")
+}
+
 /// The data inside one call's store.
 pub(crate) struct CallState {
     pub plugin: Arc<str>,
@@ -96,52 +201,106 @@ pub(crate) struct CallState {
     pub limits: CallLimits,
     pub grants: Arc<Grants>,
     pub ctx: CallContext,
-    pub log_lines: u32,
+    pub output: GuestOutputLimits,
     pub events: Vec<EmittedEvent>,
     pub stderr: MemoryOutputPipe,
+    /// The filtered `/proc` views of this call, removed with it.
+    _proc: Vec<proc_view::Snapshot>,
 }
 
 impl CallState {
-    /// A sandbox with exactly `grants`: read-only preopens at the same path,
-    /// the granted environment, no network, no stdin, stdout discarded and
-    /// stderr captured (bounded) for the host's log.
+    /// A sandbox with exactly `grants`: read-only preopens at the same path
+    /// (a procfs root as its filtered view), the granted environment, no
+    /// network, no stdin, stdout discarded and stderr captured (bounded) for
+    /// the host's log.
     pub fn new(
         plugin: Arc<str>,
         grants: Arc<Grants>,
         ctx: CallContext,
         memory_limit: usize,
+        output: GuestOutputLimits,
     ) -> wasmtime::Result<Self> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let mut b = WasiCtx::builder();
-        b.allow_blocking_current_thread(true)
-            .allow_ip_name_lookup(false)
-            .stderr(stderr.clone());
+        b.allow_ip_name_lookup(false).stderr(stderr.clone());
         for (k, v) in &grants.env {
             b.env(k, v);
         }
+        let mut snapshots = Vec::new();
         for g in &grants.paths {
             // Absent now, perhaps present at the next call: see Plugin::load_bytes.
             if !path_exists(&g.from) {
                 continue;
             }
+            let ro = wasmtime_wasi::FsPerms::ReadOnly;
             let guest = g.path.to_string_lossy();
-            b.preopened_dir(&g.from, guest.as_ref(), wasmtime_wasi::FsPerms::ReadOnly)?;
+            match proc_view::classify(&g.from) {
+                ProcGrant::Plain | ProcGrant::Allowed => {
+                    b.preopened_dir(&g.from, guest.as_ref(), ro)?;
+                }
+                ProcGrant::Root => {
+                    let snap = proc_view::Snapshot::take(&g.from)?;
+                    b.preopened_dir(snap.path(), guest.as_ref(), ro)?;
+                    for d in proc_view::PROC_DIRS {
+                        let host = g.from.join(d);
+                        if host.is_dir() {
+                            let at = g.path.join(d);
+                            b.preopened_dir(&host, at.to_string_lossy().as_ref(), ro)?;
+                        }
+                    }
+                    snapshots.push(snap);
+                }
+                // Host facts only (see proc_view); or refused at load, and
+                // skipped if it became refusable since (a mount appeared).
+                ProcGrant::HoldsProc | ProcGrant::Refused(_) => {}
+            }
         }
-        let limits = CallLimits {
-            memory: memory_limit,
-            exceeded: None,
-        };
         Ok(Self {
             plugin,
             wasi: b.build(),
             table: ResourceTable::new(),
-            limits,
+            limits: CallLimits::new(memory_limit),
             grants,
             ctx,
-            log_lines: 0,
+            output,
             events: Vec::new(),
             stderr,
+            _proc: snapshots,
         })
+    }
+
+    /// Logs one line of guest text at `level`, within the plugin's budget.
+    pub fn guest_line(&self, level: tracing::Level, text: &str, stderr: bool) {
+        let plugin = &*self.plugin;
+        match self.output.admit(&self.plugin, false) {
+            Admit::Yes => {}
+            Admit::FirstNo => {
+                tracing::warn!(
+                    plugin,
+                    "plugin logs more than {LOG_LINES_PER_WINDOW} lines per {}s; dropping its lines until the window ends",
+                    GUEST_OUTPUT_WINDOW.as_secs()
+                );
+                return;
+            }
+            Admit::No => return,
+        }
+        let mut cut = text.len().min(MAX_LOG_LINE);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let message = quote(&text[..cut]);
+        macro_rules! line {
+            ($lvl:ident) => {
+                tracing::$lvl!(target: "nodestatus::plugin", plugin, stderr, "{message}")
+            };
+        }
+        match level {
+            tracing::Level::TRACE => line!(trace),
+            tracing::Level::DEBUG => line!(debug),
+            tracing::Level::INFO => line!(info),
+            tracing::Level::WARN => line!(warn),
+            _ => line!(error),
+        }
     }
 }
 
@@ -149,53 +308,6 @@ impl CallState {
 /// exists but cannot be read is left to the preopen, whose error names it.
 pub(crate) fn path_exists(p: &std::path::Path) -> bool {
     !matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// The memory cap of one call. Growing past it traps at once (rather than
-/// letting `memory.grow` return -1), so the error names the cap and the size
-/// asked for, and `exceeded` tells the caller it was the memory cap.
-pub(crate) struct CallLimits {
-    pub memory: usize,
-    pub exceeded: Option<usize>,
-}
-
-impl ResourceLimiter for CallLimits {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.memory {
-            self.exceeded = Some(desired);
-            return Err(wasmtime::Error::msg(format!(
-                "memory limit exceeded: the plugin asked for {desired} bytes, its cap is {} bytes",
-                self.memory
-            )));
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
-    }
-
-    fn instances(&self) -> usize {
-        64
-    }
-
-    fn tables(&self) -> usize {
-        64
-    }
-
-    fn memories(&self) -> usize {
-        16
-    }
 }
 
 impl WasiView for CallState {
@@ -222,27 +334,38 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
+/// An event reason as Kubernetes wants it: ASCII letters and digits only.
+fn clean_reason(reason: &str) -> String {
+    let r: String = reason
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(128)
+        .collect();
+    if r.is_empty() {
+        "PluginEvent".into()
+    } else {
+        r
+    }
+}
+
+/// An event message with every control character turned into a space.
+fn clean_message(message: String) -> String {
+    truncate(message, 1024)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 impl host::Host for CallState {
     fn log(&mut self, level: host::Level, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LOG_LINES {
-            return;
-        }
-        let message = truncate(message, MAX_LOG_LINE);
-        let plugin = &*self.plugin;
-        match level {
-            host::Level::Trace => {
-                tracing::trace!(target: "nodestatus::plugin", plugin, "{message}")
-            }
-            host::Level::Debug => {
-                tracing::debug!(target: "nodestatus::plugin", plugin, "{message}")
-            }
-            host::Level::Info => tracing::info!(target: "nodestatus::plugin", plugin, "{message}"),
-            host::Level::Warn => tracing::warn!(target: "nodestatus::plugin", plugin, "{message}"),
-            host::Level::Error => {
-                tracing::error!(target: "nodestatus::plugin", plugin, "{message}")
-            }
-        }
+        let level = match level {
+            host::Level::Trace => tracing::Level::TRACE,
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        self.guest_line(level, &message, false);
     }
 
     fn config(&mut self) -> String {
@@ -250,16 +373,25 @@ impl host::Host for CallState {
     }
 
     fn record_event(&mut self, event_type: host::EventType, reason: String, message: String) {
-        if self.events.len() >= MAX_EVENTS {
-            return;
+        match self.output.admit(&self.plugin, true) {
+            Admit::Yes => {}
+            Admit::FirstNo => {
+                tracing::warn!(
+                    plugin = &*self.plugin,
+                    "plugin records more than {EVENTS_PER_WINDOW} events per {}s; dropping its events until the window ends",
+                    GUEST_OUTPUT_WINDOW.as_secs()
+                );
+                return;
+            }
+            Admit::No => return,
         }
         self.events.push(EmittedEvent {
             event_type: match event_type {
                 host::EventType::Normal => EventType::Normal,
                 host::EventType::Warning => EventType::Warning,
             },
-            reason: truncate(reason, 128),
-            message: truncate(message, 1024),
+            reason: clean_reason(&reason),
+            message: clean_message(message),
         });
     }
 
@@ -303,20 +435,23 @@ impl host::Host for CallState {
         let Some(norm) = facts::normalize_abs(&path) else {
             return Err(format!("statvfs: {path:?} is not an absolute path"));
         };
-        // The innermost grant that holds the path says where it is on the host.
-        let Some(host_path) = self
+        // The innermost grant that holds the path says where it is on the
+        // host; the rest is resolved beneath it, never following a symlink
+        // out (which would tell the plugin whether any host path exists).
+        let Some(grant) = self
             .grants
             .paths
             .iter()
             .filter(|g| norm.starts_with(&g.path))
             .max_by_key(|g| g.path.components().count())
-            .and_then(|g| g.host_path(&norm))
         else {
             return Err(format!(
                 "statvfs: {path:?} is not inside a path granted to this plugin"
             ));
         };
-        let st = facts::statvfs(&host_path).map_err(|e| format!("statvfs: {path:?}: {e}"))?;
+        let rest = norm.strip_prefix(&grant.path).unwrap_or(Path::new(""));
+        let st = facts::statvfs_beneath(&grant.from, rest)
+            .map_err(|e| format!("statvfs: {path:?}: {e}"))?;
         Ok(host::FsStats {
             total_bytes: st.total_bytes,
             free_bytes: st.free_bytes,

@@ -4,17 +4,62 @@
 //! The shared parts ([`Runtime`], [`Plugin`]) hold no per-node state. What a
 //! call needs about the node and the pass it belongs to travels in a
 //! [`CallContext`], so one process could drive many nodes.
+//!
+//! # What bounds a call
+//!
+//! - **Time.** Every call (`metadata` at load, `set` in a pass) has one
+//!   deadline, the plugin's `timeout`, enforced two ways at once:
+//!   - guest code is stopped by wasmtime's epoch interruption (a ticker
+//!     thread advances the epoch every [`EPOCH_TICK`]);
+//!   - epochs cannot interrupt host code, so a guest that blocks *in* a host
+//!     call (a `monotonic-clock` subscription plus `pollable.block`, a
+//!     `poll` on a long timer, a read that never completes) would run past
+//!     it. The engine is therefore built with async support and WASI's
+//!     async bindings: every blocking WASI call is a future, and the whole
+//!     call runs under a tokio timeout of the same deadline. When it fires,
+//!     the future (and with it the guest's fiber and store) is dropped, and
+//!     the call fails with [`CallErrorKind::Timeout`]. The host's own
+//!     functions (`nodestatus:plugin/host`) never block.
+//! - **Memory.** One budget per call, the plugin's `memory_limit`, counts
+//!   every linear memory *and* every table element (at
+//!   [`TABLE_ELEMENT_BYTES`] each) of every core instance together, so extra
+//!   memories, extra instances or huge tables cannot add up past it; the
+//!   number of instances, memories and tables per call is capped as well
+//!   ([`MAX_INSTANCES`], [`MAX_MEMORIES`], [`MAX_TABLES`]). The output is
+//!   refused above [`MAX_OUTPUT_BYTES`] before it is parsed; its copy out of
+//!   the guest is bounded by the guest's own memory cap. (Wasmtime runs the
+//!   guest's post-return, which may free the string, before a call returns,
+//!   so the string cannot be measured in place and copied later.)
+//! - **Files.** A plugin file is opened without blocking, must be a regular
+//!   file, and is read with a limit of [`MAX_PLUGIN_BYTES`]; compilation only
+//!   starts on a file within that limit.
+//! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
+//!   itself `gpu`, so the operator's file name, not the plugin, decides which
+//!   grants and settings apply.
+//! - **Grants.** Nothing is granted by default. A granted `/proc` is served as
+//!   a filtered view (see [`proc_view`]), and host facts such as `statvfs`
+//!   resolve paths beneath the grant, never following a symlink out of it.
+//! - **Logs and events.** Guest text is quoted before it reaches the host's
+//!   log, and each plugin has a budget of log lines and events per time
+//!   window (see [`GuestOutputLimits`]), not per call.
 
 mod cache;
 pub mod facts;
 mod host_api;
+mod limits;
 mod plugin;
+pub mod proc_view;
 
 pub use cache::PrecompileCache;
-pub use host_api::{CallContext, EmittedEvent, EventType};
+pub use host_api::{
+    CallContext, EVENTS_PER_WINDOW, EmittedEvent, EventType, GUEST_OUTPUT_WINDOW,
+    GuestOutputCounts, GuestOutputLimits, LOG_LINES_PER_WINDOW,
+};
+pub use limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 pub use plugin::{
-    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, Metadata,
-    PathGrant, Plugin, PluginSettings, SetOutput, Ungranted, sha256_hex,
+    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, MAX_OUTPUT_BYTES,
+    MAX_PLUGIN_BYTES, Metadata, PathGrant, Plugin, PluginSettings, SetOutput, Ungranted,
+    read_plugin_file, sha256_hex,
 };
 
 use std::path::PathBuf;
@@ -40,6 +85,15 @@ pub enum Error {
     /// The host functions could not be added to the linker.
     #[error("cannot link the host interface")]
     Linker(#[source] wasmtime::Error),
+    /// The precompile cache directory could be written by someone other than
+    /// the engine's user, so its entries cannot be trusted.
+    #[error("precompile cache directory {} is not safe: {reason}", .path.display())]
+    CacheUnsafe {
+        /// The cache directory.
+        path: PathBuf,
+        /// What is wrong with it, and how to fix it.
+        reason: String,
+    },
     /// The precompile cache directory could not be prepared.
     #[error("cannot use precompile cache directory {}", .path.display())]
     Cache {
@@ -68,6 +122,7 @@ struct Inner {
     engine: Engine,
     linker: Linker<CallState>,
     cache: Option<PrecompileCache>,
+    guest_output: GuestOutputLimits,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -79,7 +134,9 @@ impl Drop for Inner {
 
 impl Runtime {
     /// Builds the engine. `cache_dir` is a directory the host owns and plugins
-    /// cannot write; `None` disables the precompile cache.
+    /// cannot write; `None` disables the precompile cache, and so does a
+    /// directory that fails the ownership and permission checks of
+    /// [`PrecompileCache::open`] (with a warning that says why).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
         let mut config = Config::new();
         config
@@ -103,12 +160,20 @@ impl Runtime {
         };
 
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Linker)?;
         host_api::add_to_linker(&mut linker).map_err(Error::Linker)?;
 
-        let cache = cache_dir
-            .map(|path| PrecompileCache::open(path, &engine))
-            .transpose()?;
+        let cache = match cache_dir.map(|path| PrecompileCache::open(path, &engine)) {
+            None => None,
+            Some(Ok(cache)) => Some(cache),
+            Some(Err(err)) => {
+                tracing::warn!(
+                    "precompile cache disabled, every plugin is compiled at load: {}",
+                    crate::plugin_dir::error_chain(&err)
+                );
+                None
+            }
+        };
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(engine.weak(), stop_ticker.clone());
@@ -118,6 +183,7 @@ impl Runtime {
                 engine,
                 linker,
                 cache,
+                guest_output: GuestOutputLimits::default(),
                 stop_ticker,
             }),
         })
@@ -136,12 +202,43 @@ impl Runtime {
     pub fn cache(&self) -> Option<&PrecompileCache> {
         self.inner.cache.as_ref()
     }
+
+    /// The per-plugin budgets of log lines and events.
+    pub fn guest_output(&self) -> &GuestOutputLimits {
+        &self.inner.guest_output
+    }
+}
+
+/// Runs `f`, which drives a future to completion with
+/// [`wasmtime_wasi::runtime::in_tokio`], from any caller: a plain thread, a
+/// `spawn_blocking` task, a multi-threaded runtime's worker (through
+/// `block_in_place`), or a current-thread runtime (on a scoped thread, since
+/// that runtime cannot block in place).
+pub(crate) fn blocking<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Err(_) => f(),
+        Ok(RuntimeFlavor::CurrentThread) => std::thread::scope(|s| {
+            s.spawn(|| {
+                // A fresh thread has no runtime: in_tokio uses WASI's own.
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+        Ok(_) => tokio::task::block_in_place(f),
+    }
 }
 
 /// Slots for concurrent calls: a pass runs its setters one at a time, and
 /// loads run beside it, so a few dozen are plenty even for many nodes.
 const POOL_SLOTS: u32 = 64;
 
+/// The pool only reserves address space and slots; what one call may
+/// actually commit is the per-call budget's to say ([`MAX_MEMORIES`],
+/// [`MAX_TABLES`] and the memory limit, which counts table elements too).
+/// Per module the pool allows fewer memories and tables than a call may
+/// hold in all, and a table of at most 2^20 elements (8 MiB).
 fn pooling_config() -> PoolingAllocationConfig {
     let mut p = PoolingAllocationConfig::default();
     p.total_component_instances(POOL_SLOTS)

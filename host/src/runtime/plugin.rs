@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Store;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::host_api::{self, CallState, Grants, bindings};
+use super::limits::Exceeded;
+use super::proc_view::{self, ProcGrant};
 use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, facts};
 use crate::policy::Allowance;
 
@@ -17,8 +19,19 @@ use crate::policy::Allowance;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default memory cap of one call.
 pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
-/// Largest plugin file accepted.
-pub const MAX_PLUGIN_BYTES: usize = 256 << 20;
+/// Largest plugin file accepted (the biggest real guest, CPython by
+/// componentize-py, is about 18 MB). The file is never read past it, and
+/// nothing is compiled above it, which also bounds compile time and memory.
+pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
+/// Largest `set` output accepted, checked before it is parsed (its copy out
+/// of the guest is bounded by the guest's memory cap): more than twice
+/// etcd's 1.5 MiB request limit, so no node the apiserver could store is near
+/// it.
+pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
+/// Longest setter error message kept, in bytes.
+const MAX_ERROR_MESSAGE: usize = 4096;
+/// The interface every plugin exports.
+const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.0";
 
 /// What the operator decided for one plugin. The config module builds it; the
 /// defaults grant nothing.
@@ -150,11 +163,43 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, a device, a directory...).
+    #[error("{} is not a regular file but a {kind}; only regular files are loaded", .path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The file is empty.
+    #[error(
+        "the file is empty (0 bytes): was it written completely? Write a temp file and rename it into place"
+    )]
+    Empty,
     /// The file is larger than [`MAX_PLUGIN_BYTES`].
     #[error("file is {size} bytes, larger than the {MAX_PLUGIN_BYTES}-byte limit")]
     TooLarge {
         /// Its size.
         size: u64,
+    },
+    /// The plugin declares a name other than its file's.
+    #[error(
+        "the file {} declares the plugin name {declared:?}: a plugin is named by its file, so rename the file to {declared}.wasm (or fix the name it declares)",
+        .file.display()
+    )]
+    NameMismatch {
+        /// The file.
+        file: PathBuf,
+        /// The name it declares.
+        declared: String,
+    },
+    /// A granted path is refused by the sandbox itself.
+    #[error("the grant of {} is refused: {reason}", .path.display())]
+    GrantRefused {
+        /// The host path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// The file does not start with the WebAssembly magic number.
     #[error("not a WebAssembly file: it does not start with the `\\0asm` magic number")]
@@ -220,12 +265,17 @@ pub enum LoadError {
 
 /// The kind of a failed call, a bounded set fit for metric labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum CallErrorKind {
-    /// The CPU deadline passed.
+    /// The deadline passed, in guest code or blocked in a host call.
     Timeout,
-    /// The memory cap was reached.
+    /// The memory cap was reached (memories and tables together).
     Memory,
+    /// The returned string could not be read: invalid UTF-8, or a pointer or
+    /// length outside the guest's memory.
+    InvalidResult,
+    /// The output is larger than [`MAX_OUTPUT_BYTES`].
+    OutputTooLarge,
     /// The guest trapped.
     Trap,
     /// The setter returned an error of its own.
@@ -250,6 +300,8 @@ impl CallErrorKind {
         match self {
             Self::Timeout => "timeout",
             Self::Memory => "memory",
+            Self::InvalidResult => "invalid-result",
+            Self::OutputTooLarge => "output-too-large",
             Self::Trap => "trap",
             Self::Plugin => "plugin",
             Self::Output => "output",
@@ -299,6 +351,7 @@ pub struct Plugin {
     grants: Arc<Grants>,
     name: Arc<str>,
     pre: bindings::PluginPre<CallState>,
+    set_index: ComponentExportIndex,
     withheld: Vec<String>,
 }
 
@@ -318,7 +371,63 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The name a plugin file gives its plugin: the file's stem, with `_` read
+/// as `-` (cargo writes crate `gpu-reporter` as `gpu_reporter.wasm`).
+pub fn name_of_file(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    Some(stem.replace('_', "-"))
+}
+
+/// Reads a plugin file safely: opened without blocking (a FIFO swapped in
+/// cannot hang the reader), required to be a regular file, and never read
+/// past [`MAX_PLUGIN_BYTES`], whatever its size says.
+pub fn read_plugin_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let read_err = |source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let kind = match () {
+            _ if t.is_fifo() => "FIFO",
+            _ if t.is_dir() => "directory",
+            _ if t.is_socket() => "socket",
+            _ if t.is_char_device() => "character device",
+            _ if t.is_block_device() => "block device",
+            _ => "special file",
+        };
+        return Err(LoadError::NotRegular {
+            path: path.to_owned(),
+            kind,
+        });
+    }
+    if meta.len() > MAX_PLUGIN_BYTES as u64 {
+        return Err(LoadError::TooLarge { size: meta.len() });
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_PLUGIN_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() > MAX_PLUGIN_BYTES {
+        return Err(LoadError::TooLarge {
+            size: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
+}
+
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::Empty);
+    }
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(LoadError::NotWasm);
     }
@@ -330,30 +439,22 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
 }
 
 impl Plugin {
-    /// Reads, compiles (or takes from the cache), type-checks and describes
-    /// the plugin at `path`, then applies the settings `settings_for` returns
-    /// for its name.
+    /// Reads ([`read_plugin_file`]), compiles (or takes from the cache),
+    /// type-checks and describes the plugin at `path`, then applies the
+    /// settings `settings_for` returns for its name, which is the file's
+    /// ([`name_of_file`]).
     pub fn load_file(
         runtime: &Runtime,
         path: &Path,
         settings_for: &dyn Fn(&str) -> PluginSettings,
     ) -> Result<Self, LoadError> {
-        let meta = std::fs::metadata(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        if meta.len() > MAX_PLUGIN_BYTES as u64 {
-            return Err(LoadError::TooLarge { size: meta.len() });
-        }
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = read_plugin_file(path)?;
         Self::load_bytes(runtime, path, &bytes, settings_for)
     }
 
-    /// Like [`Plugin::load_file`], from bytes already read; `source` is only
-    /// recorded.
+    /// Like [`Plugin::load_file`], from bytes already read from `source`,
+    /// whose file name is the plugin's identity: the plugin must declare
+    /// that name ([`LoadError::NameMismatch`] otherwise).
     pub fn load_bytes(
         runtime: &Runtime,
         source: &Path,
@@ -361,6 +462,11 @@ impl Plugin {
         settings_for: &dyn Fn(&str) -> PluginSettings,
     ) -> Result<Self, LoadError> {
         check_header(bytes)?;
+        if bytes.len() > MAX_PLUGIN_BYTES {
+            return Err(LoadError::TooLarge {
+                size: bytes.len() as u64,
+            });
+        }
         let sha256 = sha256_hex(bytes);
         let component = compile(runtime, &sha256, bytes)?;
         let instance_pre = runtime
@@ -368,14 +474,30 @@ impl Plugin {
             .instantiate_pre(&component)
             .map_err(LoadError::Link)?;
         let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
+        let set_index = component
+            .get_export_index(None, SETTER_EXPORT)
+            .and_then(|i| component.get_export_index(Some(&i), "set"))
+            .ok_or_else(|| {
+                LoadError::WrongWorld(wasmtime::Error::msg(format!(
+                    "no `set` in the export {SETTER_EXPORT}"
+                )))
+            })?;
 
-        let name: Arc<str> = Arc::from("(loading)");
-        let raw = call_metadata(runtime, &pre, name)?;
-        let metadata = validate_metadata(raw)?;
-
-        let settings = settings_for(&metadata.name);
+        // The file names the plugin, so the operator's settings for that name
+        // (its deadline and memory cap included) already apply to `metadata`.
+        let file_name = name_of_file(source).unwrap_or_default();
+        let settings = settings_for(&file_name);
         if !settings.enabled {
-            return Err(LoadError::Disabled(metadata.name));
+            return Err(LoadError::Disabled(file_name));
+        }
+        let name: Arc<str> = Arc::from(file_name.as_str());
+        let raw = call_metadata(runtime, &pre, name, &settings)?;
+        let metadata = validate_metadata(raw)?;
+        if metadata.name != file_name {
+            return Err(LoadError::NameMismatch {
+                file: source.to_owned(),
+                declared: metadata.name,
+            });
         }
         if let Some(expected) = &settings.sha256 {
             if !expected.eq_ignore_ascii_case(&sha256) {
@@ -386,7 +508,8 @@ impl Plugin {
                 });
             }
         }
-        let (grants, withheld) = resolve_grants(&metadata, &settings)?;
+        let (grants, mut withheld) = resolve_grants(&metadata, &settings)?;
+        withheld.extend(check_process_grants(&grants)?);
         // Check now that every granted path can be preopened, so a bad grant
         // fails the load with a clear error instead of every call. A granted
         // path that does not exist yet (a driver's /proc directory before the
@@ -420,6 +543,7 @@ impl Plugin {
             affects_readiness,
             grants: Arc::new(grants),
             pre,
+            set_index,
             withheld,
         })
     }
@@ -467,6 +591,11 @@ impl Plugin {
 
     /// Calls `set` in a fresh sandbox. Never panics on guest misbehaviour; a
     /// trap, timeout or memory overflow comes back as a [`CallError`].
+    ///
+    /// The whole call, instantiation included, runs under the plugin's
+    /// deadline, also while the guest is blocked in a host call (see the
+    /// module docs of [`crate::runtime`]). An output above
+    /// [`MAX_OUTPUT_BYTES`] is refused before it is parsed.
     pub fn call_set(
         &self,
         runtime: &Runtime,
@@ -475,16 +604,32 @@ impl Plugin {
     ) -> Result<SetOutput, CallError> {
         let started = Instant::now();
         let mut store = self.new_store(runtime, ctx)?;
-        let result = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| classify(&store, e, "instantiate"))
-            .and_then(|p| {
-                p.nodestatus_plugin_setter()
-                    .call_set(&mut store, node_json)
-                    .map_err(|e| classify(&store, e, "set"))
-            });
-        log_stderr(&self.name, &store);
+        let timeout = self.settings.timeout;
+        let result = super::blocking(|| {
+            wasmtime_wasi::runtime::in_tokio(async {
+                let call = async {
+                    let instance = self
+                        .pre
+                        .instance_pre()
+                        .instantiate_async(&mut store)
+                        .await
+                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let set = instance
+                        .get_typed_func::<(&str,), (Result<String, String>,)>(
+                            &mut store,
+                            &self.set_index,
+                        )
+                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let (result,) = set
+                        .call_async(&mut store, (node_json,))
+                        .await
+                        .map_err(|e| classify(&store, e, "set"))?;
+                    check_set_result(result)
+                };
+                with_deadline(timeout, "set", call).await
+            })
+        });
+        log_stderr(&store);
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
         let events = std::mem::take(&mut store.data_mut().events);
         match result? {
@@ -512,6 +657,53 @@ impl Plugin {
     }
 }
 
+/// Runs `call` under `timeout`: past it, the call's future is dropped, with
+/// the guest's fiber and whatever host call it was blocked in.
+async fn with_deadline<T>(
+    timeout: Duration,
+    what: &str,
+    call: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    // Two ticks of slack, so that a guest spinning in its own code is
+    // stopped by the epoch (the usual case) and this only catches a guest
+    // blocked in a host call.
+    match tokio::time::timeout(timeout + 2 * EPOCH_TICK, call).await {
+        Ok(result) => result,
+        Err(_) => Err(CallError::new(
+            CallErrorKind::Timeout,
+            format!(
+                "stopped at its deadline of {timeout:?}: `{what}` was blocked in a host call (a sleep, poll or read) when the deadline passed"
+            ),
+        )),
+    }
+}
+
+/// Checks `set`'s result before anything parses it: an output over
+/// [`MAX_OUTPUT_BYTES`] is refused, an error message is cut. (The copy out of
+/// the guest is bounded by the guest's memory cap. Wasmtime runs the guest's
+/// post-return, which may free the string, before the call returns, so the
+/// string cannot be measured in place and copied later.)
+fn check_set_result(result: Result<String, String>) -> Result<Result<String, String>, CallError> {
+    match result {
+        Ok(json) if json.len() > MAX_OUTPUT_BYTES => Err(CallError::new(
+            CallErrorKind::OutputTooLarge,
+            format!(
+                "`set` returned {} bytes, more than the {MAX_OUTPUT_BYTES}-byte limit on a node",
+                json.len()
+            ),
+        )),
+        Ok(json) => Ok(Ok(json)),
+        Err(mut message) => {
+            let mut cut = message.len().min(MAX_ERROR_MESSAGE);
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            Ok(Err(message))
+        }
+    }
+}
+
 fn new_store(
     runtime: &Runtime,
     name: Arc<str>,
@@ -520,7 +712,8 @@ fn new_store(
     memory_limit: usize,
     timeout: Duration,
 ) -> Result<Store<CallState>, CallError> {
-    let state = CallState::new(name, grants, ctx, memory_limit).map_err(|e| {
+    let output = runtime.guest_output().clone();
+    let state = CallState::new(name, grants, ctx, memory_limit, output).map_err(|e| {
         CallError::new(
             CallErrorKind::Instantiate,
             format!("cannot build the sandbox: {e:#}"),
@@ -535,24 +728,49 @@ fn new_store(
     Ok(store)
 }
 
-fn log_stderr(name: &str, store: &Store<CallState>) {
-    let err = store.data().stderr.contents();
+/// Guest stderr, line by line, through the plugin's log budget.
+fn log_stderr(store: &Store<CallState>) {
+    let state = store.data();
+    let err = state.stderr.contents();
     if !err.is_empty() {
         let text = String::from_utf8_lossy(&err);
-        for line in text.lines().take(20) {
-            tracing::debug!(target: "nodestatus::plugin", plugin = name, stderr = true, "{line}");
+        for line in text.lines() {
+            state.guest_line(tracing::Level::DEBUG, line, true);
         }
     }
 }
 
+/// Whether a non-trap error from a call is the canonical ABI refusing what
+/// the guest returned (a string or list outside its memory, a bad
+/// discriminant). Wasmtime reports these as plain errors, so their text is
+/// all there is to go on.
+fn is_result_error(err: &wasmtime::Error) -> bool {
+    const SIGNS: &[&str] = &[
+        "out of bounds of memory",
+        "pointer out of bounds",
+        "not aligned",
+        "unexpected discriminant",
+        "invalid utf-8",
+        "invalid discriminant",
+    ];
+    err.chain().any(|c| {
+        let text = c.to_string().to_lowercase();
+        SIGNS.iter().any(|s| text.contains(s))
+    }) || err.chain().any(|c| c.is::<std::str::Utf8Error>())
+}
+
 fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallError {
     let limits = &store.data().limits;
-    if let Some(desired) = limits.exceeded {
+    if let Some(exceeded) = limits.exceeded {
+        let (grow, total) = match exceeded {
+            Exceeded::Memory { total } => ("a memory", total),
+            Exceeded::Table { total } => ("a table", total),
+        };
         return CallError::new(
             CallErrorKind::Memory,
             format!(
-                "stopped at its memory cap: `{what}` asked to grow memory to {desired} bytes, over the {}-byte limit",
-                limits.memory
+                "stopped at its memory cap: `{what}` asked to grow {grow}, which would take its memories and tables to {total} bytes, over the {}-byte limit",
+                limits.limit
             ),
         );
     }
@@ -567,6 +785,8 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
     }
     let kind = if what == "instantiate" {
         CallErrorKind::Instantiate
+    } else if is_result_error(&err) {
+        CallErrorKind::InvalidResult
     } else {
         CallErrorKind::Trap
     };
@@ -593,25 +813,33 @@ fn call_metadata(
     runtime: &Runtime,
     pre: &bindings::PluginPre<CallState>,
     name: Arc<str>,
+    settings: &PluginSettings,
 ) -> Result<bindings::exports::nodestatus::plugin::setter::PluginInfo, LoadError> {
     let mut store = new_store(
         runtime,
         name.clone(),
         Arc::new(Grants::default()),
         CallContext::default(),
-        DEFAULT_MEMORY_LIMIT,
-        DEFAULT_TIMEOUT,
+        settings.memory_limit,
+        settings.timeout,
     )
     .map_err(LoadError::Metadata)?;
-    let result = pre
-        .instantiate(&mut store)
-        .map_err(|e| classify(&store, e, "instantiate"))
-        .and_then(|p| {
-            p.nodestatus_plugin_setter()
-                .call_metadata(&mut store)
-                .map_err(|e| classify(&store, e, "metadata"))
-        });
-    log_stderr(&name, &store);
+    let result = super::blocking(|| {
+        wasmtime_wasi::runtime::in_tokio(async {
+            let call = async {
+                let p = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| classify(&store, e, "instantiate"))?;
+                p.nodestatus_plugin_setter()
+                    .call_metadata(&mut store)
+                    .await
+                    .map_err(|e| classify(&store, e, "metadata"))
+            };
+            with_deadline(settings.timeout, "metadata", call).await
+        })
+    });
+    log_stderr(&store);
     result.map_err(LoadError::Metadata)
 }
 
@@ -668,6 +896,32 @@ fn validate_metadata(
         env: m.env,
         affects_readiness: m.affects_readiness,
     })
+}
+
+/// Refuses grants that would expose the host's processes (see
+/// [`proc_view`]): a `/proc/<pid>` or `/proc/self`. Returns what is withheld
+/// from a directory that holds a procfs mount (served for `statvfs` only).
+fn check_process_grants(grants: &Grants) -> Result<Vec<String>, LoadError> {
+    let mut withheld = Vec::new();
+    for g in &grants.paths {
+        if !host_api::path_exists(&g.from) {
+            continue;
+        }
+        match proc_view::classify(&g.from) {
+            ProcGrant::Refused(reason) => {
+                return Err(LoadError::GrantRefused {
+                    path: g.from.clone(),
+                    reason,
+                });
+            }
+            ProcGrant::HoldsProc => withheld.push(format!(
+                "reading files under {} (it holds the host's /proc; it serves statvfs only, so grant the directories to read instead)",
+                g.path.display()
+            )),
+            ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed => {}
+        }
+    }
+    Ok(withheld)
 }
 
 /// Grants = what the plugin asks for ∩ what the operator granted.
