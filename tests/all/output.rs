@@ -253,13 +253,24 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
                 verdicts.push(format!("refused: {e}"));
             }
             Server::Accepts => {
-                verdict.unwrap_or_else(|e| panic!("{}: the API server refused it: {e}", c.plugin));
+                let stored = verdict
+                    .unwrap_or_else(|e| panic!("{}: the API server refused it: {e}", c.plugin));
                 assert!(
                     !origins.contains(&Origin::ApiServer),
                     "{}: {origins:?}",
                     c.plugin
                 );
-                verdicts.push("accepted".to_owned());
+                let ready: Vec<&str> = stored["status"]["conditions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| c["type"] == "Ready")
+                    .filter_map(|c| c["status"].as_str())
+                    .collect();
+                verdicts.push(format!(
+                    "accepted (Ready on the server: {})",
+                    ready.join(", ")
+                ));
             }
             Server::NotSent => unreachable!(),
         }
