@@ -178,6 +178,18 @@ impl Problem {
     }
 }
 
+/// This module's error, for a caller that stops on problems (the agent
+/// before a PATCH): `validate::update(&old, &new).map_err(Error::Refused)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The API server would refuse the node; nothing was sent.
+    #[error(
+        "not sent: the API server would refuse the node ({}); the setter that wrote it should have been dropped, please report this",
+        describe(.0)
+    )]
+    Refused(Vec<Problem>),
+}
+
 /// The problems, joined for a message (the first few, and how many more).
 pub fn describe(problems: &[Problem]) -> String {
     const SHOWN: usize = 5;
@@ -1144,6 +1156,14 @@ mod tests {
             assert!(node(&n).is_err(), "case {i}");
             assert!(update(&base(), &n).is_err(), "case {i}");
         }
+    }
+
+    #[test]
+    fn the_error_names_the_problems() {
+        let mut n = base();
+        n["status"]["capacity"]["cpu"] = json!("-1");
+        let e = Error::Refused(update(&base(), &n).unwrap_err());
+        assert!(e.to_string().contains("status.capacity[cpu]"), "{e}");
     }
 
     #[test]

@@ -253,13 +253,24 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
                 verdicts.push(format!("refused: {e}"));
             }
             Server::Accepts => {
-                verdict.unwrap_or_else(|e| panic!("{}: the API server refused it: {e}", c.plugin));
+                let stored = verdict
+                    .unwrap_or_else(|e| panic!("{}: the API server refused it: {e}", c.plugin));
                 assert!(
                     !origins.contains(&Origin::ApiServer),
                     "{}: {origins:?}",
                     c.plugin
                 );
-                verdicts.push("accepted".to_owned());
+                let ready: Vec<&str> = stored["status"]["conditions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| c["type"] == "Ready")
+                    .filter_map(|c| c["status"].as_str())
+                    .collect();
+                verdicts.push(format!(
+                    "accepted (Ready on the server: {})",
+                    ready.join(", ")
+                ));
             }
             Server::NotSent => unreachable!(),
         }
@@ -624,4 +635,60 @@ async fn a_flapping_setter_costs_one_patch_a_pass_and_no_more() {
     assert_eq!(patches, passes);
     assert!(values.windows(2).all(|w| w[0] != w[1]), "{values:?}");
     assert!(server["metadata"]["labels"]["kernel.example.com/version"].is_string());
+}
+
+/// A node may already hold what nodestatus's rules refuse (written by
+/// another agent, or stored before a rule existed): a setter that adds
+/// nothing wrong is not blamed for it.
+#[test]
+fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
+    let mut node = base_node("policy-inherited");
+    conditions(&mut node).push(json!({"type": "Foreign", "status": "Maybe"}));
+    conditions(&mut node).push(json!({"type": "Foreign", "status": "True"}));
+    node["metadata"]["labels"]["bad label"] = json!("x");
+    assert!(!validate::problems(&node).is_empty());
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    drop_plugin(
+        tmp.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    drop_bytes(
+        tmp.path(),
+        "adds-bad.wasm",
+        &hostile::component(
+            "adds-bad",
+            &Behaviour::Return({
+                let mut bad = node.clone();
+                bad["metadata"]["labels"]["worse label"] = json!("y");
+                bad.to_string()
+            }),
+        ),
+    );
+    dir.rescan();
+    let (out, report) = run_pass(
+        dir.runtime(),
+        &dir.current(),
+        &node,
+        &CallContext::default(),
+    );
+    let outcome = |p: &str| {
+        report
+            .setters
+            .iter()
+            .find(|s| s.plugin == p)
+            .unwrap()
+            .outcome
+            .clone()
+    };
+    assert!(
+        outcome("kernel-check").is_ok(),
+        "{:?}",
+        outcome("kernel-check")
+    );
+    let e = outcome("adds-bad").unwrap_err();
+    assert_eq!(e.kind, CallErrorKind::Invalid);
+    assert!(e.message.contains("worse label"), "{e}");
+    assert!(!e.message.contains("bad label"), "{e}");
+    assert!(out["metadata"]["labels"]["kernel.example.com/version"].is_string());
 }
