@@ -885,3 +885,34 @@ fn a_log_and_event_flood_is_quoted_and_limited_per_window() {
         peak_growth: 0,
     });
 }
+
+#[test]
+fn a_load_in_progress_does_not_block_the_directory_status() {
+    // A plugin whose `metadata` blocks in a host call: while the rescan
+    // waits for its deadline, `status` (what /status and `plugin list`
+    // read) still answers at once.
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+        timeout: Duration::from_secs(2),
+        ..Default::default()
+    }));
+    drop_bytes(
+        tmp.path(),
+        "slow.wasm",
+        &hostile::component_with_metadata("slow", Some(&Behaviour::Sleep), &Behaviour::Echo),
+    );
+    let d = dir.clone();
+    let rescan = std::thread::spawn(move || d.rescan());
+    std::thread::sleep(Duration::from_millis(300));
+    let d = dir.clone();
+    let status = within(Duration::from_secs(1), "status during a load", move || {
+        d.status()
+    });
+    assert!(status.is_empty(), "{status:?}");
+    let events = within(Duration::from_secs(10), "the rescan", move || {
+        rescan.join().unwrap()
+    });
+    assert!(
+        matches!(&events[..], [ReloadEvent::Failed { .. }]),
+        "{events:#?}"
+    );
+}

@@ -5,7 +5,10 @@
 //! one `Facts` and shares it between its setters reads `/etc/machine-id` once,
 //! not once per plugin.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::proc_view::Snapshot;
 use std::ffi::{CStr, CString};
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
@@ -114,6 +117,8 @@ pub struct Facts {
     source: FactSource,
     system: OnceLock<SystemInfo>,
     interfaces: OnceLock<Vec<NetworkInterface>>,
+    /// The filtered `/proc` views of this pass, by host procfs root.
+    proc_views: Mutex<HashMap<PathBuf, Arc<Snapshot>>>,
 }
 
 impl Facts {
@@ -123,7 +128,20 @@ impl Facts {
             source,
             system: OnceLock::new(),
             interfaces: OnceLock::new(),
+            proc_views: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The filtered view of the procfs root `from` for this pass, taken on
+    /// first use and shared by the pass's setters (removed with the facts).
+    pub(crate) fn proc_view(&self, from: &Path) -> std::io::Result<Arc<Snapshot>> {
+        let mut views = self.proc_views.lock().expect("proc views lock");
+        if let Some(v) = views.get(from) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(Snapshot::take(from)?);
+        views.insert(from.to_owned(), v.clone());
+        Ok(v)
     }
 
     /// Kernel and identity facts.

@@ -204,8 +204,8 @@ pub(crate) struct CallState {
     pub output: GuestOutputLimits,
     pub events: Vec<EmittedEvent>,
     pub stderr: MemoryOutputPipe,
-    /// The filtered `/proc` views of this call, removed with it.
-    _proc: Vec<proc_view::Snapshot>,
+    /// The filtered `/proc` views this call uses (the pass's, shared).
+    _proc: Vec<Arc<proc_view::Snapshot>>,
 }
 
 impl CallState {
@@ -239,7 +239,7 @@ impl CallState {
                     b.preopened_dir(&g.from, guest.as_ref(), ro)?;
                 }
                 ProcGrant::Root => {
-                    let snap = proc_view::Snapshot::take(&g.from)?;
+                    let snap = ctx.facts.proc_view(&g.from)?;
                     b.preopened_dir(snap.path(), guest.as_ref(), ro)?;
                     for d in proc_view::PROC_DIRS {
                         let host = g.from.join(d);

@@ -14,12 +14,17 @@
 //!   - epochs cannot interrupt host code, so a guest that blocks *in* a host
 //!     call (a `monotonic-clock` subscription plus `pollable.block`, a
 //!     `poll` on a long timer, a read that never completes) would run past
-//!     it. The engine is therefore built with async support and WASI's
-//!     async bindings: every blocking WASI call is a future, and the whole
-//!     call runs under a tokio timeout of the same deadline. When it fires,
-//!     the future (and with it the guest's fiber and store) is dropped, and
-//!     the call fails with [`CallErrorKind::Timeout`]. The host's own
-//!     functions (`nodestatus:plugin/host`) never block.
+//!     it. The linker therefore holds WASI's async bindings and exports are
+//!     called with `call_async`: every blocking WASI call is a future, and
+//!     the whole call runs under a tokio timeout of the same deadline (plus
+//!     two ticks, so that the epoch reports a guest spinning in its own
+//!     code). When it fires, the future (and with it the guest's fiber and
+//!     store) is dropped, and the call fails with
+//!     [`CallErrorKind::Timeout`]. The host's own functions
+//!     (`nodestatus:plugin/host`) never block. One limit: WASI runs a file
+//!     read on tokio's blocking pool, so a read that never completes (a
+//!     FIFO inside a granted directory with no writer) ends the call at the
+//!     deadline but leaves that pool thread waiting.
 //! - **Memory.** One budget per call, the plugin's `memory_limit`, counts
 //!   every linear memory *and* every table element (at
 //!   [`TABLE_ELEMENT_BYTES`] each) of every core instance together, so extra
@@ -32,10 +37,14 @@
 //!   so the string cannot be measured in place and copied later.)
 //! - **Files.** A plugin file is opened without blocking, must be a regular
 //!   file, and is read with a limit of [`MAX_PLUGIN_BYTES`]; compilation only
-//!   starts on a file within that limit.
+//!   starts on a file within that limit, which is what bounds compile time
+//!   and memory (Cranelift cannot be interrupted). A rescan compiles without
+//!   holding the lock that status readers take, and passes keep running the
+//!   set they hold.
 //! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
-//!   itself `gpu`, so the operator's file name, not the plugin, decides which
-//!   grants and settings apply.
+//!   itself `gpu` (`gpu_x.wasm`, as cargo names it, may declare `gpu-x`), so
+//!   the operator's file name, not the plugin, decides which grants and
+//!   settings apply ([`LoadError::NameMismatch`] otherwise).
 //! - **Grants.** Nothing is granted by default. A granted `/proc` is served as
 //!   a filtered view (see [`proc_view`]), and host facts such as `statvfs`
 //!   resolve paths beneath the grant, never following a symlink out of it.

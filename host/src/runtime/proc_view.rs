@@ -5,9 +5,11 @@
 //! lives) and every other process's directory. Instead, a grant whose host
 //! directory is the root of a procfs mount is served as:
 //!
-//! - a fresh snapshot directory, made for each call, holding copies of the
-//!   system-wide files that setters read ([`PROC_FILES`]: `meminfo`,
-//!   `loadavg`, `stat`, `cpuinfo`, ...), and
+//! - a snapshot directory holding copies of the system-wide files that
+//!   setters read ([`PROC_FILES`]: `meminfo`, `loadavg`, `stat`, `cpuinfo`,
+//!   ...), taken once per pass on first use and shared by the pass's setters
+//!   (it lives in the pass's [`Facts`](super::facts::Facts); about 1 ms in a
+//!   debug build), and
 //! - the system-wide subdirectories ([`PROC_DIRS`]: `sys`, `pressure`,
 //!   `driver`, `net`) preopened read-only at their own guest paths
 //!   (`/proc/sys`, ...). WASI guests resolve a path through the longest
