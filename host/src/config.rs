@@ -707,12 +707,12 @@ impl<'de> serde::de::Visitor<'de> for Walk<'_> {
         let mut seen = std::collections::BTreeSet::new();
         while let Some(key) = map.next_key_seed(Key(self))? {
             self.spend()?;
-            if let Some(k) = key {
-                if !seen.insert(k.clone()) {
-                    return Err(serde::de::Error::custom(format_args!(
-                        "the key {k:?} appears twice in one mapping: keep one (YAML would silently use the last)"
-                    )));
-                }
+            if let Some(k) = key
+                && !seen.insert(k.clone())
+            {
+                return Err(serde::de::Error::custom(format_args!(
+                    "the key {k:?} appears twice in one mapping: keep one (YAML would silently use the last)"
+                )));
             }
             map.next_value_seed(self)?;
         }

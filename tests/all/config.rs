@@ -501,10 +501,12 @@ fn cases() -> Vec<Case> {
     ];
     // Each case's plugin sections name gpu: keep it out of the warnings.
     for c in &mut v {
-        if let Input::Yaml(y) = &mut c.input {
-            if !y.contains("nodeName") && !y.starts_with("just") && !y.contains('\t') {
-                y.insert_str(0, "nodeName: n\n");
-            }
+        if let Input::Yaml(y) = &mut c.input
+            && !y.contains("nodeName")
+            && !y.starts_with("just")
+            && !y.contains('\t')
+        {
+            y.insert_str(0, "nodeName: n\n");
         }
     }
     v
