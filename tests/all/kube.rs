@@ -1348,6 +1348,7 @@ impl Freezer {
                         // Accepts, never answers.
                         let _hold = client;
                         std::future::pending::<()>().await;
+                        return;
                     }
                     let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
                         return;
