@@ -1487,10 +1487,25 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addresses() {
+    // nodeIP must be one of this host's addresses (the setter checks).
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .unwrap();
+    let ip = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|v| !v.is_loopback())
+        })
+        .expect("an IPv4 address on this host")
+        .to_owned();
     let t = agent(
         "cloud-node",
         "cloud-node",
-        "cloudProvider: external\nnodeIP: 10.0.0.11\n",
+        &format!(
+            "cloudProvider: external\nnodeIP: {ip}\nplugins:\n  node-address: {{paths: [/proc]}}\n"
+        ),
         &[
             ("node-address.wasm", Path::new(built::NODE_ADDRESS)),
             ("ready.wasm", Path::new(built::READY)),
@@ -1509,7 +1524,7 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
     );
     assert_eq!(
         n["metadata"]["annotations"]["alpha.kubernetes.io/provided-node-ip"],
-        "10.0.0.11"
+        ip.as_str()
     );
     // The cloud-controller-manager writes the addresses; the engine keeps them.
     let ccm = json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.99"}, {"type": "ExternalIP", "address": "203.0.113.7"}]}});
@@ -1528,6 +1543,8 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let n = server_node("cloud-node").await.unwrap();
+    let pass = t.agent.last_pass().await.unwrap();
+    assert!(pass.failures().next().is_none(), "{:?}", pass.setters);
     assert_eq!(
         n["status"]["addresses"], ccm["status"]["addresses"],
         "{n:#}"
