@@ -481,3 +481,38 @@ async fn shutdown_is_immediate_while_the_apiserver_never_answers() {
     assert_eq!(Instant::now(), stopped, "no wait at all");
     hold.abort();
 }
+
+/// The last check before a PATCH: a node that the apiserver would refuse is
+/// never sent, even when it is the engine's own built-in step (here the
+/// allocatable for every capacity key, copying a fractional extended
+/// resource that the stored node's capacity holds) that would introduce the
+/// problem. Every try ends before its PATCH, and the pass reports the class.
+#[tokio::test(start_paused = true)]
+async fn a_node_the_apiserver_would_refuse_is_never_patched() {
+    let Rig {
+        agent,
+        mut server,
+        _dir,
+    } = rig("", true, 0.5);
+    let reg = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.register(&CancellationToken::new()).await }
+    });
+    let r = server.expect(Method::POST, NODES).await;
+    let mut stored_node = stored(&r.body, 1);
+    stored_node["status"]["capacity"]["example.com/fpga"] = json!("1.5");
+    reply(r.send, 201, &stored_node);
+    reg.await.unwrap().unwrap();
+    let sync = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.sync_once().await }
+    });
+    // Try 0 reads the cache and sends nothing; tries 1-4 GET, and send nothing.
+    for _ in 1..5 {
+        let g = server.expect(Method::GET, NODE).await;
+        reply(g.send, 200, &stored_node);
+    }
+    let err = sync.await.unwrap().unwrap_err();
+    assert_eq!(err.class(), "refused", "{err}");
+    assert!(err.to_string().contains("example.com/fpga"), "{err}");
+}

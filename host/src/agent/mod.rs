@@ -94,6 +94,11 @@ pub enum Error {
     /// The setter pass panicked or was cancelled.
     #[error("the setter pass did not finish: {0}")]
     Pass(String),
+    /// The node the pass made would be refused by the API server, so nothing
+    /// was sent (the pipeline drops such a setter's output, so this is the
+    /// last line of defence: one refused field fails a whole status update).
+    #[error(transparent)]
+    Refused(#[from] crate::validate::Error),
 }
 
 impl Error {
@@ -114,6 +119,7 @@ impl Error {
                 e.class()
             }
             Self::Pass(_) => "pass",
+            Self::Refused(_) => "refused",
         }
     }
 
@@ -479,6 +485,7 @@ impl Agent {
             });
         }
         let node = self.initial_node().await?;
+        crate::validate::node(&node).map_err(crate::validate::Error::Refused)?;
         match self.client.create_node(&node).await {
             Ok(created) => {
                 tracing::info!(node = self.client.name(), "node registered");
@@ -764,7 +771,10 @@ impl Agent {
         );
         let patch = match write {
             decide::Write::Skip => None,
-            _ => patch::two_way(&base, &new),
+            _ => {
+                crate::validate::update(&base, &new).map_err(crate::validate::Error::Refused)?;
+                patch::two_way(&base, &new)
+            }
         };
         let Some(p) = patch else {
             self.came_back();
