@@ -252,6 +252,9 @@ pub struct NodeClient {
     client: Arc<ArcSwap<kube::Client>>,
     /// The client of the watch, which has no per-call deadline.
     watch: kube::Client,
+    /// Where a fresh watch client comes from (no deadlines); `None` for a
+    /// client given as is.
+    watch_config: Option<Arc<kube::Config>>,
     /// Where a fresh client comes from; `None` for a client given as is
     /// (a test's mock service), whose connections cannot be reset.
     config: Option<Arc<kube::Config>>,
@@ -270,6 +273,7 @@ impl NodeClient {
         Self {
             client: Arc::new(ArcSwap::from_pointee(client.clone())),
             watch: client,
+            watch_config: None,
             config: None,
             deadline: DEFAULT_DEADLINE,
             name: name.to_owned(),
@@ -287,6 +291,7 @@ impl NodeClient {
         deadline: Duration,
     ) -> Result<Self> {
         let watch = kube::Client::try_from(config.clone()).map_err(Error::Rebuild)?;
+        let watch_config = Some(Arc::new(config.clone()));
         let mut heartbeat = config;
         heartbeat.connect_timeout = Some(deadline);
         heartbeat.read_timeout = Some(deadline);
@@ -295,6 +300,7 @@ impl NodeClient {
         Ok(Self {
             client: Arc::new(ArcSwap::from_pointee(client)),
             watch,
+            watch_config,
             config: Some(Arc::new(heartbeat)),
             deadline,
             name: name.to_owned(),
@@ -325,10 +331,14 @@ impl NodeClient {
         Ok(true)
     }
 
-    /// The client of the watch on the node (no per-call deadline: the
-    /// watch's own idle timeout ends a stalled watch).
+    /// A client for a (re)started watch on the node: no per-call deadline,
+    /// and its own new connections, so a watch restarted after a hung
+    /// connection dials anew (a client given as is is reused).
     pub fn watch_client(&self) -> kube::Client {
-        self.watch.clone()
+        self.watch_config
+            .as_ref()
+            .and_then(|c| kube::Client::try_from((**c).clone()).ok())
+            .unwrap_or_else(|| self.watch.clone())
     }
 
     fn nodes(&self) -> Api<Node> {

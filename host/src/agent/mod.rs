@@ -175,6 +175,15 @@ pub struct Agent {
     sync: tokio::sync::Mutex<SyncState>,
     /// The node as last seen: from the watch, a GET, or a write's answer.
     live: Mutex<Option<Value>>,
+    /// Whether the live copy can be trusted for a try 0: false from a failed
+    /// watch, or a connection reset, until a restarted watch has listed the
+    /// node again. While false, try 0 reads the node with a GET.
+    live_stale: AtomicBool,
+    /// Restarts the watch (after a connection reset, or a watch that has not
+    /// listed the node for too long).
+    watch_restart: tokio::sync::Notify,
+    /// When the watch last (re)started.
+    watch_started: Mutex<Instant>,
     node_uid: Mutex<Option<String>>,
     registered: AtomicBool,
     node_gone: AtomicBool,
@@ -225,6 +234,9 @@ impl Agent {
             facts: FactSource::host(),
             rng,
             live: Mutex::new(None),
+            live_stale: AtomicBool::new(false),
+            watch_restart: tokio::sync::Notify::new(),
+            watch_started: Mutex::new(Instant::now()),
             node_uid: Mutex::new(None),
             registered: AtomicBool::new(false),
             node_gone: AtomicBool::new(false),
@@ -623,6 +635,7 @@ impl Agent {
 
     /// One status sync of `kind`.
     pub async fn sync_pass(&self, kind: PassKind) -> Result<SyncOutcome> {
+        self.heal_watch();
         let result = self.sync_tries(kind).await;
         self.metrics.sync_result(match &result {
             Ok(SyncOutcome::Patched { .. }) => "patched",
@@ -732,12 +745,39 @@ impl Agent {
     /// Drops every pooled connection (`closeAllConns`).
     fn reset_connections(&self) {
         match self.client.reset_connections() {
-            Ok(true) => tracing::info!(
-                node = self.client.name(),
-                "closed every API connection after a failed heartbeat; the next try dials anew"
-            ),
+            Ok(true) => {
+                tracing::info!(
+                    node = self.client.name(),
+                    "closed every API connection after a failed heartbeat; the next try dials anew"
+                );
+                self.restart_watch();
+            }
             Ok(false) => {}
             Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
+    /// Restarts the watch on fresh connections; until it has listed the
+    /// node, try 0 reads the node with a GET.
+    fn restart_watch(&self) {
+        self.live_stale.store(true, Ordering::SeqCst);
+        self.watch_restart.notify_one();
+    }
+
+    /// A watch that has not listed the node again for two update periods
+    /// since it (re)started is stuck (a connection that stopped answering):
+    /// start it again.
+    fn heal_watch(&self) {
+        let started = *self.watch_started.lock().expect("watch lock");
+        if self.live_stale.load(Ordering::SeqCst)
+            && started.elapsed() > self.cfg.node_status_update_frequency * 2
+        {
+            tracing::info!(
+                node = self.client.name(),
+                "the watch of the node has not listed it since {:?}: restarting it",
+                started.elapsed()
+            );
+            self.restart_watch();
         }
     }
 
@@ -749,7 +789,8 @@ impl Agent {
         pass: &mut Option<PassReport>,
     ) -> Result<SyncOutcome> {
         let cached = self.live.lock().expect("live lock").clone();
-        let base = match (decide::source(attempt, cached.is_some()), cached) {
+        let trusted = cached.is_some() && !self.live_stale.load(Ordering::SeqCst);
+        let base = match (decide::source(attempt, trusted), cached) {
             (decide::Source::Cache, Some(n)) => n,
             _ => match self.client.get_node().await? {
                 Some(n) => {
@@ -1046,42 +1087,63 @@ impl Agent {
     }
 
     /// Keeps the live node current from a watch on this one node.
+    ///
+    /// A watch that fails (a refused or dropped connection, an error status)
+    /// is not trusted to resume where it stopped: the live copy is marked
+    /// stale (try 0 then GETs, as tries 1-4 do) and the watch starts again
+    /// from a fresh list, with backoff. A connection reset after a failed
+    /// heartbeat restarts it too, on new connections, since the watch may sit
+    /// on a connection that stopped answering and would never say so.
     async fn watch_node(self: Arc<Self>, cancel: CancellationToken) {
         use futures::StreamExt;
-        use kube::runtime::WatchStreamExt;
         use kube::runtime::watcher::{self, Event as W};
-        let api: kube::Api<Node> = kube::Api::all(self.client.watch_client());
-        let config =
-            watcher::Config::default().fields(&format!("metadata.name={}", self.client.name()));
-        let stream = watcher::watcher(api, config).default_backoff();
-        futures::pin_mut!(stream);
-        let mut listed = false;
+        let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
         loop {
-            let event = tokio::select! {
-                _ = cancel.cancelled() => return,
-                e = stream.next() => e,
-            };
-            let to_value = |n: Node| serde_json::to_value(n).expect("a Node serializes");
-            match event {
-                None => return,
-                Some(Ok(W::Init)) => listed = false,
-                Some(Ok(W::InitApply(n))) => {
-                    listed = true;
-                    self.offer(to_value(n));
-                }
-                Some(Ok(W::InitDone)) => {
-                    if !listed {
-                        self.forget_node();
+            *self.watch_started.lock().expect("watch lock") = Instant::now();
+            let api: kube::Api<Node> = kube::Api::all(self.client.watch_client());
+            let config =
+                watcher::Config::default().fields(&format!("metadata.name={}", self.client.name()));
+            let stream = watcher::watcher(api, config);
+            futures::pin_mut!(stream);
+            let mut listed = false;
+            let failed = loop {
+                let event = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = self.watch_restart.notified() => break false,
+                    e = stream.next() => e,
+                };
+                let to_value = |n: Node| serde_json::to_value(n).expect("a Node serializes");
+                match event {
+                    None => break false,
+                    Some(Ok(W::Init)) => listed = false,
+                    Some(Ok(W::InitApply(n))) => {
+                        listed = true;
+                        self.offer(to_value(n));
+                    }
+                    Some(Ok(W::InitDone)) => {
+                        if !listed {
+                            self.forget_node();
+                        }
+                        backoff.reset();
+                        self.live_stale.store(false, Ordering::SeqCst);
+                    }
+                    Some(Ok(W::Apply(n))) => self.offer(to_value(n)),
+                    Some(Ok(W::Delete(_))) => self.forget_node(),
+                    Some(Err(e)) => {
+                        self.metrics.loop_error("watch", "transport");
+                        tracing::debug!(
+                            node = self.client.name(),
+                            "watch of the node failed, restarting it from a fresh list: {e}"
+                        );
+                        break true;
                     }
                 }
-                Some(Ok(W::Apply(n))) => self.offer(to_value(n)),
-                Some(Ok(W::Delete(_))) => self.forget_node(),
-                Some(Err(e)) => {
-                    self.metrics.loop_error("watch", "transport");
-                    tracing::debug!(
-                        node = self.client.name(),
-                        "watch of the node failed, restarting it with backoff: {e}"
-                    );
+            };
+            self.live_stale.store(true, Ordering::SeqCst);
+            if failed {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
                 }
             }
         }
