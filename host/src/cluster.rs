@@ -271,7 +271,8 @@ impl LocalCluster {
     async fn start_controller_manager(&mut self, grace: Duration) -> Result<()> {
         let kubeconfig = self.write_admin_kubeconfig()?;
         let log_path = self.dir.join("controller-manager.log");
-        let log = std::fs::File::create(&log_path).map_err(io("creating controller-manager.log"))?;
+        let log =
+            std::fs::File::create(&log_path).map_err(io("creating controller-manager.log"))?;
         let mut cmd = Command::new(controller_manager_binary());
         if self.die_with_parent {
             kill_with_parent(&mut cmd);

@@ -65,6 +65,10 @@ fn cases() -> Vec<Case> {
         case!(slow_responses_5s, "every response 5 s late for 60 s"),
         case!(unauthorized_30s, "401 on every request for 30 s"),
         case!(forbidden_30s, "403 on every request for 30 s"),
+        case!(
+            forbidden_during_status_reports,
+            "403 on every request for 30 s, report period 10 s"
+        ),
         case!(node_deleted, "the admin deletes the Node"),
         case!(lease_deleted, "the admin deletes the Lease"),
         case!(
@@ -92,6 +96,7 @@ const NODES: &[&str] = &[
     "fault-slow",
     "fault-401",
     "fault-403",
+    "fault-403-reports",
     "fault-node-deleted",
     "fault-lease-deleted",
     "fault-frozen",

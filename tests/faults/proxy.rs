@@ -141,6 +141,15 @@ impl FaultProxy {
         &self.shared.counts
     }
 
+    /// Closes every open connection (the listener stays): clients must
+    /// connect again, and their watches start anew, as after an apiserver
+    /// restart.
+    pub fn cut(&self) {
+        for (_, task) in self.shared.conns.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
     /// Switches to `fault`.
     pub async fn set(&self, fault: Fault) {
         let old = std::mem::replace(&mut *self.shared.fault.lock().unwrap(), fault.clone());
@@ -149,9 +158,7 @@ impl FaultProxy {
                 if let Some(a) = self.accept.lock().unwrap().take() {
                     a.abort();
                 }
-                for (_, task) in self.shared.conns.lock().unwrap().drain(..) {
-                    task.abort();
-                }
+                self.cut();
             }
             Fault::Hang => {
                 for (c, _) in self.shared.conns.lock().unwrap().iter() {
@@ -187,9 +194,7 @@ impl Drop for FaultProxy {
         if let Some(a) = self.accept.lock().unwrap().take() {
             a.abort();
         }
-        for (_, task) in self.shared.conns.lock().unwrap().drain(..) {
-            task.abort();
-        }
+        self.cut();
     }
 }
 
@@ -341,10 +346,7 @@ impl AsyncWrite for Gate {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         if self.conn.hung.load(Ordering::SeqCst) {
             return Poll::Pending;
         }

@@ -28,6 +28,9 @@ pub const LEASE_RECOVERY: Duration = Duration::from_secs(25);
 /// (10 s), the longest backoff step (7 s), and margin.
 pub const READY_RECOVERY: Duration = Duration::from_secs(25);
 
+/// How long after its registration a node is in its steady state.
+pub const STEADY_AFTER: Duration = Duration::from_secs(15);
+
 /// The foreign label, taint and condition that every scenario sets as the
 /// admin before its fault and looks for after it.
 pub const PROBE: &str = "faults.example.com/probe";
@@ -60,7 +63,9 @@ impl Rig {
         let admin = cluster.admin_client()?;
         let (tls_cert, tls_key) = (dir.join("proxy.crt"), dir.join("proxy.key"));
         let st = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
             .args(["-subj", "/CN=127.0.0.1", "-keyout"])
             .arg(&tls_key)
             .arg("-out")
@@ -89,7 +94,11 @@ impl Rig {
     /// A proxy to the apiserver, a node kubeconfig pointing at it, and the
     /// engine started with `extra` flags and the default periods; returns
     /// once the node is Ready and carries the foreign probe fields.
-    pub async fn scenario(self: &Arc<Self>, node: &str, extra: &[&str]) -> anyhow::Result<Scenario> {
+    pub async fn scenario(
+        self: &Arc<Self>,
+        node: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Scenario> {
         let dir = self.dir.join(node);
         std::fs::create_dir_all(dir.join("plugins"))?;
         drop_plugin(&dir.join("plugins"), "ready.wasm", Path::new(built::READY));
@@ -139,6 +148,20 @@ impl Rig {
             .await
             .context("the lease was never written")?;
         s.set_probes().await?;
+        // Faults hit a node in its steady state: past its start-up and the
+        // first status report, which comes one update period (10 s) after
+        // registration, as the kubelet's does.
+        let created = s
+            .node()
+            .await?
+            .and_then(|n| n.metadata.creation_timestamp)
+            .context("the node has no creationTimestamp")?
+            .0;
+        let steady = created + STEADY_AFTER;
+        let now = Timestamp::now();
+        if steady > now {
+            tokio::time::sleep(steady.duration_since(now).unsigned_abs()).await;
+        }
         Ok(s)
     }
 }
@@ -285,7 +308,9 @@ impl Observer {
                     None => (None, None),
                 };
                 let mut t = t.lock().unwrap();
-                if t.last().is_none_or(|l| l.ready != ready || l.reason != reason) {
+                if t.last()
+                    .is_none_or(|l| l.ready != ready || l.reason != reason)
+                {
                     t.push(Seen {
                         at: Instant::now(),
                         ready,
@@ -451,7 +476,8 @@ impl Scenario {
             label && taint && cond,
             "{}: a foreign field was lost (label {label}, taint {taint}, condition {cond}): {}",
             self.node,
-            serde_json::to_string(&v["spec"])? + &serde_json::to_string(&v["status"]["conditions"])?
+            serde_json::to_string(&v["spec"])?
+                + &serde_json::to_string(&v["status"]["conditions"])?
         );
         Ok(())
     }

@@ -17,10 +17,20 @@ async fn sleep(d: Duration) {
     tokio::time::sleep(d).await;
 }
 
-/// Applies `fault` for `d`, then lifts it and checks the recovery.
-async fn fault_for(s: &mut Scenario, fault: Fault, d: Duration) -> anyhow::Result<Outcome> {
+/// Applies `fault` for `d`, then lifts it and checks the recovery. With
+/// `cut`, every open connection is closed as the fault begins, so that open
+/// watches too must ask again and meet it.
+async fn fault_for(
+    s: &mut Scenario,
+    fault: Fault,
+    d: Duration,
+    cut: bool,
+) -> anyhow::Result<Outcome> {
     let start = Instant::now();
     s.proxy.set(fault).await;
+    if cut {
+        s.proxy.cut();
+    }
     sleep(d).await;
     s.proxy.set(Fault::None).await;
     s.recovered(start, Instant::now(), Timestamp::now()).await
@@ -32,12 +42,12 @@ fn injected(s: &Scenario) -> u64 {
 
 pub async fn apiserver_unreachable_60s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-unreachable", &[]).await?;
-    fault_for(&mut s, Fault::Unreachable, Duration::from_secs(60)).await
+    fault_for(&mut s, Fault::Unreachable, Duration::from_secs(60), false).await
 }
 
 pub async fn connections_hang_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-hang", &[]).await?;
-    fault_for(&mut s, Fault::Hang, Duration::from_secs(30)).await
+    fault_for(&mut s, Fault::Hang, Duration::from_secs(30), false).await
 }
 
 pub async fn lease_conflict_storm_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
@@ -46,6 +56,7 @@ pub async fn lease_conflict_storm_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> 
         &mut s,
         Fault::Status(409, Only::LeaseUpdates),
         Duration::from_secs(30),
+        false,
     )
     .await?;
     o.note = format!("{} lease PUTs answered 409", injected(&s));
@@ -57,6 +68,7 @@ pub async fn server_error_bursts(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let start = Instant::now();
     for code in [500, 503, 504] {
         s.proxy.set(Fault::Status(code, Only::All)).await;
+        s.proxy.cut();
         sleep(Duration::from_secs(8)).await;
         s.proxy.set(Fault::None).await;
         sleep(Duration::from_secs(4)).await;
@@ -75,6 +87,7 @@ pub async fn slow_responses_5s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
         &mut s,
         Fault::Slow(Duration::from_secs(5)),
         Duration::from_secs(60),
+        false,
     )
     .await?;
     o.note = "every request 5 s late, for 60 s".into();
@@ -83,15 +96,47 @@ pub async fn slow_responses_5s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
 
 pub async fn unauthorized_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-401", &[]).await?;
-    let mut o = fault_for(&mut s, Fault::Status(401, Only::All), Duration::from_secs(30)).await?;
+    let mut o = fault_for(
+        &mut s,
+        Fault::Status(401, Only::All),
+        Duration::from_secs(30),
+        true,
+    )
+    .await?;
     o.note = format!("{} requests answered 401", injected(&s));
     Ok(o)
 }
 
 pub async fn forbidden_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-403", &[]).await?;
-    let mut o = fault_for(&mut s, Fault::Status(403, Only::All), Duration::from_secs(30)).await?;
+    let mut o = fault_for(
+        &mut s,
+        Fault::Status(403, Only::All),
+        Duration::from_secs(30),
+        true,
+    )
+    .await?;
     o.note = format!("{} requests answered 403", injected(&s));
+    Ok(o)
+}
+
+/// 403 for 30 s with a report period of 10 s, so that status writes, not
+/// only lease renewals, meet the 403.
+pub async fn forbidden_during_status_reports(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
+    let mut s = rig
+        .scenario(
+            "fault-403-reports",
+            &["--node-status-report-frequency", "10s"],
+        )
+        .await?;
+    let mut o = fault_for(
+        &mut s,
+        Fault::Status(403, Only::All),
+        Duration::from_secs(30),
+        true,
+    )
+    .await?;
+    o.note = format!("report period 10 s; {} requests answered 403", injected(&s));
     Ok(o)
 }
 
@@ -100,7 +145,10 @@ pub async fn forbidden_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
 /// lease. A report period of 20 s makes sure a write is due meanwhile.
 pub async fn node_deleted(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig
-        .scenario("fault-node-deleted", &["--node-status-report-frequency", "20s"])
+        .scenario(
+            "fault-node-deleted",
+            &["--node-status-report-frequency", "20s"],
+        )
         .await?;
     let start = Instant::now();
     let deleted_at = Timestamp::now();
@@ -177,7 +225,11 @@ pub async fn restart_watched_by_a_poller(rig: Arc<Rig>) -> anyhow::Result<Outcom
     s.engine.signal(libc::SIGTERM);
     let status = s.engine.wait_exit(Duration::from_secs(30)).await?;
     let stopped_s = start.elapsed().as_secs_f64();
-    ensure!(status.success(), "SIGTERM: exit status {status}:\n{}", s.engine.log_tail());
+    ensure!(
+        status.success(),
+        "SIGTERM: exit status {status}:\n{}",
+        s.engine.log_tail()
+    );
     s.engine.spawn()?;
     let started = Instant::now();
     let started_at = Timestamp::now();
@@ -215,8 +267,7 @@ pub async fn idle_api_load(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
         .cluster
         .audit_log_path()
         .context("the rig runs with an audit log")?;
-    // Past the start-up's fast updates.
-    sleep(Duration::from_secs(5)).await;
+    // `scenario` returns past the start-up and the first report.
     let from = Timestamp::now();
     sleep(Duration::from_secs(60)).await;
     let to = Timestamp::now();
