@@ -510,7 +510,7 @@ impl Scenario {
         let waited = self.wait_ready(limit).await;
         if let Err(e) = waited {
             bail!(
-                "{e}\nReady since the fault began: {}",
+                "(lease renewed {lease_s:.1} s after the fault) {e}\nReady since the fault began: {}",
                 self.observer.describe_since(fault_start)
             );
         }
