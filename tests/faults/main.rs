@@ -60,6 +60,10 @@ fn cases() -> Vec<Case> {
             connections_hang_30s,
             "open connections stop answering for good; new ones hang for 30 s"
         ),
+        case!(
+            sigterm_while_connections_hang,
+            "SIGTERM while every connection hangs"
+        ),
         case!(lease_conflict_storm_30s, "409 on every lease PUT for 30 s"),
         case!(server_error_bursts, "500, 503, 504 bursts of 8 s"),
         case!(slow_responses_5s, "every response 5 s late for 60 s"),
@@ -91,6 +95,7 @@ fn cases() -> Vec<Case> {
 const NODES: &[&str] = &[
     "fault-unreachable",
     "fault-hang",
+    "fault-hang-term",
     "fault-conflict",
     "fault-5xx",
     "fault-slow",

@@ -259,6 +259,30 @@ pub async fn restart_watched_by_a_poller(rig: Arc<Rig>) -> anyhow::Result<Outcom
     })
 }
 
+/// SIGTERM while every connection hangs: shutdown must still be bounded
+/// (every request has a deadline).
+pub async fn sigterm_while_connections_hang(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
+    let mut s = rig.scenario("fault-hang-term", &[]).await?;
+    s.proxy.set(Fault::Hang).await;
+    // Long enough for a lease renewal and a status update to be stuck.
+    sleep(Duration::from_secs(12)).await;
+    let start = Instant::now();
+    s.engine.signal(libc::SIGTERM);
+    let status = s.engine.wait_exit(Duration::from_secs(30)).await?;
+    let took = start.elapsed().as_secs_f64();
+    ensure!(
+        status.success(),
+        "exit status {status}:\n{}",
+        s.engine.log_tail()
+    );
+    Ok(Outcome {
+        lease_s: None,
+        ready_s: None,
+        ready_during: String::new(),
+        note: format!("exited {took:.1} s after SIGTERM"),
+    })
+}
+
 /// One idle node, default periods: count its requests in the apiserver's
 /// audit log over a minute, after start-up.
 pub async fn idle_api_load(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
@@ -303,8 +327,9 @@ pub async fn idle_api_load(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
         );
         *counts.entry(key).or_default() += 1;
     }
-    let renewals = counts.get("update leases").copied().unwrap_or(0);
-    let patches = counts.get("patch nodes/status").copied().unwrap_or(0);
+    let count = |keys: &[&str]| -> u32 { keys.iter().filter_map(|k| counts.get(*k)).sum() };
+    let renewals = count(&["update leases", "patch leases"]);
+    let patches = count(&["patch nodes/status", "update nodes/status"]);
     let all = format!("{counts:?}");
     ensure!(
         (5..=6).contains(&renewals),
