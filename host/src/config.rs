@@ -215,6 +215,14 @@ pub struct ConfigFile {
     /// Companion mode, beside a real kubelet: never create the node, no
     /// lease, no Ready at shutdown; only the plugins' own fields are patched.
     pub companion: Option<bool>,
+    // --- node loops (agent) ---
+    /// Register the node again when it is deleted while running (off by
+    /// default: the kubelet never registers twice in one run).
+    pub re_register_deleted_node: Option<bool>,
+    /// `external`: a cloud-controller-manager owns the addresses, providerID
+    /// and the cloud labels; the node registers with the `uninitialized` taint.
+    pub cloud_provider: Option<String>,
+    // --- end node loops ---
     /// Per-plugin settings, by plugin name.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginFile>,
@@ -235,6 +243,8 @@ const TOP_FIELDS: &[&str] = &[
     "pluginDir",
     "cacheDir",
     "companion",
+    "reRegisterDeletedNode",
+    "cloudProvider",
     "plugins",
 ];
 
@@ -323,6 +333,12 @@ pub struct Config {
     pub cache_dir: PathBuf,
     /// Companion mode (beside a kubelet).
     pub companion: bool,
+    // --- node loops (agent) ---
+    /// Register the node again when it is deleted while running.
+    pub re_register_deleted_node: bool,
+    /// `cloudProvider: external`.
+    pub external_cloud_provider: bool,
+    // --- end node loops ---
     /// Per-plugin settings as written, validated.
     pub plugins: BTreeMap<String, PluginSettings>,
 }
@@ -469,6 +485,19 @@ impl ConfigFile {
                 "must be false (or unset) in companion mode: the kubelet registers the node",
             ));
         }
+        // --- node loops (agent) ---
+        let external_cloud_provider = match self.cloud_provider.as_deref() {
+            None | Some("") => false,
+            Some("external") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "cloudProvider",
+                    format!("{other:?}: only \"external\" (or empty) is accepted"),
+                ));
+            }
+        };
+        let re_register_deleted_node = self.re_register_deleted_node.unwrap_or(false);
+        // --- end node loops ---
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
             let settings = plugin_settings(&name, p)?;
@@ -491,6 +520,8 @@ impl ConfigFile {
                 .plugin_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+            re_register_deleted_node,
+            external_cloud_provider,
             plugins,
         })
     }

@@ -43,6 +43,15 @@ pub struct RequestLabels {
     pub code: String,
 }
 
+/// `loop` and `kind` labels of loop errors.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoopErrorLabels {
+    /// `register`, `sync`, `lease` or `watch`.
+    pub r#loop: String,
+    /// The error class (`unauthorized`, `forbidden`, `timeout`, `node-gone`, ...).
+    pub kind: String,
+}
+
 /// `version` label of build info.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -78,6 +87,10 @@ pub struct Metrics {
     pub plugins_loaded: Gauge,
     /// API requests by kind and status class.
     pub api_requests: Family<RequestLabels, Counter>,
+    /// Failed passes of the node loops, by loop and error class.
+    pub loop_errors: Family<LoopErrorLabels, Counter>,
+    /// 1 while the node is found deleted from the API server.
+    pub node_deleted: Gauge,
 }
 
 impl Default for Metrics {
@@ -107,6 +120,8 @@ impl Metrics {
             plugin_reloads: Family::default(),
             plugins_loaded: Gauge::default(),
             api_requests: Family::default(),
+            loop_errors: Family::default(),
+            node_deleted: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -160,6 +175,16 @@ impl Metrics {
             "API requests sent, by kind and status class",
             m.api_requests.clone(),
         );
+        registry.register(
+            "loop_errors",
+            "Failed passes of the register, sync, lease and watch loops, by loop and error class",
+            m.loop_errors.clone(),
+        );
+        registry.register(
+            "node_deleted",
+            "1 while the node is found deleted from the API server (it is not registered again in this run)",
+            m.node_deleted.clone(),
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -207,6 +232,16 @@ impl Metrics {
         self.lease_renewals
             .get_or_create(&ResultLabel {
                 result: if ok { "ok" } else { "error" }.into(),
+            })
+            .inc();
+    }
+
+    /// Records a failed pass of loop `l` with error class `kind`.
+    pub fn loop_error(&self, l: &str, kind: &str) {
+        self.loop_errors
+            .get_or_create(&LoopErrorLabels {
+                r#loop: l.into(),
+                kind: kind.into(),
             })
             .inc();
     }

@@ -1,5 +1,10 @@
 //! `nodestatus run`: config, connection (or the embedded local apiserver),
 //! plugin directory, the node loops, and a clean shutdown on SIGTERM/SIGINT.
+//!
+//! SIGTERM and SIGINT stop the process within a bounded time and leave the
+//! node as it is: a restart of nodestatus is not a node outage. SIGUSR2 is
+//! the operator's "this node is shutting down": Ready=False `node is
+//! shutting down`, written at once, and the loops go on until SIGTERM.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,25 +105,32 @@ pub fn load_config(o: &Options) -> anyhow::Result<crate::config::Config> {
     Ok(f.validate()?)
 }
 
+/// How long a stop may take at most after SIGTERM: the loops drop their
+/// in-flight calls at once; this bounds the HTTP drain and the watcher.
+pub const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn kubeconfig_config(path: &std::path::Path) -> anyhow::Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .with_context(|| format!("using kubeconfig {}", path.display()))
+}
+
 async fn connect(
     o: &Options,
     node_name: &str,
-) -> anyhow::Result<(kube::Client, Option<LocalCluster>)> {
+) -> anyhow::Result<(kube::Config, Option<LocalCluster>)> {
     let kubeconfig = o
         .kubeconfig
         .clone()
         .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
     if let Some(path) = kubeconfig {
-        let kc = kube::config::Kubeconfig::read_from(&path)
-            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .with_context(|| format!("using kubeconfig {}", path.display()))?;
-        return Ok((kube::Client::try_from(cfg)?, None));
+        return Ok((kubeconfig_config(&path).await?, None));
     }
     if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
         let cfg = kube::Config::incluster().context("reading the in-cluster config")?;
-        return Ok((kube::Client::try_from(cfg)?, None));
+        return Ok((cfg, None));
     }
     let dir = o.embedded_dir.clone().unwrap_or_else(|| {
         std::env::var_os("HOME")
@@ -132,19 +144,19 @@ async fn connect(
     );
     let cluster = LocalCluster::start_with(&dir, &[node_name], false, true).await?;
     let admin = cluster.write_admin_kubeconfig()?;
-    cluster.write_node_kubeconfig(node_name)?;
+    let node_kubeconfig = cluster.write_node_kubeconfig(node_name)?;
     eprintln!("local kube-apiserver at {}", cluster.server);
     eprintln!(
         "see this node with:\n\n    kubectl --kubeconfig {} get node {node_name} -o wide\n",
         admin.display()
     );
-    Ok((cluster.node_client(node_name)?, Some(cluster)))
+    Ok((kubeconfig_config(&node_kubeconfig).await?, Some(cluster)))
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(o: Options) -> anyhow::Result<()> {
     let cfg = Arc::new(load_config(&o)?);
-    let (client, _cluster) = connect(&o, &cfg.node_name).await?;
+    let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
     let runtime = Runtime::new(Some(cfg.cache_dir.clone()))?;
     let settings = cfg.clone();
     let plugins = PluginDir::new(
@@ -165,7 +177,17 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
     tracing::info!("setters, in run order: {}", order.join(", "));
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
-    let node_client = NodeClient::new(client, &cfg.node_name, Arc::new(Traffic::default()));
+    // Every call's deadline: min(nodeStatusUpdateFrequency, nodeLeaseDuration).
+    let deadline = crate::agent::client::call_deadline(
+        cfg.node_status_update_frequency,
+        cfg.node_lease_duration_seconds,
+    );
+    let node_client = NodeClient::from_config(
+        kube_config,
+        &cfg.node_name,
+        Arc::new(Traffic::default()),
+        deadline,
+    )?;
     let agent = Agent::new(cfg.clone(), node_client, plugins);
 
     let cancel = CancellationToken::new();
@@ -186,15 +208,33 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
             }
         }))
     };
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
     let signals = {
         let cancel = cancel.clone();
+        let agent = agent.clone();
         tokio::spawn(async move {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {
+                        tracing::info!("SIGINT: stopping; the node is left as it is");
+                        break;
+                    }
+                    _ = term.recv() => {
+                        tracing::info!("SIGTERM: stopping; the node is left as it is");
+                        break;
+                    }
+                    _ = usr2.recv() => {
+                        tracing::warn!("SIGUSR2: the node is shutting down");
+                        let agent = agent.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = agent.node_shutdown().await {
+                                tracing::warn!("could not write {}: {e}; the next pass retries", crate::agent::SHUTTING_DOWN);
+                            }
+                        });
+                    }
+                }
             }
             cancel.cancel();
         })
@@ -202,7 +242,7 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
     let result = agent.run(cancel.clone()).await;
     cancel.cancel();
     if let Some(h) = http {
-        let _ = h.await;
+        let _ = tokio::time::timeout(STOP_BOUND, h).await;
     }
     signals.abort();
     stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -38,6 +38,8 @@ const NODES: &[&str] = &[
     "default-node",
     "comp-node",
     "guest-node",
+    "heal-node",
+    "freeze-node",
 ];
 
 pub struct Shared {
@@ -78,11 +80,15 @@ pub fn cluster() -> &'static Shared {
     })
 }
 
-fn client(token: &str) -> kube::Client {
-    let mut config = kube::Config::new(cluster().server.parse().unwrap());
+fn client_config(server: &str, token: &str) -> kube::Config {
+    let mut config = kube::Config::new(server.parse().unwrap());
     config.accept_invalid_certs = true;
     config.auth_info.token = Some(token.to_owned().into());
-    kube::Client::try_from(config).unwrap()
+    config
+}
+
+fn client(token: &str) -> kube::Client {
+    kube::Client::try_from(client_config(&cluster().server, token)).unwrap()
 }
 
 pub fn admin() -> kube::Client {
@@ -124,6 +130,20 @@ pub fn agent_with_config(
     config_file: Option<&Path>,
     plugins: &[(&str, &Path)],
 ) -> TestAgent {
+    agent_via(name, identity, extra_yaml, config_file, plugins, None)
+}
+
+/// Like [`agent_with_config`]; with `server`, through that address (a proxy)
+/// with clients built from their config, so that the connections can be
+/// reset, and every call's deadline from the periods.
+pub fn agent_via(
+    name: &str,
+    identity: &str,
+    extra_yaml: &str,
+    config_file: Option<&Path>,
+    plugins: &[(&str, &Path)],
+    server: Option<&str>,
+) -> TestAgent {
     let dir = tempfile::tempdir().unwrap();
     for (file, src) in plugins {
         drop_plugin(dir.path(), file, src);
@@ -148,11 +168,20 @@ pub fn agent_with_config(
     );
     plugins.rescan();
     let traffic = Arc::new(Traffic::default());
-    let nc = NodeClient::new(
-        client(&nodestatus::cluster::node_token(identity)),
-        name,
-        traffic.clone(),
-    );
+    let token = nodestatus::cluster::node_token(identity);
+    let nc = match server {
+        None => NodeClient::new(client(&token), name, traffic.clone()),
+        Some(server) => NodeClient::from_config(
+            client_config(server, &token),
+            name,
+            traffic.clone(),
+            nodestatus::agent::client::call_deadline(
+                cfg.node_status_update_frequency,
+                cfg.node_lease_duration_seconds,
+            ),
+        )
+        .unwrap(),
+    };
     TestAgent {
         agent: Agent::new(cfg, nc, plugins),
         dir,
@@ -306,9 +335,9 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
         .iter()
         .filter(|s| s.kind == RequestKind::PatchStatus)
         .collect();
-    // The shutdown patch is the last one; before it, only periodic reports:
-    // one every 6 s (after a change, the first comes within 3 to 9 s).
-    let reports = patches.len() - 1;
+    // Only periodic reports: one every 6 s (after a change, the first comes
+    // within 3 to 9 s). Stopping writes nothing.
+    let reports = patches.len();
     assert!(
         (1..=3).contains(&reports),
         "{reports} status writes in {window:?} with a 6s report period: {sent:#?}"
@@ -343,8 +372,7 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
     }})
     .to_string()
     .len();
-    let heartbeat_patches = &patches[..reports];
-    for p in heartbeat_patches {
+    for p in &patches {
         assert!(
             p.body_bytes <= kubelet,
             "a heartbeat patch of {} bytes, the kubelet's is {kubelet}",
@@ -425,7 +453,7 @@ async fn a_flipped_condition_and_a_dropped_plugin_reach_the_server_within_one_pe
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_deleted_node_and_a_deleted_lease_come_back() {
+async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again() {
     let t = agent("del-node", "del-node", "", &default_plugins());
     let cancel = CancellationToken::new();
     let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
@@ -436,23 +464,6 @@ async fn a_deleted_node_and_a_deleted_lease_come_back() {
             leases.get_opt("del-node").await.unwrap().is_some()
         })
         .await
-    );
-    let uid = nodes.get("del-node").await.unwrap().metadata.uid.unwrap();
-
-    nodes
-        .delete("del-node", &DeleteParams::default())
-        .await
-        .unwrap();
-    assert!(
-        until(20, || async {
-            nodes
-                .get_opt("del-node")
-                .await
-                .unwrap()
-                .is_some_and(|n| n.metadata.uid.as_deref() != Some(uid.as_str()))
-        })
-        .await,
-        "the node was not registered again"
     );
     let old_lease = leases.get("del-node").await.unwrap().metadata.uid.unwrap();
     leases
@@ -470,6 +481,58 @@ async fn a_deleted_node_and_a_deleted_lease_come_back() {
         .await,
         "no new lease"
     );
+
+    // The node deleted from outside (kubectl delete node, an autoscaler):
+    // the kubelet never registers twice in one run, and neither does this.
+    nodes
+        .delete("del-node", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        until(10, || async { t.agent.node_deleted() }).await,
+        "the deletion was not noticed"
+    );
+    // Five update periods and more than a lease duration later, still gone.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        nodes.get_opt("del-node").await.unwrap().is_none(),
+        "the deleted node was registered again"
+    );
+    assert!(
+        t.traffic
+            .snapshot()
+            .iter()
+            .filter(|s| s.kind == RequestKind::CreateNode)
+            .count()
+            <= 1,
+        "a create after the deletion"
+    );
+    let why = t.agent.ready_reason().await.unwrap_or_default();
+    assert!(why.contains("was deleted"), "/readyz: {why}");
+    assert!(
+        t.agent
+            .metrics()
+            .encode()
+            .contains("nodestatus_node_deleted 1"),
+        "{}",
+        t.agent.metrics().encode()
+    );
+    assert!(!run.is_finished(), "the loops must go on");
+
+    // Someone registers it again (the operator, or a restarted nodestatus):
+    // the running engine finds it and keeps it current.
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "del-node"}})).unwrap();
+    nodes.create(&Default::default(), &node).await.unwrap();
+    assert!(
+        until(10, || async {
+            server_node("del-node").await.is_some_and(|n| {
+                condition(&n, "KernelSupported").is_some() && nodestatus::agent::is_ready(&n)
+            })
+        })
+        .await,
+        "the node created again was not kept current"
+    );
+    assert!(until(5, || async { !t.agent.node_deleted() }).await);
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
@@ -512,9 +575,11 @@ async fn another_agents_condition_survives_every_patch() {
         "KernelHasNoDeadlock"
     );
     assert!(condition(&node, "ProbeRan").is_some());
+    // Stopping the engine leaves Ready as it is: a restart is not an outage.
     assert_eq!(
-        condition(&node, "Ready").unwrap()["message"],
-        "node is shutting down"
+        condition(&node, "Ready").unwrap()["reason"],
+        "KubeletReady",
+        "{node:#}"
     );
 }
 
@@ -859,7 +924,11 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
             ("PIDPressure", "KubeletHasSufficientPID")
         ]
     );
-    assert_eq!(conds[3], ("Ready", "KubeletNotReady"), "shut down last");
+    assert_eq!(
+        conds[3],
+        ("Ready", "KubeletReady"),
+        "Ready last, and left as it is when the engine stops"
+    );
     // Capacity and allocatable match this machine's /proc and statvfs.
     let cpus = std::thread::available_parallelism()
         .unwrap()
@@ -1118,4 +1187,298 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     cancel.cancel();
     run.await.unwrap().unwrap();
     watcher.join().unwrap();
+}
+
+/// The node lifecycle controller's write after a partition: Ready=Unknown,
+/// `NodeStatusUnknown`, `Kubelet stopped posting node status.`
+fn lifecycle_unknown() -> Value {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": now}]}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_change_to_an_owned_field_is_corrected_within_a_period_and_foreign_fields_stay() {
+    let t = agent("heal-node", "heal-node", "", &default_plugins());
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let nodes: Api<Node> = Api::all(admin());
+    assert!(
+        until(20, || async {
+            server_node("heal-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await
+    );
+    // Foreign fields: a cordon, a taint, another agent's condition.
+    nodes
+        .patch(
+            "heal-node",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true, "taints": [{"key": "example.com/foreign", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+    let npd = json!({"status": {"conditions": [{"type": "KernelDeadlock", "status": "False", "reason": "KernelHasNoDeadlock", "message": "kernel has no deadlock", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    nodes
+        .patch_status(
+            "heal-node",
+            &PatchParams::default(),
+            &Patch::Strategic(&npd),
+        )
+        .await
+        .unwrap();
+
+    // The lifecycle controller marks the node Unknown: the engine writes True
+    // back within about one update period (1 s here).
+    nodes
+        .patch_status(
+            "heal-node",
+            &PatchParams::default(),
+            &Patch::Strategic(&lifecycle_unknown()),
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    assert!(
+        until(6, || async {
+            server_node("heal-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await,
+        "Ready=Unknown was never corrected: {:#}",
+        server_node("heal-node").await.unwrap()["status"]["conditions"]
+    );
+    let healed = started.elapsed();
+    eprintln!("measured: Ready=Unknown written back to True after {healed:?} (update period 1 s)");
+    assert!(healed < Duration::from_secs(4), "took {healed:?}");
+
+    // An owned condition stripped by someone else comes back.
+    nodes
+        .patch_status(
+            "heal-node",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [{"type": "KernelSupported", "$patch": "delete"}]}})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        server_node("heal-node")
+            .await
+            .is_some_and(|n| condition(&n, "KernelSupported").is_none()),
+        "the strip did not happen"
+    );
+    let started = Instant::now();
+    assert!(
+        until(6, || async {
+            server_node("heal-node")
+                .await
+                .is_some_and(|n| condition(&n, "KernelSupported").is_some())
+        })
+        .await,
+        "the stripped condition never came back"
+    );
+    eprintln!(
+        "measured: a stripped condition written back after {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let n = server_node("heal-node").await.unwrap();
+    assert_eq!(n["spec"]["unschedulable"], true);
+    assert_eq!(n["spec"]["taints"][0]["key"], "example.com/foreign");
+    assert_eq!(
+        condition(&n, "KernelDeadlock").unwrap()["reason"],
+        "KernelHasNoDeadlock"
+    );
+    // The cordon was seen: the kubelet's NodeNotSchedulable event.
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(admin(), "default");
+    assert!(
+        until(5, || async {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some("heal-node")
+                        && e.reason.as_deref() == Some("NodeNotSchedulable")
+                        && e.message.as_deref()
+                            == Some("Node heal-node status is now: NodeNotSchedulable")
+                })
+        })
+        .await,
+        "no NodeNotSchedulable event"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// A TCP proxy that can freeze: while frozen, every connection (open or new)
+/// stops forwarding for good, as behind a dead load balancer or a half-open
+/// connection. After a thaw, only new connections work.
+struct Freezer {
+    addr: std::net::SocketAddr,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Freezer {
+    async fn start(upstream: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let upstream: std::net::SocketAddr = upstream
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let f = frozen.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let frozen = f.clone();
+                tokio::spawn(async move {
+                    let dead = Arc::new(AtomicBool::new(frozen.load(Ordering::SeqCst)));
+                    if dead.load(Ordering::SeqCst) {
+                        // Accepts, never answers.
+                        let _hold = client;
+                        std::future::pending::<()>().await;
+                    }
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    let up = pump(cr, sw, frozen.clone(), dead.clone());
+                    let down = pump(sr, cw, frozen, dead);
+                    tokio::join!(up, down);
+                });
+            }
+        });
+        Self { addr, frozen }
+    }
+
+    fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    fn freeze(&self, on: bool) {
+        self.frozen.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+    dead: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if frozen.load(Ordering::SeqCst) || dead.load(Ordering::SeqCst) {
+            dead.store(true, Ordering::SeqCst);
+            // Swallow everything from now on, answer nothing, keep it open.
+            let _keep = (from, to);
+            std::future::pending::<()>().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops_recover() {
+    let proxy = Freezer::start(&cluster().server).await;
+    let t = agent_via(
+        "freeze-node",
+        "freeze-node",
+        "",
+        None,
+        &default_plugins(),
+        Some(&proxy.url()),
+    );
+    assert_eq!(t.agent.client().deadline(), Duration::from_secs(1));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
+    let renewed_after = |t0: k8s_openapi::jiff::Timestamp| {
+        let leases = leases.clone();
+        async move {
+            leases
+                .get_opt("freeze-node")
+                .await
+                .unwrap()
+                .and_then(|l| l.spec?.renew_time)
+                .is_some_and(|r| r.0 > t0)
+        }
+    };
+    let t0 = k8s_openapi::jiff::Timestamp::now();
+    assert!(until(20, || renewed_after(t0)).await, "never renewed");
+    assert!(until(10, || async { t.agent.ready_reason().await.is_none() }).await);
+
+    // Every connection stops answering for 6 s.
+    proxy.freeze(true);
+    let before = t.traffic.snapshot().len();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let during: Vec<_> = t.traffic.snapshot().into_iter().skip(before).collect();
+    let timeouts = during.iter().filter(|s| s.status == 0).count();
+    assert!(
+        timeouts >= 3,
+        "the calls did not end at their deadline: {during:#?}"
+    );
+    assert!(!run.is_finished());
+    proxy.freeze(false);
+    let thawed = Instant::now();
+    let t1 = k8s_openapi::jiff::Timestamp::now();
+    assert!(
+        until(15, || renewed_after(t1)).await,
+        "the lease was not renewed after the connections came back"
+    );
+    eprintln!(
+        "measured: lease renewed {:?} after the connections answered again (deadline 1 s, lease 4 s)",
+        thawed.elapsed()
+    );
+    // The status loop recovered too: a fresh successful sync.
+    let synced = t.agent.metrics().encode();
+    assert!(
+        until(10, || async {
+            let now = t.agent.metrics().encode();
+            metric(&now, "nodestatus_sync_passes_total{result=\"unchanged\"}")
+                + metric(&now, "nodestatus_sync_passes_total{result=\"reported\"}")
+                > metric(
+                    &synced,
+                    "nodestatus_sync_passes_total{result=\"unchanged\"}",
+                ) + metric(&synced, "nodestatus_sync_passes_total{result=\"reported\"}")
+        })
+        .await,
+        "no successful status sync after the thaw"
+    );
+
+    // Stopping while the apiserver never answers is bounded.
+    proxy.freeze(true);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cancel.cancel();
+    let stopping = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("run() did not return within 5 s of the cancel while frozen")
+        .unwrap()
+        .unwrap();
+    eprintln!(
+        "measured: stopped {:?} after the cancel, apiserver frozen",
+        stopping.elapsed()
+    );
 }

@@ -1,9 +1,19 @@
 //! The few API calls the agent makes, each recorded in [`Traffic`] (method,
 //! what, body size, result) so that metrics and tests can count exactly what
 //! the engine sends.
+//!
+//! Every call has a deadline, as the kubelet's heartbeat client has one:
+//! min(`nodeStatusUpdateFrequency`, `nodeLeaseDuration`), set both on the
+//! connection (connect, read and write timeouts) and around the whole call.
+//! There is no client-side throttling. [`NodeClient::reset_connections`]
+//! drops every pooled connection by building the client anew from its
+//! config (the kubelet's `closeAllConns`, kubernetes#93560), so the next
+//! try dials a fresh connection instead of waiting on a dead one.
 
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node};
@@ -63,7 +73,7 @@ pub struct Sent {
 #[derive(Default)]
 pub struct Traffic {
     sent: Mutex<Vec<Sent>>,
-    metrics: std::sync::OnceLock<std::sync::Arc<crate::metrics::Metrics>>,
+    metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
 }
 
 impl std::fmt::Debug for Traffic {
@@ -74,7 +84,7 @@ impl std::fmt::Debug for Traffic {
 
 impl Traffic {
     /// Counts every request in `metrics` too, from now on.
-    pub fn attach(&self, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+    pub fn attach(&self, metrics: Arc<crate::metrics::Metrics>) {
         let _ = self.metrics.set(metrics);
     }
 
@@ -132,6 +142,61 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
+    /// No answer within the deadline; the connections are reset before the
+    /// next try.
+    #[error(
+        "{kind}: no answer within {after:?} (the deadline of every API call: min(nodeStatusUpdateFrequency, nodeLeaseDuration))"
+    )]
+    Timeout {
+        /// The request.
+        kind: &'static str,
+        /// The deadline.
+        after: Duration,
+    },
+    /// A new client could not be built from the connection config.
+    #[error("cannot build a new API client to reset the connections: {0}")]
+    Rebuild(#[source] kube::Error),
+}
+
+/// What kind of failure an [`Error`] is: a bounded set, for metric labels,
+/// `/readyz` and decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorClass {
+    /// HTTP 401: the credentials are not accepted (expired or rotated token).
+    Unauthorized,
+    /// HTTP 403: the credentials may not do this.
+    Forbidden,
+    /// HTTP 404.
+    NotFound,
+    /// HTTP 409.
+    Conflict,
+    /// HTTP 429 or 5xx.
+    Server,
+    /// Another HTTP status.
+    Status,
+    /// No answer within the deadline.
+    Timeout,
+    /// No answer: connection refused or reset, TLS, ...
+    Transport,
+    /// The answer could not be understood.
+    Decode,
+}
+
+impl ErrorClass {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not-found",
+            Self::Conflict => "conflict",
+            Self::Server => "server",
+            Self::Status => "status",
+            Self::Timeout => "timeout",
+            Self::Transport => "transport",
+            Self::Decode => "decode",
+        }
+    }
 }
 
 impl Error {
@@ -143,8 +208,8 @@ impl Error {
         }
     }
 
-    /// Whether retrying cannot help: the credentials may not do this (a node
-    /// identity writing another node, for example).
+    /// Whether the credentials are refused (401 or 403). At start, while
+    /// registering, that is an identity error; later it is retried.
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
@@ -154,6 +219,27 @@ impl Error {
             }
         )
     }
+
+    /// The bounded class of this error.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Self::Api { code: 401, .. } => ErrorClass::Unauthorized,
+            Self::Api { code: 403, .. } => ErrorClass::Forbidden,
+            Self::Api { code: 404, .. } => ErrorClass::NotFound,
+            Self::Api { code: 409, .. } => ErrorClass::Conflict,
+            Self::Api { code, .. } if *code == 429 || *code >= 500 => ErrorClass::Server,
+            Self::Api { .. } => ErrorClass::Status,
+            Self::Timeout { .. } => ErrorClass::Timeout,
+            Self::Transport { .. } | Self::Rebuild(_) => ErrorClass::Transport,
+            Self::Decode { .. } => ErrorClass::Decode,
+        }
+    }
+}
+
+/// The deadline of every API call for these periods: min(update frequency,
+/// lease duration), as the kubelet's heartbeat client.
+pub fn call_deadline(update_frequency: Duration, lease_duration_seconds: i32) -> Duration {
+    update_frequency.min(Duration::from_secs(lease_duration_seconds.max(1) as u64))
 }
 
 /// Convenience alias.
@@ -162,22 +248,117 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The API calls for one node.
 #[derive(Clone)]
 pub struct NodeClient {
-    nodes: Api<Node>,
-    leases: Api<Lease>,
-    events: Api<Event>,
+    /// The client of the heartbeat calls; replaced by `reset_connections`.
+    client: Arc<ArcSwap<kube::Client>>,
+    /// The client of the watch, which has no per-call deadline.
+    watch: kube::Client,
+    /// Where a fresh client comes from; `None` for a client given as is
+    /// (a test's mock service), whose connections cannot be reset.
+    config: Option<Arc<kube::Config>>,
+    deadline: Duration,
     name: String,
-    traffic: std::sync::Arc<Traffic>,
+    traffic: Arc<Traffic>,
 }
 
+/// The default deadline of a call: the kubelet's default periods (10 s).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
 impl NodeClient {
-    /// Calls for node `name` through `client`.
-    pub fn new(client: kube::Client, name: &str, traffic: std::sync::Arc<Traffic>) -> Self {
+    /// Calls for node `name` through `client`, with the default deadline.
+    /// Its connections cannot be reset (see [`Self::from_config`]).
+    pub fn new(client: kube::Client, name: &str, traffic: Arc<Traffic>) -> Self {
         Self {
-            nodes: Api::all(client.clone()),
-            leases: Api::namespaced(client.clone(), "kube-node-lease"),
-            events: Api::namespaced(client, "default"),
+            client: Arc::new(ArcSwap::from_pointee(client.clone())),
+            watch: client,
+            config: None,
+            deadline: DEFAULT_DEADLINE,
             name: name.to_owned(),
             traffic,
+        }
+    }
+
+    /// Calls for node `name` through clients built from `config`, each call
+    /// bounded by `deadline` (connect, read and write timeouts, and the whole
+    /// call). [`Self::reset_connections`] builds the client anew.
+    pub fn from_config(
+        config: kube::Config,
+        name: &str,
+        traffic: Arc<Traffic>,
+        deadline: Duration,
+    ) -> Result<Self> {
+        let watch = kube::Client::try_from(config.clone()).map_err(Error::Rebuild)?;
+        let mut heartbeat = config;
+        heartbeat.connect_timeout = Some(deadline);
+        heartbeat.read_timeout = Some(deadline);
+        heartbeat.write_timeout = Some(deadline);
+        let client = kube::Client::try_from(heartbeat.clone()).map_err(Error::Rebuild)?;
+        Ok(Self {
+            client: Arc::new(ArcSwap::from_pointee(client)),
+            watch,
+            config: Some(Arc::new(heartbeat)),
+            deadline,
+            name: name.to_owned(),
+            traffic,
+        })
+    }
+
+    /// The same client with another deadline for each call.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The deadline of each call.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Drops every pooled connection: the next call dials anew (the
+    /// kubelet's `closeAllConns` after a failed heartbeat). Returns whether
+    /// the connections were reset (not for a client given as is).
+    pub fn reset_connections(&self) -> Result<bool> {
+        let Some(config) = &self.config else {
+            return Ok(false);
+        };
+        let fresh = kube::Client::try_from((**config).clone()).map_err(Error::Rebuild)?;
+        self.client.store(Arc::new(fresh));
+        Ok(true)
+    }
+
+    /// The client of the watch on the node (no per-call deadline: the
+    /// watch's own idle timeout ends a stalled watch).
+    pub fn watch_client(&self) -> kube::Client {
+        self.watch.clone()
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all((**self.client.load()).clone())
+    }
+
+    fn leases(&self) -> Api<Lease> {
+        Api::namespaced((**self.client.load()).clone(), "kube-node-lease")
+    }
+
+    fn events(&self) -> Api<Event> {
+        Api::namespaced((**self.client.load()).clone(), "default")
+    }
+
+    /// Runs `call` with the deadline and records it.
+    async fn call<T>(
+        &self,
+        kind: RequestKind,
+        bytes: usize,
+        call: impl std::future::Future<Output = std::result::Result<T, kube::Error>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.deadline, call).await {
+            Ok(r) => self.done(kind, bytes, r),
+            Err(_) => {
+                self.traffic.record(kind, bytes, 0);
+                Err(Error::Timeout {
+                    kind: kind.as_str(),
+                    after: self.deadline,
+                })
+            }
         }
     }
 
@@ -187,7 +368,7 @@ impl NodeClient {
     }
 
     /// The request record.
-    pub fn traffic(&self) -> &std::sync::Arc<Traffic> {
+    pub fn traffic(&self) -> &Arc<Traffic> {
         &self.traffic
     }
 
@@ -230,8 +411,10 @@ impl NodeClient {
 
     /// GETs the node; `None` when it does not exist.
     pub async fn get_node(&self) -> Result<Option<Value>> {
-        let r = self.nodes.get_opt(&self.name).await;
-        let n = self.done(RequestKind::GetNode, 0, r)?;
+        let api = self.nodes();
+        let n = self
+            .call(RequestKind::GetNode, 0, api.get_opt(&self.name))
+            .await?;
         n.map(|n| Self::to_value(RequestKind::GetNode, n))
             .transpose()
     }
@@ -243,57 +426,65 @@ impl NodeClient {
             message: e.to_string(),
         })?;
         let bytes = serde_json::to_vec(&typed).map(|b| b.len()).unwrap_or(0);
-        let r = self.nodes.create(&PostParams::default(), &typed).await;
-        Self::to_value(
-            RequestKind::CreateNode,
-            self.done(RequestKind::CreateNode, bytes, r)?,
-        )
+        let api = self.nodes();
+        let pp = PostParams::default();
+        let created = self
+            .call(RequestKind::CreateNode, bytes, api.create(&pp, &typed))
+            .await?;
+        Self::to_value(RequestKind::CreateNode, created)
     }
 
     /// Sends a strategic merge patch to `nodes/<name>/status`.
     pub async fn patch_status(&self, patch: &Value) -> Result<Value> {
         let bytes = patch.to_string().len();
-        let r = self
-            .nodes
-            .patch_status(
-                &self.name,
-                &PatchParams::default(),
-                &Patch::Strategic(patch),
+        let api = self.nodes();
+        let pp = PatchParams::default();
+        let p = Patch::Strategic(patch);
+        let updated = self
+            .call(
+                RequestKind::PatchStatus,
+                bytes,
+                api.patch_status(&self.name, &pp, &p),
             )
-            .await;
-        Self::to_value(
-            RequestKind::PatchStatus,
-            self.done(RequestKind::PatchStatus, bytes, r)?,
-        )
+            .await?;
+        Self::to_value(RequestKind::PatchStatus, updated)
     }
 
     /// GETs the lease; `None` when missing.
     pub async fn get_lease(&self) -> Result<Option<Lease>> {
-        let r = self.leases.get_opt(&self.name).await;
-        self.done(RequestKind::GetLease, 0, r)
+        let api = self.leases();
+        self.call(RequestKind::GetLease, 0, api.get_opt(&self.name))
+            .await
     }
 
     /// Creates the lease.
     pub async fn create_lease(&self, lease: &Lease) -> Result<Lease> {
         let bytes = serde_json::to_vec(lease).map(|b| b.len()).unwrap_or(0);
-        let r = self.leases.create(&PostParams::default(), lease).await;
-        self.done(RequestKind::CreateLease, bytes, r)
+        let api = self.leases();
+        let pp = PostParams::default();
+        self.call(RequestKind::CreateLease, bytes, api.create(&pp, lease))
+            .await
     }
 
     /// PUTs the lease (optimistic: carries its resourceVersion).
     pub async fn update_lease(&self, lease: &Lease) -> Result<Lease> {
         let bytes = serde_json::to_vec(lease).map(|b| b.len()).unwrap_or(0);
-        let r = self
-            .leases
-            .replace(&self.name, &PostParams::default(), lease)
-            .await;
-        self.done(RequestKind::UpdateLease, bytes, r)
+        let api = self.leases();
+        let pp = PostParams::default();
+        self.call(
+            RequestKind::UpdateLease,
+            bytes,
+            api.replace(&self.name, &pp, lease),
+        )
+        .await
     }
 
     /// Creates an event.
     pub async fn create_event(&self, event: &Event) -> Result<Event> {
         let bytes = serde_json::to_vec(event).map(|b| b.len()).unwrap_or(0);
-        let r = self.events.create(&PostParams::default(), event).await;
-        self.done(RequestKind::CreateEvent, bytes, r)
+        let api = self.events();
+        let pp = PostParams::default();
+        self.call(RequestKind::CreateEvent, bytes, api.create(&pp, event))
+            .await
     }
 }

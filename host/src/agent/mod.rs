@@ -2,49 +2,67 @@
 //!
 //! - **register** ([`Agent::register`]): create the Node, with backoff from
 //!   100 ms doubling to 7 s; on AlreadyExists or Forbidden, GET it and
-//!   reconcile what the kubelet reconciles;
+//!   reconcile what the kubelet reconciles. Only here may an error end the
+//!   process: credentials refused at start are an identity error;
 //! - **status sync** ([`Agent::sync_once`]): every `nodeStatusUpdateFrequency`
-//!   (4 % jitter), run the setters on a copy of the node and patch
+//!   (4 % jitter), run the setters on a copy of the live node and patch
 //!   `nodes/<name>/status` only when the status changed or the report period
-//!   ran out; up to 5 tries a pass;
+//!   ran out; up to 5 tries a pass, the first from the watch's copy of the
+//!   node, the others from a fresh GET; at start a fast update every 100 ms
+//!   until Ready (2 minutes at most);
 //! - **lease** ([`Agent::renew_lease`]): renew the Lease in `kube-node-lease`
-//!   every quarter of its duration (4 % jitter).
+//!   every quarter of its duration (4 % jitter);
+//! - **watch**: one watch on the node (field selector `metadata.name`) keeps
+//!   the live copy current, so a change written by someone else (the node
+//!   lifecycle controller's `Ready=Unknown`) is seen and corrected by the
+//!   next pass.
 //!
-//! Each loop is a step (`register_once`, `sync_once`, `renew_lease`) that a
-//! test can call directly, and a thin driver ([`Agent::run`]) that owns
-//! timing, jitter, backoff and cancellation.
+//! Every error after start is retried; every call has a deadline; SIGTERM
+//! leaves the node as it is. The decisions (when to write, with which
+//! backoff) are pure functions in [`decide`]; this module is the driver.
 
 pub mod client;
+pub mod decide;
 pub mod patch;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::pipeline::{self, PassReport};
 use crate::plugin_dir::PluginDir;
 use crate::runtime::facts::{FactSource, Facts};
-use crate::runtime::{CallContext, EventType};
-use client::NodeClient;
+use crate::runtime::{CallContext, EmittedEvent, EventType};
+use client::{ErrorClass, NodeClient};
+pub use decide::{
+    Backoff, JITTER, LEASE_UPDATE_RETRY, NODE_STATUS_UPDATE_RETRY, PassKind, Random, ThreadRandom,
+};
 
-/// Tries of one status update (`nodeStatusUpdateRetry`).
-pub const NODE_STATUS_UPDATE_RETRY: usize = 5;
-/// Tries of one lease renewal.
-pub const LEASE_UPDATE_RETRY: usize = 5;
-/// Jitter factor of the sync and lease periods.
-pub const JITTER: f64 = 0.04;
 /// A plugin whose failure affects readiness makes the node not Ready after
 /// failing this many passes in a row.
 pub const FAILURES_BEFORE_NOT_READY: u32 = 3;
-/// The message of Ready=False at shutdown, as the kubelet writes it.
+/// The message of Ready=False when the node itself shuts down, as the
+/// kubelet writes it.
 pub const SHUTTING_DOWN: &str = "node is shutting down";
+/// The taint of a node whose cloud-controller-manager has not initialized it
+/// yet (`cloudProvider: external`).
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The annotation with the configured node IP (`cloudProvider: external`).
+pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+
+/// `jitter(d, factor)` with the thread's random draw (`wait.Jitter`).
+pub fn jitter(d: Duration, factor: f64) -> Duration {
+    decide::jitter(d, factor, ThreadRandom.unit())
+}
 
 /// Errors of the node loops.
 #[derive(Debug, thiserror::Error)]
@@ -53,16 +71,25 @@ pub enum Error {
     #[error(transparent)]
     Api(#[from] client::Error),
     /// The node does not exist (deleted from outside).
-    #[error("node {0:?} not found")]
+    #[error(
+        "node {0:?} not found: it was deleted from the API server; nodestatus does not register it again in this run (restart nodestatus, or set reRegisterDeletedNode: true)"
+    )]
     NodeGone(String),
+    /// The lease cannot be created while the node does not exist (its owner
+    /// reference needs the node's uid).
+    #[error("node {0:?} not found: the lease is created once the node exists")]
+    LeaseWaitsForNode(String),
     /// Every try of a status update failed.
     #[error("update node status exceeds retry count: {0}")]
     RetriesExceeded(#[source] Box<Error>),
     /// Every try of a lease renewal failed.
     #[error("failed {LEASE_UPDATE_RETRY} attempts to update lease: {0}")]
     LeaseRetriesExceeded(#[source] Box<Error>),
-    /// The credentials cannot do what the engine must: retrying cannot help.
-    #[error("permission denied, not retrying: {0}")]
+    /// At start, the credentials cannot register this node: an identity or
+    /// RBAC error that the operator must fix.
+    #[error(
+        "permission denied, not retrying: {0} (check that the credentials are system:node:<nodeName> for this node, or have RBAC to create and get it)"
+    )]
     Permanent(#[source] Box<Error>),
     /// The setter pass panicked or was cancelled.
     #[error("the setter pass did not finish: {0}")]
@@ -75,6 +102,25 @@ impl Error {
             Self::Permanent(_) => true,
             Self::Api(e) => e.is_permanent(),
             _ => false,
+        }
+    }
+
+    /// A bounded label for metrics and `/readyz`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Api(e) => e.class().as_str(),
+            Self::NodeGone(_) | Self::LeaseWaitsForNode(_) => "node-gone",
+            Self::RetriesExceeded(e) | Self::LeaseRetriesExceeded(e) | Self::Permanent(e) => {
+                e.class()
+            }
+            Self::Pass(_) => "pass",
+        }
+    }
+
+    fn api_class(&self) -> Option<ErrorClass> {
+        match self {
+            Self::Api(e) => Some(e.class()),
+            _ => None,
         }
     }
 }
@@ -95,51 +141,22 @@ pub enum SyncOutcome {
         /// Bytes of the patch body.
         bytes: usize,
     },
-    /// Nothing changed and the report period has not run out.
+    /// Nothing written: nothing changed and the report period has not run
+    /// out (or, in the fast update, Ready is still False).
     Unchanged,
 }
 
 struct SyncState {
-    cached: Option<Value>,
-    last_report: Option<Instant>,
-    report_delay: f64,
+    report: decide::ReportSchedule,
     last_pass: Option<PassReport>,
 }
 
-/// Exponential backoff: `initial`, doubling, capped at `max`.
+/// The last failure of a loop, for `/readyz`.
 #[derive(Debug, Clone)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// A backoff from `initial` to `max`.
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        Self {
-            initial,
-            max,
-            next: initial,
-        }
-    }
-
-    /// The next delay.
-    pub fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    /// Back to the initial delay.
-    pub fn reset(&mut self) {
-        self.next = self.initial;
-    }
-}
-
-/// `d` plus up to `factor` of itself, at random (`wait.Jitter`).
-pub fn jitter(d: Duration, factor: f64) -> Duration {
-    d.mul_f64(1.0 + rand::random::<f64>() * factor)
+struct Failing {
+    class: &'static str,
+    message: String,
+    since: Instant,
 }
 
 /// The agent for one node.
@@ -148,17 +165,37 @@ pub struct Agent {
     client: NodeClient,
     plugins: Arc<PluginDir>,
     facts: FactSource,
+    rng: Arc<dyn Random>,
     sync: tokio::sync::Mutex<SyncState>,
+    /// The node as last seen: from the watch, a GET, or a write's answer.
+    live: Mutex<Option<Value>>,
     node_uid: Mutex<Option<String>>,
+    registered: AtomicBool,
+    node_gone: AtomicBool,
+    /// Whether the readiness checks (one pass of the setters) have run.
+    checks_ran: AtomicBool,
+    unschedulable: Mutex<bool>,
     problems: Mutex<Vec<String>>,
     failures: Mutex<HashMap<String, (u32, String)>>,
+    failing: Mutex<HashMap<&'static str, Failing>>,
     metrics: Arc<crate::metrics::Metrics>,
     last_sync_ok: Mutex<Option<Instant>>,
+    last_lease_ok: Mutex<Option<Instant>>,
 }
 
 impl Agent {
     /// An agent for `cfg.node_name`, talking through `client`.
     pub fn new(cfg: Arc<Config>, client: NodeClient, plugins: Arc<PluginDir>) -> Arc<Self> {
+        Self::with_random(cfg, client, plugins, Arc::new(ThreadRandom))
+    }
+
+    /// Like [`Self::new`], with the random source of the jitter (tests).
+    pub fn with_random(
+        cfg: Arc<Config>,
+        client: NodeClient,
+        plugins: Arc<PluginDir>,
+        rng: Arc<dyn Random>,
+    ) -> Arc<Self> {
         let metrics = Arc::new(crate::metrics::Metrics::new());
         client.traffic().attach(metrics.clone());
         {
@@ -171,19 +208,25 @@ impl Agent {
         Arc::new(Self {
             metrics,
             last_sync_ok: Mutex::new(None),
+            last_lease_ok: Mutex::new(None),
+            sync: tokio::sync::Mutex::new(SyncState {
+                report: decide::ReportSchedule::new(cfg.node_status_report_frequency),
+                last_pass: None,
+            }),
             cfg,
             client,
             plugins,
             facts: FactSource::host(),
-            sync: tokio::sync::Mutex::new(SyncState {
-                cached: None,
-                last_report: None,
-                report_delay: 0.0,
-                last_pass: None,
-            }),
+            rng,
+            live: Mutex::new(None),
             node_uid: Mutex::new(None),
+            registered: AtomicBool::new(false),
+            node_gone: AtomicBool::new(false),
+            checks_ran: AtomicBool::new(false),
+            unschedulable: Mutex::new(false),
             problems: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
+            failing: Mutex::new(HashMap::new()),
         })
     }
 
@@ -197,18 +240,64 @@ impl Agent {
         &self.metrics
     }
 
-    /// `None` when ready to serve; otherwise why not: not registered yet, or
-    /// no successful status sync in the last three update periods.
+    /// `None` when ready to serve; otherwise why not: not registered yet,
+    /// the node deleted from outside, no successful status sync in the last
+    /// three update periods, or no lease renewal for a lease duration.
     pub async fn ready_reason(&self) -> Option<String> {
-        if self.sync.lock().await.cached.is_none() {
+        if !self.registered.load(Ordering::SeqCst) {
             return Some("the node is not registered yet".into());
         }
+        if self.node_gone.load(Ordering::SeqCst) {
+            return Some(format!(
+                "node {:?} was deleted from the API server: nodestatus does not register it again in this run (restart nodestatus to register it, or set reRegisterDeletedNode: true)",
+                self.cfg.node_name
+            ));
+        }
+        let failing = |l: &str| {
+            self.failing
+                .lock()
+                .expect("failing lock")
+                .get(l)
+                .map(|f| {
+                    format!(
+                        "; failing since {:?} ago with {}: {}",
+                        f.since.elapsed(),
+                        f.class,
+                        f.message
+                    )
+                })
+                .unwrap_or_default()
+        };
         let limit = self.cfg.node_status_update_frequency * 3 + Duration::from_secs(5);
         match *self.last_sync_ok.lock().expect("sync time lock") {
-            Some(t) if t.elapsed() <= limit => None,
-            Some(t) => Some(format!("no successful status sync for {:?}", t.elapsed())),
-            None => Some("no successful status sync yet".into()),
+            Some(t) if t.elapsed() <= limit => {}
+            Some(t) => {
+                return Some(format!(
+                    "no successful status sync for {:?}{}",
+                    t.elapsed(),
+                    failing("sync")
+                ));
+            }
+            None => return Some(format!("no successful status sync yet{}", failing("sync"))),
         }
+        if !self.cfg.companion {
+            let lease = Duration::from_secs(self.cfg.node_lease_duration_seconds as u64);
+            if let Some(t) = *self.last_lease_ok.lock().expect("lease time lock") {
+                if t.elapsed() > lease {
+                    return Some(format!(
+                        "no lease renewal for {:?}{}",
+                        t.elapsed(),
+                        failing("lease")
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether the node was found deleted (and not seen since).
+    pub fn node_deleted(&self) -> bool {
+        self.node_gone.load(Ordering::SeqCst)
     }
 
     /// The plugin directory.
@@ -216,9 +305,9 @@ impl Agent {
         &self.plugins
     }
 
-    /// The last node the server returned.
+    /// The node as last seen (watch, GET or a write's answer).
     pub async fn cached_node(&self) -> Option<Value> {
-        self.sync.lock().await.cached.clone()
+        self.live.lock().expect("live lock").clone()
     }
 
     /// The report of the last setter pass.
@@ -235,9 +324,9 @@ impl Agent {
         })
     }
 
-    /// Problems that make the node not ready: shutdown, and plugins whose
-    /// failure affects readiness that failed [`FAILURES_BEFORE_NOT_READY`]
-    /// passes in a row.
+    /// Problems that make the node not ready: the node's own shutdown, and
+    /// plugins whose failure affects readiness that failed
+    /// [`FAILURES_BEFORE_NOT_READY`] passes in a row.
     fn node_problems(&self) -> Vec<String> {
         let mut p = self.problems.lock().expect("problems lock").clone();
         let failures = self.failures.lock().expect("failures lock");
@@ -252,6 +341,7 @@ impl Agent {
         p
     }
 
+    /// Counts one pass (not one try) of the setters.
     fn note_failures(&self, report: &PassReport) {
         let mut f = self.failures.lock().expect("failures lock");
         // A plugin that is gone no longer counts.
@@ -270,7 +360,9 @@ impl Agent {
         }
     }
 
-    /// Runs the setters over `base` on a blocking thread; returns the new node.
+    /// Runs the setters over `base` on a blocking thread, then the built-in
+    /// steps; returns the new node. Events are not recorded here: the
+    /// caller records those of the try whose result reached the server.
     async fn run_setters(&self, base: &Value) -> Result<(Value, PassReport)> {
         let set = self.plugins.current();
         let runtime = self.plugins.runtime().clone();
@@ -278,21 +370,52 @@ impl Agent {
             facts: Arc::new(Facts::new(self.facts.clone())),
             node_problems: Arc::from(self.node_problems()),
         };
-        let base = base.clone();
+        let input = base.clone();
         let loaded = set.plugins().len();
-        let started = Instant::now();
-        let (mut node, report) =
-            tokio::task::spawn_blocking(move || pipeline::run_pass(&runtime, &set, &base, &ctx))
+        let started = std::time::Instant::now();
+        let (mut node, mut report) =
+            tokio::task::spawn_blocking(move || pipeline::run_pass(&runtime, &set, &input, &ctx))
                 .await
                 .map_err(|e| Error::Pass(e.to_string()))?;
         self.metrics.observe_pass(&report, started.elapsed());
         self.metrics.plugins_loaded.set(loaded as i64);
-        self.note_failures(&report);
         force_os_arch_labels(&mut node);
-        for (plugin, e) in &report.events {
-            self.record_event(e.event_type, &e.reason, &e.message, Some(plugin));
+        allocatable_for_every_capacity_key(&mut node);
+        if self.cfg.external_cloud_provider {
+            self.leave_cloud_fields(base, &mut node);
+        }
+        if !self.checks_ran.swap(true, Ordering::SeqCst) {
+            // The readiness checks had not run before this pass: keep the
+            // node's Ready as it is (no NotReady at a restart, no Ready=True
+            // before a check).
+            keep_condition(base, &mut node, "Ready");
+            report
+                .events
+                .retain(|(_, e)| !matches!(e.reason.as_str(), "NodeReady" | "NodeNotReady"));
         }
         Ok((node, report))
+    }
+
+    /// `cloudProvider: external`: the cloud-controller-manager's addresses
+    /// stay as they are once it has written some.
+    fn leave_cloud_fields(&self, base: &Value, node: &mut Value) {
+        let had = base
+            .pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if had {
+            node["status"]["addresses"] = base["status"]["addresses"].clone();
+        }
+    }
+
+    fn record_pass_events(&self, report: &PassReport) {
+        for (plugin, e) in &report.events {
+            self.record_emitted(plugin, e);
+        }
+    }
+
+    fn record_emitted(&self, plugin: &str, e: &EmittedEvent) {
+        self.record_event(e.event_type, &e.reason, &e.message, Some(plugin));
     }
 
     /// The node as the kubelet's `initialNode` builds it, then one pass of
@@ -307,16 +430,39 @@ impl Agent {
                 labels.insert(k.clone(), Value::String(v.clone()));
             }
         }
-        if !self.cfg.register_with_taints.is_empty() {
-            node["spec"]["taints"] =
-                serde_json::to_value(&self.cfg.register_with_taints).expect("taints serialize");
+        let mut taints =
+            serde_json::to_value(&self.cfg.register_with_taints).expect("taints serialize");
+        if self.cfg.external_cloud_provider {
+            if let Some(list) = taints.as_array_mut() {
+                if !list.iter().any(|t| t["key"] == UNINITIALIZED_TAINT) {
+                    list.push(json!({"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}));
+                }
+            }
+            if let Some(ip) = self.provided_node_ip() {
+                node["metadata"]["annotations"][PROVIDED_NODE_IP] = json!(ip);
+            }
+        }
+        if taints.as_array().is_some_and(|l| !l.is_empty()) {
+            node["spec"]["taints"] = taints;
         }
         if let Some(p) = &self.cfg.provider_id {
             node["spec"]["providerID"] = json!(p);
         }
         let (node, report) = self.run_setters(&node).await?;
+        self.note_failures(&report);
         self.sync.lock().await.last_pass = Some(report);
         Ok(node)
+    }
+
+    fn provided_node_ip(&self) -> Option<String> {
+        (!self.cfg.node_ips.is_empty()).then(|| {
+            self.cfg
+                .node_ips
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
     }
 
     /// One registration attempt. `Ok(true)` when the node exists and is
@@ -326,7 +472,7 @@ impl Agent {
             // Never create it: wait for an existing node.
             return Ok(match self.client.get_node().await? {
                 Some(n) => {
-                    self.remember(n).await;
+                    self.registered_with(n);
                     true
                 }
                 None => false,
@@ -336,7 +482,10 @@ impl Agent {
         match self.client.create_node(&node).await {
             Ok(created) => {
                 tracing::info!(node = self.client.name(), "node registered");
-                self.remember(created).await;
+                if let Some(r) = self.sync.lock().await.last_pass.clone() {
+                    self.record_pass_events(&r);
+                }
+                self.registered_with(created);
                 Ok(true)
             }
             Err(
@@ -360,7 +509,7 @@ impl Agent {
                     None => existing,
                 };
                 tracing::info!(node = self.client.name(), "node already exists; reconciled");
-                self.remember(current).await;
+                self.registered_with(current);
                 Ok(true)
             }
             Err(e) => Err(e.into()),
@@ -368,45 +517,96 @@ impl Agent {
     }
 
     /// What the kubelet reconciles on an existing node: the attach-detach
-    /// annotation and the default labels. `nodeLabels` and taints are never
-    /// applied again.
+    /// annotation and the default labels (hostname, zone and region,
+    /// instance type, os, arch), each only where the initial node has it,
+    /// `nodeLabels` overrides included. Other `nodeLabels` and taints are
+    /// never applied again.
     fn reconcile(&self, existing: &Value) -> Value {
         let mut n = existing.clone();
-        let initial = crate::once::initial_node(&self.cfg.node_name, &self.hostname());
+        let mut initial = crate::once::initial_node(&self.cfg.node_name, &self.hostname());
+        for (k, v) in &self.cfg.node_labels {
+            initial["metadata"]["labels"][k] = json!(v);
+        }
         let meta = n["metadata"].as_object_mut().expect("a node has metadata");
         let ann = meta.entry("annotations").or_insert_with(|| json!({}));
         ann["volumes.kubernetes.io/controller-managed-attach-detach"] = json!("true");
         let labels = meta.entry("labels").or_insert_with(|| json!({}));
-        for (k, v) in initial["metadata"]["labels"]
-            .as_object()
-            .expect("initial labels")
-        {
-            labels[k] = v.clone();
+        for key in DEFAULT_LABELS {
+            match initial["metadata"]["labels"].get(*key) {
+                Some(Value::String(v)) if v.is_empty() => {
+                    if let Some(l) = labels.as_object_mut() {
+                        l.remove(*key);
+                    }
+                }
+                Some(v) => labels[*key] = v.clone(),
+                None => {}
+            }
         }
         n
     }
 
-    async fn remember(&self, node: Value) {
+    fn registered_with(&self, node: Value) {
+        self.offer(node);
+        self.registered.store(true, Ordering::SeqCst);
+        self.node_gone.store(false, Ordering::SeqCst);
+        self.metrics.node_deleted.set(0);
+    }
+
+    /// Takes `node` as the live node unless the one held is newer.
+    fn offer(&self, node: Value) {
         if let Some(uid) = node.pointer("/metadata/uid").and_then(Value::as_str) {
             *self.node_uid.lock().expect("uid lock") = Some(uid.to_owned());
         }
-        self.sync.lock().await.cached = Some(node);
+        let mut live = self.live.lock().expect("live lock");
+        let rv = |n: &Value| {
+            n.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let same_node = live
+            .as_ref()
+            .is_none_or(|l| l.pointer("/metadata/uid") == node.pointer("/metadata/uid"));
+        if !same_node || decide::newer(live.as_ref().and_then(rv).as_deref(), rv(&node).as_deref())
+        {
+            *live = Some(node);
+            drop(live);
+            self.came_back();
+        }
     }
 
-    /// Registers with backoff (100 ms doubling to 7 s) until it succeeds, the
-    /// error is permanent, or `cancel` fires.
+    /// The node is gone: forget it (and its uid, so that no lease is created
+    /// pointing at it).
+    fn forget_node(&self) {
+        *self.live.lock().expect("live lock") = None;
+        *self.node_uid.lock().expect("uid lock") = None;
+        if self.registered.load(Ordering::SeqCst) && !self.node_gone.swap(true, Ordering::SeqCst) {
+            self.metrics.node_deleted.set(1);
+            tracing::error!(
+                node = self.client.name(),
+                "the node was deleted from the API server; nodestatus does not register it again in this run (the kubelet's rule): restart nodestatus to register it, or set reRegisterDeletedNode: true"
+            );
+        }
+    }
+
+    /// Registers with backoff (100 ms doubling to 7 s) until it succeeds,
+    /// the credentials are refused (an identity error at start: returned),
+    /// or `cancel` fires.
     pub async fn register(&self, cancel: &CancellationToken) -> Result<()> {
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(7));
+        let mut backoff = Backoff::registration();
         loop {
             let step = backoff.next_delay();
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(step) => {}
             }
-            match self.register_once().await {
+            let result = tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                r = self.register_once() => r,
+            };
+            match result {
                 Ok(true) => return Ok(()),
                 Ok(false) => {
-                    tracing::info!(node = self.client.name(), retry_in = ?backoff.next, "registerNode is false: waiting for the node to exist")
+                    tracing::info!(node = self.client.name(), retry_in = ?backoff.peek(), "registerNode is false: waiting for the node to exist")
                 }
                 Err(e) if e.is_permanent() => {
                     let e = match e {
@@ -417,76 +617,174 @@ impl Agent {
                     return Err(e);
                 }
                 Err(e) => {
-                    tracing::warn!(node = self.client.name(), retry_in = ?backoff.next, "unable to register node, backing off: {e}")
+                    self.metrics.loop_error("register", e.class());
+                    tracing::warn!(node = self.client.name(), retry_in = ?backoff.peek(), "unable to register node, backing off: {e}")
                 }
             }
         }
     }
 
-    /// One status sync (`updateNodeStatus`): up to 5 tries, the first from
-    /// the cached node, later ones from a fresh GET.
+    /// One regular status sync (`updateNodeStatus`): up to 5 tries, the
+    /// first from the live node, later ones from a fresh GET.
     pub async fn sync_once(&self) -> Result<SyncOutcome> {
-        let result = self.sync_tries().await;
+        self.sync_pass(PassKind::Regular).await
+    }
+
+    /// One status sync of `kind`.
+    pub async fn sync_pass(&self, kind: PassKind) -> Result<SyncOutcome> {
+        let result = self.sync_tries(kind).await;
         self.metrics.sync_result(match &result {
             Ok(SyncOutcome::Patched { .. }) => "patched",
             Ok(SyncOutcome::Reported { .. }) => "reported",
             Ok(SyncOutcome::Unchanged) => "unchanged",
             Err(_) => "error",
         });
-        if result.is_ok() {
-            *self.last_sync_ok.lock().expect("sync time lock") = Some(Instant::now());
+        match &result {
+            Ok(_) => {
+                *self.last_sync_ok.lock().expect("sync time lock") = Some(Instant::now());
+                self.recovered("sync");
+            }
+            Err(e) => self.failed("sync", e),
         }
         result
     }
 
-    async fn sync_tries(&self) -> Result<SyncOutcome> {
+    fn failed(&self, l: &'static str, e: &Error) {
+        let class = match e {
+            Error::RetriesExceeded(inner) | Error::LeaseRetriesExceeded(inner) => inner.class(),
+            other => other.class(),
+        };
+        self.metrics.loop_error(l, class);
+        let mut f = self.failing.lock().expect("failing lock");
+        let first = !f.contains_key(l);
+        let since = f.get(l).map_or_else(Instant::now, |x| x.since);
+        f.insert(
+            l,
+            Failing {
+                class,
+                message: e.to_string(),
+                since,
+            },
+        );
+        drop(f);
+        if first && matches!(class, "unauthorized" | "forbidden") {
+            // Where it matters: the credentials were refused after start.
+            let reason = if l == "lease" {
+                "FailedLeaseRenewal"
+            } else {
+                "FailedNodeStatusUpdate"
+            };
+            self.record_event(
+                EventType::Warning,
+                reason,
+                &format!("the {l} loop's credentials were refused ({class}); retrying: {e}"),
+                None,
+            );
+        }
+    }
+
+    fn recovered(&self, l: &'static str) {
+        if let Some(f) = self.failing.lock().expect("failing lock").remove(l) {
+            tracing::info!(
+                node = self.client.name(),
+                after = ?f.since.elapsed(),
+                "the {l} loop recovered"
+            );
+        }
+    }
+
+    async fn sync_tries(&self, kind: PassKind) -> Result<SyncOutcome> {
         let mut state = self.sync.lock().await;
         let mut last = None;
+        let mut pass = None;
+        let mut result = None;
         for attempt in 0..NODE_STATUS_UPDATE_RETRY {
-            match self.try_update(&mut state, attempt).await {
-                Ok(o) => return Ok(o),
-                Err(e @ (Error::NodeGone(_) | Error::Permanent(_))) => return Err(e),
-                Err(e) if e.is_permanent() => return Err(Error::Permanent(Box::new(e))),
+            match self.try_update(&mut state, attempt, kind, &mut pass).await {
+                Ok(o) => {
+                    result = Some(Ok(o));
+                    break;
+                }
+                Err(e @ Error::NodeGone(_)) => {
+                    self.forget_node();
+                    result = Some(Err(e));
+                    break;
+                }
                 Err(e) => {
                     tracing::warn!(
                         node = self.client.name(),
                         attempt,
                         "error updating node status, will retry: {e}"
                     );
-                    if let Error::Api(client::Error::Api { code: 404, .. }) = e {
-                        return Err(Error::NodeGone(self.client.name().to_owned()));
+                    if decide::reset_after_failure(attempt) {
+                        self.reset_connections();
                     }
-                    state.cached = None;
                     last = Some(e);
                 }
             }
         }
-        Err(Error::RetriesExceeded(Box::new(
-            last.expect("at least one try"),
-        )))
+        // One pass, however many tries: the failure counter counts passes,
+        // and only the events of the try that reached the server are kept.
+        if let Some(report) = pass {
+            self.note_failures(&report);
+            if matches!(result, Some(Ok(_))) {
+                self.record_pass_events(&report);
+            }
+            state.last_pass = Some(report);
+        }
+        result.unwrap_or_else(|| {
+            Err(Error::RetriesExceeded(Box::new(
+                last.expect("at least one try"),
+            )))
+        })
     }
 
-    async fn try_update(&self, state: &mut SyncState, attempt: usize) -> Result<SyncOutcome> {
-        let base = match (&state.cached, attempt) {
-            (Some(n), 0) => n.clone(),
+    /// Drops every pooled connection (`closeAllConns`).
+    fn reset_connections(&self) {
+        match self.client.reset_connections() {
+            Ok(true) => tracing::info!(
+                node = self.client.name(),
+                "closed every API connection after a failed heartbeat; the next try dials anew"
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
+    async fn try_update(
+        &self,
+        state: &mut SyncState,
+        attempt: usize,
+        kind: PassKind,
+        pass: &mut Option<PassReport>,
+    ) -> Result<SyncOutcome> {
+        let cached = self.live.lock().expect("live lock").clone();
+        let base = match (decide::source(attempt, cached.is_some()), cached) {
+            (decide::Source::Cache, Some(n)) => n,
             _ => match self.client.get_node().await? {
-                Some(n) => n,
+                Some(n) => {
+                    self.offer(n.clone());
+                    n
+                }
                 None => return Err(Error::NodeGone(self.client.name().to_owned())),
             },
         };
         let (new, report) = self.run_setters(&base).await?;
-        state.last_pass = Some(report);
+        *pass = Some(report);
         let changed = patch::changed(&base, &new);
-        let report_freq = self.cfg.node_status_report_frequency.as_secs_f64();
-        let due = state.last_report.is_none_or(|t| {
-            t.elapsed().as_secs_f64() >= (report_freq + state.report_delay).max(0.0)
-        });
-        if !changed && !due {
-            state.cached = Some(base);
-            return Ok(SyncOutcome::Unchanged);
-        }
-        let Some(p) = patch::two_way(&base, &new) else {
-            state.cached = Some(base);
+        let now = Instant::now();
+        let write = decide::write(
+            kind,
+            changed,
+            state.report.due(now),
+            ready_status(&new).as_deref(),
+        );
+        let patch = match write {
+            decide::Write::Skip => None,
+            _ => patch::two_way(&base, &new),
+        };
+        let Some(p) = patch else {
+            self.came_back();
+            self.note_schedulable(&base);
             return Ok(SyncOutcome::Unchanged);
         };
         let bytes = p.to_string().len();
@@ -500,19 +798,11 @@ impl Agent {
                 Some(404) => Error::NodeGone(self.client.name().to_owned()),
                 _ => e.into(),
             })?;
-        if let Some(uid) = updated.pointer("/metadata/uid").and_then(Value::as_str) {
-            *self.node_uid.lock().expect("uid lock") = Some(uid.to_owned());
-        }
         self.note_ready_flip(&base, &updated);
-        state.cached = Some(updated);
-        state.last_report = Some(Instant::now());
-        // After a change, the next periodic report comes at a random point of
-        // the period; after a purely periodic report, exactly a period later.
-        state.report_delay = if changed {
-            (rand::random::<f64>() - 0.5) * report_freq
-        } else {
-            0.0
-        };
+        self.offer(updated);
+        self.came_back();
+        self.note_schedulable(&base);
+        state.report.written(now, changed, self.rng.unit());
         Ok(if changed {
             SyncOutcome::Patched { bytes }
         } else {
@@ -520,14 +810,40 @@ impl Agent {
         })
     }
 
+    /// The node exists (again): recreated by someone else after a deletion.
+    fn came_back(&self) {
+        if self.node_gone.swap(false, Ordering::SeqCst) {
+            self.metrics.node_deleted.set(0);
+            tracing::info!(node = self.client.name(), "the node exists again");
+        }
+    }
+
+    /// `NodeSchedulable` / `NodeNotSchedulable` on a flip of
+    /// `spec.unschedulable` (the kubelet's last hook).
+    fn note_schedulable(&self, node: &Value) {
+        let now = node
+            .pointer("/spec/unschedulable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let mut last = self.unschedulable.lock().expect("unschedulable lock");
+        if *last != now {
+            *last = now;
+            let reason = if now {
+                "NodeNotSchedulable"
+            } else {
+                "NodeSchedulable"
+            };
+            self.record_event(
+                EventType::Normal,
+                reason,
+                &format!("Node {} status is now: {reason}", self.client.name()),
+                None,
+            );
+        }
+    }
+
     fn note_ready_flip(&self, old: &Value, new: &Value) {
-        let ready = |n: &Value| {
-            crate::policy::conditions_by_type(n.pointer("/status/conditions"))
-                .into_iter()
-                .find(|(t, _)| *t == "Ready")
-                .and_then(|(_, c)| c.get("status").and_then(Value::as_str).map(str::to_owned))
-        };
-        if let (Some(a), Some(b)) = (ready(old), ready(new)) {
+        if let (Some(a), Some(b)) = (ready_status(old), ready_status(new)) {
             if a != b {
                 tracing::info!(
                     node = self.client.name(),
@@ -540,61 +856,66 @@ impl Agent {
     }
 
     /// One lease renewal: an optimistic update of the cached lease, a GET and
-    /// another try on 409, a create when missing; up to 5 tries.
+    /// another try on 409, a create when missing (only while the node
+    /// exists: the lease's owner is the node); up to 5 tries. After a failed
+    /// try past the first, every connection is dropped.
     pub async fn renew_lease(&self, cache: &mut Option<Lease>) -> Result<()> {
         let mut last = None;
-        for _ in 0..LEASE_UPDATE_RETRY {
-            let base = match cache.take() {
-                Some(l) => l,
-                None => match self.client.get_lease().await {
-                    Ok(Some(l)) => l,
-                    Ok(None) => {
-                        let lease = self.new_lease(None);
-                        match self.client.create_lease(&lease).await {
-                            Ok(l) => {
-                                *cache = Some(l);
-                                return Ok(());
-                            }
-                            Err(e) if e.is_permanent() => {
-                                return Err(Error::Permanent(Box::new(e.into())));
-                            }
-                            Err(e) => {
-                                last = Some(e.into());
-                                continue;
-                            }
-                        }
-                    }
-                    Err(e) if e.is_permanent() => return Err(Error::Permanent(Box::new(e.into()))),
-                    Err(e) => {
-                        last = Some(e.into());
-                        continue;
-                    }
-                },
-            };
-            let lease = self.new_lease(Some(base.clone()));
-            match self.client.update_lease(&lease).await {
-                Ok(l) => {
-                    *cache = Some(l);
-                    return Ok(());
-                }
-                Err(e) if e.is_permanent() => return Err(Error::Permanent(Box::new(e.into()))),
-                Err(
-                    e @ client::Error::Api {
-                        code: 409 | 404, ..
-                    },
-                ) => {
-                    // Stale or gone: GET (and create if missing) on the next try.
-                    last = Some(e.into());
-                }
+        for attempt in 0..LEASE_UPDATE_RETRY {
+            let result = self.try_lease(cache).await;
+            match result {
+                Ok(()) => return Ok(()),
                 Err(e) => {
-                    *cache = Some(base);
-                    last = Some(e.into());
+                    if decide::reset_after_failure(attempt)
+                        && !matches!(e.api_class(), Some(ErrorClass::Conflict))
+                    {
+                        self.reset_connections();
+                    }
+                    let stop = matches!(e, Error::LeaseWaitsForNode(_));
+                    last = Some(e);
+                    if stop {
+                        break;
+                    }
                 }
             }
         }
         Err(Error::LeaseRetriesExceeded(Box::new(
             last.expect("at least one try"),
         )))
+    }
+
+    async fn try_lease(&self, cache: &mut Option<Lease>) -> Result<()> {
+        let base = match cache.take() {
+            Some(l) => l,
+            None => match self.client.get_lease().await? {
+                Some(l) => l,
+                None => {
+                    if self.node_uid.lock().expect("uid lock").is_none() {
+                        return Err(Error::LeaseWaitsForNode(self.client.name().to_owned()));
+                    }
+                    let lease = self.new_lease(None);
+                    *cache = Some(self.client.create_lease(&lease).await?);
+                    return Ok(());
+                }
+            },
+        };
+        let lease = self.new_lease(Some(base.clone()));
+        match self.client.update_lease(&lease).await {
+            Ok(l) => {
+                *cache = Some(l);
+                Ok(())
+            }
+            // Stale or gone: GET (and create if missing) on the next try.
+            Err(
+                e @ client::Error::Api {
+                    code: 409 | 404, ..
+                },
+            ) => Err(e.into()),
+            Err(e) => {
+                *cache = Some(base);
+                Err(e.into())
+            }
+        }
     }
 
     fn new_lease(&self, base: Option<Lease>) -> Lease {
@@ -677,24 +998,42 @@ impl Agent {
         }
     }
 
-    /// Marks the node not Ready with `node is shutting down` and patches it
-    /// at once.
-    pub async fn shutdown(&self) -> Result<()> {
-        self.problems
-            .lock()
-            .expect("problems lock")
-            .push(SHUTTING_DOWN.to_owned());
-        let mut state = self.sync.lock().await;
-        // Force a write: the shutdown must reach the server now.
-        state.last_report = None;
-        self.try_update(&mut state, 0).await.map(|_| ())
+    /// The node itself is shutting down (logind's PrepareForShutdown, or the
+    /// operator's SIGUSR2): Ready=False `node is shutting down`, written at
+    /// once. The loops go on. A plain SIGTERM does not call this: a
+    /// restart of nodestatus is not a node outage.
+    pub async fn node_shutdown(&self) -> Result<SyncOutcome> {
+        {
+            let mut p = self.problems.lock().expect("problems lock");
+            if !p.iter().any(|x| x == SHUTTING_DOWN) {
+                p.push(SHUTTING_DOWN.to_owned());
+            }
+        }
+        tracing::warn!(
+            node = self.client.name(),
+            "{SHUTTING_DOWN}: marking it not Ready"
+        );
+        self.sync.lock().await.report.force();
+        self.sync_once().await
     }
 
-    /// Runs the loops until `cancel` fires, then marks the node not Ready.
+    /// Runs the loops until `cancel` fires, then returns at once: in-flight
+    /// calls are dropped and the node is left as it is. Returns an error
+    /// only for an identity error at start.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> Result<()> {
         self.record_event(EventType::Normal, "Starting", "Starting nodestatus.", None);
-        self.register(&cancel).await?;
+        let watch = {
+            let this = self.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move { this.watch_node(cancel).await })
+        };
+        if let Err(e) = self.register(&cancel).await {
+            cancel.cancel();
+            let _ = watch.await;
+            return Err(e);
+        }
         if cancel.is_cancelled() {
+            let _ = watch.await;
             return Ok(());
         }
         // In companion mode the kubelet owns the lease and Ready.
@@ -703,79 +1042,128 @@ impl Agent {
             let cancel = cancel.clone();
             tokio::spawn(async move { this.lease_loop(cancel).await })
         });
-        let sync_result = self.clone().sync_loop(cancel.clone()).await;
+        self.clone().sync_loop(cancel.clone()).await;
         cancel.cancel();
         if let Some(t) = lease_task {
             let _ = t.await;
         }
-        if let Err(e) = &sync_result {
-            tracing::error!("status sync stopped: {e}");
-        }
-        if !self.cfg.companion {
-            match self.shutdown().await {
-                Ok(()) => tracing::info!(
-                    node = self.client.name(),
-                    "node marked not Ready: {SHUTTING_DOWN}"
-                ),
-                Err(e) => tracing::warn!("could not mark the node not Ready at shutdown: {e}"),
-            }
-        }
-        sync_result
+        let _ = watch.await;
+        Ok(())
     }
 
-    async fn sync_loop(self: Arc<Self>, cancel: CancellationToken) -> Result<()> {
-        let period = self.cfg.node_status_update_frequency;
-        let fast_until = Instant::now() + Duration::from_secs(120);
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(7));
+    /// Keeps the live node current from a watch on this one node.
+    async fn watch_node(self: Arc<Self>, cancel: CancellationToken) {
+        use futures::StreamExt;
+        use kube::runtime::WatchStreamExt;
+        use kube::runtime::watcher::{self, Event as W};
+        let api: kube::Api<Node> = kube::Api::all(self.client.watch_client());
+        let config =
+            watcher::Config::default().fields(&format!("metadata.name={}", self.client.name()));
+        let stream = watcher::watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        let mut listed = false;
         loop {
-            let ready = self.cached_node().await.is_some_and(|n| is_ready(&n));
-            let fast = !ready && Instant::now() < fast_until;
-            let delay = match self.sync_once().await {
-                Ok(_) => {
-                    backoff.reset();
-                    if fast {
-                        Duration::from_millis(100)
-                    } else {
-                        jitter(period, JITTER)
+            let event = tokio::select! {
+                _ = cancel.cancelled() => return,
+                e = stream.next() => e,
+            };
+            let to_value = |n: Node| serde_json::to_value(n).expect("a Node serializes");
+            match event {
+                None => return,
+                Some(Ok(W::Init)) => listed = false,
+                Some(Ok(W::InitApply(n))) => {
+                    listed = true;
+                    self.offer(to_value(n));
+                }
+                Some(Ok(W::InitDone)) => {
+                    if !listed {
+                        self.forget_node();
                     }
                 }
-                Err(Error::NodeGone(name)) => {
-                    tracing::warn!(node = name, "node was deleted; registering it again");
-                    self.sync.lock().await.cached = None;
-                    self.register(&cancel).await?;
-                    Duration::ZERO
+                Some(Ok(W::Apply(n))) => self.offer(to_value(n)),
+                Some(Ok(W::Delete(_))) => self.forget_node(),
+                Some(Err(e)) => {
+                    self.metrics.loop_error("watch", "transport");
+                    tracing::debug!(
+                        node = self.client.name(),
+                        "watch of the node failed, restarting it with backoff: {e}"
+                    );
                 }
-                Err(e) if e.is_permanent() => return Err(e),
-                Err(e) => {
-                    let d = backoff.next_delay().max(if fast {
-                        Duration::from_millis(100)
-                    } else {
-                        Duration::ZERO
-                    });
-                    tracing::warn!(retry_in = ?d, "unable to update node status: {e}");
-                    d
-                }
+            }
+        }
+    }
+
+    /// The status sync loop (after registration): regular passes every
+    /// jittered update period, the fast update at start, until `cancel`.
+    pub async fn sync_loop(self: Arc<Self>, cancel: CancellationToken) {
+        let mut clock =
+            decide::SyncClock::new(self.cfg.node_status_update_frequency, Instant::now());
+        let mut fast = decide::FastUpdate::new(Instant::now());
+        loop {
+            let ready = self.cached_node().await.is_some_and(|n| is_ready(&n));
+            let kind = clock.kind(Instant::now());
+            let result = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = self.sync_pass(kind) => r,
             };
+            if kind == PassKind::Fast && result.is_err() {
+                // The kubelet's fast update ends on a failed patch; the
+                // regular sync goes on.
+                fast.end();
+            }
+            match result {
+                Ok(_) => {}
+                Err(Error::NodeGone(name)) if self.cfg.re_register_deleted_node => {
+                    tracing::warn!(
+                        node = name,
+                        "node was deleted; registering it again (reRegisterDeletedNode: true)"
+                    );
+                    if self.register(&cancel).await.is_err() {
+                        tracing::error!(
+                            node = name,
+                            "registering the deleted node again failed; retrying in the next period"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        retry_in = "the next update period",
+                        "unable to update node status: {e}"
+                    );
+                }
+            }
+            let now = Instant::now();
+            let fast_now = fast.active(now, ready);
+            let delay = clock.after(kind, now, fast_now, self.rng.unit());
             tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
+                _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(delay) => {}
             }
         }
     }
 
-    async fn lease_loop(self: Arc<Self>, cancel: CancellationToken) {
+    /// The lease loop: a renewal every jittered quarter of the lease
+    /// duration, backoff from 200 ms to 7 s after a failed renewal, until
+    /// `cancel`.
+    pub async fn lease_loop(self: Arc<Self>, cancel: CancellationToken) {
         let interval = Duration::from_secs_f64(self.cfg.node_lease_duration_seconds as f64 * 0.25);
-        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(7));
+        let mut backoff = Backoff::lease();
         let mut cache = None;
         loop {
-            let result = self.renew_lease(&mut cache).await;
+            let result = tokio::select! {
+                _ = cancel.cancelled() => return,
+                r = self.renew_lease(&mut cache) => r,
+            };
             self.metrics.lease_result(result.is_ok());
             let delay = match result {
                 Ok(()) => {
+                    *self.last_lease_ok.lock().expect("lease time lock") = Some(Instant::now());
+                    self.recovered("lease");
                     backoff.reset();
-                    jitter(interval, JITTER)
+                    decide::jitter(interval, JITTER, self.rng.unit())
                 }
                 Err(e) => {
+                    self.failed("lease", &e);
                     let d = backoff.next_delay();
                     tracing::warn!(retry_in = ?d, "unable to renew the node lease: {e}");
                     d
@@ -786,6 +1174,86 @@ impl Agent {
                 _ = tokio::time::sleep(delay) => {}
             }
         }
+    }
+}
+
+/// The labels the kubelet reconciles on an existing node
+/// (`updateDefaultLabels`), each only where the initial node has it.
+pub const DEFAULT_LABELS: &[&str] = &[
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "node.kubernetes.io/windows-build",
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+];
+
+/// The status of the node's Ready condition.
+pub fn ready_status(node: &Value) -> Option<String> {
+    crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+        .into_iter()
+        .find(|(t, _)| *t == "Ready")
+        .and_then(|(_, c)| c.get("status").and_then(Value::as_str).map(str::to_owned))
+}
+
+/// Puts `base`'s condition of type `t` back in `node` (at the place where
+/// `node` has it, or at the end), or removes it from `node` when `base` has
+/// none.
+fn keep_condition(base: &Value, node: &mut Value, t: &str) {
+    let old = base
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|l| l.iter().find(|c| c["type"] == t))
+        .cloned();
+    let Some(list) = node
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        if let Some(old) = old {
+            node["status"]["conditions"] = json!([old]);
+        }
+        return;
+    };
+    match (list.iter().position(|c| c["type"] == t), old) {
+        (Some(i), Some(old)) => list[i] = old,
+        (Some(i), None) => {
+            list.remove(i);
+        }
+        (None, Some(old)) => list.push(old),
+        (None, None) => {}
+    }
+}
+
+/// The kubelet sets allocatable for every capacity key: a key a setter put
+/// in capacity without an allocatable (an extended resource of a vendor
+/// reporter, `nvidia.com/gpu`) gets allocatable = capacity (no reservation
+/// applies to it), and an extended resource (a name with a `/`) that left
+/// capacity leaves allocatable.
+pub fn allocatable_for_every_capacity_key(node: &mut Value) {
+    let Some(status) = node.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(capacity) = status.get("capacity").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let alloc = status.entry("allocatable").or_insert_with(|| json!({}));
+    let Some(alloc) = alloc.as_object_mut() else {
+        return;
+    };
+    for (k, v) in &capacity {
+        if !alloc.contains_key(k) {
+            alloc.insert(k.clone(), v.clone());
+        }
+    }
+    alloc.retain(|k, _| !k.contains('/') || capacity.contains_key(k));
+    if alloc.is_empty() {
+        status.remove("allocatable");
     }
 }
 
@@ -820,19 +1288,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_to_its_cap() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(7));
-        let seq: Vec<u128> = (0..9).map(|_| b.next_delay().as_millis()).collect();
-        assert_eq!(seq, vec![100, 200, 400, 800, 1600, 3200, 6400, 7000, 7000]);
-        b.reset();
-        assert_eq!(b.next_delay(), Duration::from_millis(100));
+    fn every_capacity_key_gets_an_allocatable_and_a_gone_extended_resource_leaves() {
+        let mut n = json!({"status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"},
+            "allocatable": {"cpu": "4", "memory": "7900Mi", "example.com/fpga": "1"},
+        }});
+        allocatable_for_every_capacity_key(&mut n);
+        assert_eq!(
+            n["status"]["allocatable"],
+            json!({"cpu": "4", "memory": "7900Mi", "nvidia.com/gpu": "2"})
+        );
     }
 
     #[test]
-    fn jitter_stays_within_four_percent() {
-        for _ in 0..100 {
-            let d = jitter(Duration::from_secs(10), JITTER);
-            assert!(d >= Duration::from_secs(10) && d <= Duration::from_millis(10_400));
-        }
+    fn keep_condition_restores_replaces_or_removes() {
+        let base = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+        let mut n =
+            json!({"status": {"conditions": [{"type": "A"}, {"type": "Ready", "status": "True"}]}});
+        keep_condition(&base, &mut n, "Ready");
+        assert_eq!(n["status"]["conditions"][1]["status"], "Unknown");
+        let mut fresh = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        keep_condition(&json!({}), &mut fresh, "Ready");
+        assert_eq!(fresh["status"]["conditions"], json!([]));
     }
 }
