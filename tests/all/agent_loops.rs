@@ -96,7 +96,6 @@ const NODE: &str = "/api/v1/nodes/vt-node";
 const NODE_STATUS: &str = "/api/v1/nodes/vt-node/status";
 const NODES: &str = "/api/v1/nodes";
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vt-node";
-const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
 
 struct Rig {
     agent: Arc<Agent>,
@@ -400,6 +399,10 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
         }
         current = nodestatus::agent::patch::apply(&current, &p.body);
         current["metadata"]["resourceVersion"] = json!((4 + i).to_string());
+        // The heartbeat is wall-clock time, to the second, and virtual time
+        // runs minutes in a real second: keep the stored one old, so that
+        // each report has a heartbeat to send.
+        current["status"]["conditions"][0]["lastHeartbeatTime"] = json!("2026-01-01T00:00:00Z");
         reply(p.send, 200, &current);
     }
     // Pass 1 (at 0) writes the change (the ownership record, Ready kept);

@@ -40,6 +40,7 @@ const NODES: &[&str] = &[
     "guest-node",
     "heal-node",
     "freeze-node",
+    "cloud-node",
 ];
 
 pub struct Shared {
@@ -1348,6 +1349,7 @@ impl Freezer {
                         // Accepts, never answers.
                         let _hold = client;
                         std::future::pending::<()>().await;
+                        return;
                     }
                     let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
                         return;
@@ -1481,4 +1483,72 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
         "measured: stopped {:?} after the cancel, apiserver frozen",
         stopping.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addresses() {
+    // nodeIP must be one of this host's addresses (the setter checks).
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .unwrap();
+    let ip = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|v| !v.is_loopback())
+        })
+        .expect("an IPv4 address on this host")
+        .to_owned();
+    let t = agent(
+        "cloud-node",
+        "cloud-node",
+        &format!(
+            "cloudProvider: external\nnodeIP: {ip}\nplugins:\n  node-address: {{paths: [/proc]}}\n"
+        ),
+        &[
+            ("node-address.wasm", Path::new(built::NODE_ADDRESS)),
+            ("ready.wasm", Path::new(built::READY)),
+        ],
+    );
+    let cancel = CancellationToken::new();
+    t.agent.register(&cancel).await.unwrap();
+    let n = server_node("cloud-node").await.unwrap();
+    // (The apiserver's TaintNodesByCondition adds not-ready beside it.)
+    assert!(
+        n["spec"]["taints"].as_array().unwrap().contains(
+            &json!({"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"})
+        ),
+        "{:#}",
+        n["spec"]["taints"]
+    );
+    assert_eq!(
+        n["metadata"]["annotations"]["alpha.kubernetes.io/provided-node-ip"],
+        ip.as_str()
+    );
+    // The cloud-controller-manager writes the addresses; the engine keeps them.
+    let ccm = json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.99"}, {"type": "ExternalIP", "address": "203.0.113.7"}]}});
+    Api::<Node>::all(admin())
+        .patch_status("cloud-node", &PatchParams::default(), &Patch::Merge(&ccm))
+        .await
+        .unwrap();
+    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    assert!(
+        until(20, || async {
+            server_node("cloud-node")
+                .await
+                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let n = server_node("cloud-node").await.unwrap();
+    let pass = t.agent.last_pass().await.unwrap();
+    assert!(pass.failures().next().is_none(), "{:?}", pass.setters);
+    assert_eq!(
+        n["status"]["addresses"], ccm["status"]["addresses"],
+        "{n:#}"
+    );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
 }

@@ -522,27 +522,11 @@ impl Agent {
     /// `nodeLabels` overrides included. Other `nodeLabels` and taints are
     /// never applied again.
     fn reconcile(&self, existing: &Value) -> Value {
-        let mut n = existing.clone();
         let mut initial = crate::once::initial_node(&self.cfg.node_name, &self.hostname());
         for (k, v) in &self.cfg.node_labels {
             initial["metadata"]["labels"][k] = json!(v);
         }
-        let meta = n["metadata"].as_object_mut().expect("a node has metadata");
-        let ann = meta.entry("annotations").or_insert_with(|| json!({}));
-        ann["volumes.kubernetes.io/controller-managed-attach-detach"] = json!("true");
-        let labels = meta.entry("labels").or_insert_with(|| json!({}));
-        for key in DEFAULT_LABELS {
-            match initial["metadata"]["labels"].get(*key) {
-                Some(Value::String(v)) if v.is_empty() => {
-                    if let Some(l) = labels.as_object_mut() {
-                        l.remove(*key);
-                    }
-                }
-                Some(v) => labels[*key] = v.clone(),
-                None => {}
-            }
-        }
-        n
+        reconcile(existing, &initial)
     }
 
     fn registered_with(&self, node: Value) {
@@ -1194,6 +1178,30 @@ pub const DEFAULT_LABELS: &[&str] = &[
     "beta.kubernetes.io/arch",
 ];
 
+/// The kubelet's reconcile of an existing node against the initial node
+/// (`nodeLabels` already applied to it): the attach-detach annotation, and
+/// each of [`DEFAULT_LABELS`] that the initial node has (an empty value
+/// removes it).
+pub fn reconcile(existing: &Value, initial: &Value) -> Value {
+    let mut n = existing.clone();
+    let meta = n["metadata"].as_object_mut().expect("a node has metadata");
+    let ann = meta.entry("annotations").or_insert_with(|| json!({}));
+    ann["volumes.kubernetes.io/controller-managed-attach-detach"] = json!("true");
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    for key in DEFAULT_LABELS {
+        match initial["metadata"]["labels"].get(*key) {
+            Some(Value::String(v)) if v.is_empty() => {
+                if let Some(l) = labels.as_object_mut() {
+                    l.remove(*key);
+                }
+            }
+            Some(v) => labels[*key] = v.clone(),
+            None => {}
+        }
+    }
+    n
+}
+
 /// The status of the node's Ready condition.
 pub fn ready_status(node: &Value) -> Option<String> {
     crate::policy::conditions_by_type(node.pointer("/status/conditions"))
@@ -1297,6 +1305,38 @@ mod tests {
         assert_eq!(
             n["status"]["allocatable"],
             json!({"cpu": "4", "memory": "7900Mi", "nvidia.com/gpu": "2"})
+        );
+    }
+
+    #[test]
+    fn reconcile_keeps_node_labels_overrides_and_leaves_other_labels() {
+        let mut initial = crate::once::initial_node("n", "host-a");
+        // nodeLabels: a hostname override and a zone.
+        initial["metadata"]["labels"]["kubernetes.io/hostname"] = json!("custom");
+        initial["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!("z1");
+        initial["metadata"]["labels"]["example.com/pool"] = json!("blue");
+        let existing = json!({"metadata": {"name": "n", "labels": {
+            "kubernetes.io/hostname": "host-a",
+            "topology.kubernetes.io/zone": "old",
+            "topology.kubernetes.io/region": "r-from-ccm",
+            "example.com/pool": "green",
+        }}});
+        let r = reconcile(&existing, &initial);
+        let l = &r["metadata"]["labels"];
+        assert_eq!(l["kubernetes.io/hostname"], "custom", "nodeLabels win");
+        assert_eq!(l["topology.kubernetes.io/zone"], "z1");
+        assert_eq!(
+            l["topology.kubernetes.io/region"], "r-from-ccm",
+            "not in the initial node: left"
+        );
+        assert_eq!(
+            l["example.com/pool"], "green",
+            "nodeLabels are never applied again unless default"
+        );
+        assert_eq!(l["kubernetes.io/os"], std::env::consts::OS);
+        assert_eq!(
+            r["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+            "true"
         );
     }
 
