@@ -6,6 +6,11 @@
 //! `NodeRestriction` admission plugin, and a static token file with an admin
 //! (`system:masters`) and one `system:node:<name>` identity per node, so a
 //! node identity gets exactly a real kubelet's rights.
+//!
+//! [`Extras`] adds what a fault test needs around them: the apiserver's
+//! audit log of every request made by a node identity, and
+//! kube-controller-manager running the node lifecycle controller (which
+//! sets a silent node's conditions to `Unknown` after its grace period).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -37,6 +42,14 @@ pub enum Error {
     /// The apiserver did not become ready.
     #[error("kube-apiserver did not become ready within {0:?}; its log is {1}")]
     NotReady(Duration, String),
+    /// kube-controller-manager exited right after its start.
+    #[error("kube-controller-manager exited at start ({status}); its log is {log}")]
+    ControllerManagerExited {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its log file.
+        log: String,
+    },
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -63,6 +76,39 @@ pub fn apiserver_binary() -> PathBuf {
         })
 }
 
+/// Where the kube-controller-manager binary is: `$NODESTATUS_CONTROLLER_MANAGER`,
+/// else next to [`apiserver_binary`] (built from the same source tree).
+pub fn controller_manager_binary() -> PathBuf {
+    std::env::var_os("NODESTATUS_CONTROLLER_MANAGER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let api = apiserver_binary();
+            api.with_file_name("kube-controller-manager")
+        })
+}
+
+/// What to run beside etcd and kube-apiserver.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Write an audit log of every request of the `system:nodes` group
+    /// (level Metadata, one JSON event a line) to `<dir>/audit.log`.
+    pub audit_log: bool,
+    /// Start kube-controller-manager with only the node lifecycle
+    /// controller, with this `--node-monitor-grace-period`.
+    pub node_lifecycle_grace: Option<Duration>,
+}
+
+/// The audit policy of [`Extras::audit_log`]: the node identities' requests,
+/// nothing else.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: [\"system:nodes\"]
+- level: None
+";
+
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
     Ok(l.local_addr().map_err(io("reading a bound port"))?.port())
@@ -75,6 +121,8 @@ pub struct LocalCluster {
     remove_dir: bool,
     etcd: Option<Child>,
     apiserver: Option<Child>,
+    controller_manager: Option<Child>,
+    extras: Extras,
     etcd_url: String,
     secure_port: u16,
     /// `https://127.0.0.1:<port>`.
@@ -99,11 +147,29 @@ impl LocalCluster {
         remove_dir: bool,
         die_with_parent: bool,
     ) -> Result<Self> {
+        Self::start_with_extras(dir, nodes, remove_dir, die_with_parent, Extras::default()).await
+    }
+
+    /// Like [`LocalCluster::start_with`], with the [`Extras`] asked for.
+    pub async fn start_with_extras(
+        dir: &Path,
+        nodes: &[&str],
+        remove_dir: bool,
+        die_with_parent: bool,
+        extras: Extras,
+    ) -> Result<Self> {
         let apiserver = apiserver_binary();
         if !apiserver.exists() {
             return Err(Error::Missing {
                 what: "kube-apiserver",
                 path: apiserver,
+            });
+        }
+        let controller_manager = controller_manager_binary();
+        if extras.node_lifecycle_grace.is_some() && !controller_manager.exists() {
+            return Err(Error::Missing {
+                what: "kube-controller-manager",
+                path: controller_manager,
             });
         }
         std::fs::create_dir_all(dir.join("certs"))
@@ -185,6 +251,8 @@ impl LocalCluster {
             remove_dir,
             etcd: Some(etcd),
             apiserver: None,
+            controller_manager: None,
+            extras,
             etcd_url,
             secure_port: free_port()?,
             server: String::new(),
@@ -192,7 +260,59 @@ impl LocalCluster {
         };
         cluster.server = format!("https://127.0.0.1:{}", cluster.secure_port);
         cluster.start_apiserver().await?;
+        if let Some(grace) = cluster.extras.node_lifecycle_grace {
+            cluster.start_controller_manager(grace).await?;
+        }
         Ok(cluster)
+    }
+
+    /// Starts kube-controller-manager with the node lifecycle controller
+    /// only, as the admin, without leader election or serving ports.
+    async fn start_controller_manager(&mut self, grace: Duration) -> Result<()> {
+        let kubeconfig = self.write_admin_kubeconfig()?;
+        let log_path = self.dir.join("controller-manager.log");
+        let log =
+            std::fs::File::create(&log_path).map_err(io("creating controller-manager.log"))?;
+        let mut cmd = Command::new(controller_manager_binary());
+        if self.die_with_parent {
+            kill_with_parent(&mut cmd);
+        }
+        let mut child = cmd
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--controllers=nodelifecycle")
+            .arg("--leader-elect=false")
+            .arg(format!("--node-monitor-grace-period={}s", grace.as_secs()))
+            .arg("--node-monitor-period=2s")
+            // No serving ports: several clusters may run on one machine.
+            .arg("--port=0")
+            .arg("--secure-port=0")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(io("starting kube-controller-manager"))?;
+        // It has no port to probe: wait until it says the controller runs,
+        // and fail only if it exits.
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(Error::ControllerManagerExited {
+                    status,
+                    log: log_path.display().to_string(),
+                });
+            }
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if text.contains("Started \"nodelifecycle\"") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        self.controller_manager = Some(child);
+        Ok(())
+    }
+
+    /// The audit log, when [`Extras::audit_log`] is on.
+    pub fn audit_log_path(&self) -> Option<PathBuf> {
+        self.extras.audit_log.then(|| self.dir.join("audit.log"))
     }
 
     /// Starts (or restarts) kube-apiserver on the same port and waits until
@@ -208,6 +328,12 @@ impl LocalCluster {
         let mut cmd = Command::new(apiserver_binary());
         if self.die_with_parent {
             kill_with_parent(&mut cmd);
+        }
+        if let Some(audit) = self.audit_log_path() {
+            let policy = d.join("audit-policy.yaml");
+            std::fs::write(&policy, AUDIT_POLICY).map_err(io("writing audit-policy.yaml"))?;
+            cmd.arg(format!("--audit-policy-file={}", policy.display()))
+                .arg(format!("--audit-log-path={}", audit.display()));
         }
         let child = cmd
             .arg(format!("--etcd-servers={}", self.etcd_url))
@@ -341,6 +467,10 @@ pub fn node_token(name: &str) -> String {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
+        if let Some(mut c) = self.controller_manager.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         self.stop_apiserver();
         if let Some(mut c) = self.etcd.take() {
             let _ = c.kill();
