@@ -4,7 +4,7 @@
 //! says what to do. None crashes, hangs or is silently accepted.
 //!
 //! `cargo test --test all config:: -- --nocapture` prints the table of
-//! docs/reliability/config.md.
+//! docs/reliability.md.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

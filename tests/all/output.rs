@@ -8,7 +8,7 @@
 //! it calls nodestatus's own.
 //!
 //! The tests print one table row per case (`cargo test --test all output::
-//! -- --nocapture`); `docs/reliability/policy.md` holds a run's rows.
+//! -- --nocapture`); `docs/reliability.md` holds a run's rows.
 
 use std::collections::HashMap;
 use std::path::Path;

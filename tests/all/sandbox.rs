@@ -6,7 +6,7 @@
 //! the plugin and the typed reason.
 //!
 //! `hostile_kinds_hold` prints one Markdown row per kind, with the measured
-//! time and peak memory; docs/reliability/sandbox.md is pasted from it.
+//! time and peak memory; docs/reliability.md is pasted from it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -13,7 +13,7 @@
 //! others (`--nocapture`, `--test-threads`, ...) are accepted and ignored.
 //!
 //! Each scenario prints one line with what it measured; the table in
-//! `docs/reliability/faults.md` comes from those lines.
+//! `docs/reliability.md` comes from those lines.
 
 mod proxy;
 mod rig;
