@@ -22,6 +22,8 @@ marker="$bindir/.build-recipe"
 cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 log() { printf '[ensure-apiserver] %s\n' "$*" >&2; }
 
+# scripts/test.sh runs this beside the guest toolchains' install: apt runs
+# under one lock file so the two never race for dpkg's lock.
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 fresh() {
@@ -46,10 +48,10 @@ if [ ${#need_pkgs[@]} -gt 0 ] || { ! fresh && ! ls "$cache"/src/kubernetes_*.ori
     sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | as_root tee "$src_list" >/dev/null
   fi
   log "apt-get update"
-  as_root apt-get update -qq >&2
+  as_root flock /tmp/nodestatus-apt.lock apt-get update -qq >&2
   if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]}"
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need_pkgs[@]}" >&2
+    DEBIAN_FRONTEND=noninteractive as_root flock /tmp/nodestatus-apt.lock apt-get install -y -qq "${need_pkgs[@]}" >&2
   fi
 fi
 

@@ -43,8 +43,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
-    { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+  "${sudo[@]}" flock /tmp/nodestatus-apt.lock apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+    { "${sudo[@]}" flock /tmp/nodestatus-apt.lock apt-get update >&2 && "${sudo[@]}" flock /tmp/nodestatus-apt.lock apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
 fi
 
 mkdir -p "$cache"
