@@ -526,58 +526,25 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// "billion laughs" file); a real config holds a few hundred.
 pub const MAX_YAML_VALUES: usize = 100_000;
 
-/// Reads at most `MAX_CONFIG_BYTES` of a regular file. The file is opened
-/// non-blocking, so a FIFO without a writer does not hang the open, and
-/// checked to be a regular file before any byte is read.
+/// Reads the config file: a regular file of at most `MAX_CONFIG_BYTES`,
+/// never hanging on a FIFO ([`crate::files::read_regular`]).
 fn read_capped(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let io = |source| Error::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    let t = meta.file_type();
-    if !t.is_file() {
-        let kind = if t.is_fifo() {
-            "FIFO (named pipe)"
-        } else if t.is_dir() {
-            "directory"
-        } else if t.is_char_device() || t.is_block_device() {
-            "device"
-        } else if t.is_socket() {
-            "socket"
-        } else {
-            "special file"
-        };
-        return Err(Error::NotRegular {
+    use crate::files::Error as F;
+    crate::files::read_regular(path, MAX_CONFIG_BYTES).map_err(|e| match e {
+        F::Io(source) => Error::Read {
+            path: path.to_owned(),
+            source,
+        },
+        F::NotRegular { kind } => Error::NotRegular {
             path: path.to_owned(),
             kind,
-        });
-    }
-    let too_large = |size| Error::TooLarge {
-        path: path.to_owned(),
-        size,
-        limit: MAX_CONFIG_BYTES,
-    };
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(too_large(meta.len()));
-    }
-    // The size can lie (procfs) or grow while it is read: read one byte past
-    // the cap and refuse if it is there.
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
-    Ok(bytes)
+        },
+        F::TooLarge { size, limit } => Error::TooLarge {
+            path: path.to_owned(),
+            size,
+            limit,
+        },
+    })
 }
 
 /// The line and column (from 1, column in bytes) of byte `offset`.

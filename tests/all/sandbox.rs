@@ -486,7 +486,13 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
         Plugin::load_file(&rt, &f, &|_| PluginSettings::default()).unwrap_err()
     });
     assert!(
-        matches!(err, LoadError::NotRegular { kind: "FIFO", .. }),
+        matches!(
+            err,
+            LoadError::NotRegular {
+                kind: "FIFO (named pipe)",
+                ..
+            }
+        ),
         "{err:?}"
     );
 
@@ -522,7 +528,7 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
             "refused at load: {}",
             nodestatus::plugin_dir::describe_load_error(&LoadError::NotRegular {
                 path: "fifo.wasm".into(),
-                kind: "FIFO"
+                kind: "FIFO (named pipe)"
             })
         ),
         kept: "the rescan goes on",

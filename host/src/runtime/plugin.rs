@@ -382,46 +382,18 @@ pub fn name_of_file(path: &Path) -> Option<String> {
 /// cannot hang the reader), required to be a regular file, and never read
 /// past [`MAX_PLUGIN_BYTES`], whatever its size says.
 pub fn read_plugin_file(path: &Path) -> Result<Vec<u8>, LoadError> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let read_err = |source| LoadError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    let t = meta.file_type();
-    if !t.is_file() {
-        let kind = match () {
-            _ if t.is_fifo() => "FIFO",
-            _ if t.is_dir() => "directory",
-            _ if t.is_socket() => "socket",
-            _ if t.is_char_device() => "character device",
-            _ if t.is_block_device() => "block device",
-            _ => "special file",
-        };
-        return Err(LoadError::NotRegular {
+    use crate::files::Error as F;
+    crate::files::read_regular(path, MAX_PLUGIN_BYTES as u64).map_err(|e| match e {
+        F::Io(source) => LoadError::Read {
+            path: path.to_owned(),
+            source,
+        },
+        F::NotRegular { kind } => LoadError::NotRegular {
             path: path.to_owned(),
             kind,
-        });
-    }
-    if meta.len() > MAX_PLUGIN_BYTES as u64 {
-        return Err(LoadError::TooLarge { size: meta.len() });
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_PLUGIN_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() > MAX_PLUGIN_BYTES {
-        return Err(LoadError::TooLarge {
-            size: bytes.len() as u64,
-        });
-    }
-    Ok(bytes)
+        },
+        F::TooLarge { size, .. } => LoadError::TooLarge { size },
+    })
 }
 
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
