@@ -36,6 +36,7 @@ pub mod cluster;
 pub mod config;
 pub mod http;
 pub mod metrics;
+pub mod node_shutdown;
 pub mod once;
 pub mod ownership;
 pub mod pipeline;
