@@ -37,6 +37,7 @@ pub mod config;
 pub mod files;
 pub mod http;
 pub mod metrics;
+pub mod node_shutdown;
 pub mod once;
 pub mod ownership;
 pub mod pipeline;

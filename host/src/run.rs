@@ -2,9 +2,11 @@
 //! plugin directory, the node loops, and a clean shutdown on SIGTERM/SIGINT.
 //!
 //! SIGTERM and SIGINT stop the process within a bounded time and leave the
-//! node as it is: a restart of nodestatus is not a node outage. SIGUSR2 is
-//! the operator's "this node is shutting down": Ready=False `node is
-//! shutting down`, written at once, and the loops go on until SIGTERM.
+//! node as it is: a restart of nodestatus is not a node outage. The node's
+//! own shutdown marks it Ready=False `node is shutting down`, written at
+//! once, and the loops go on until SIGTERM: logind's `PrepareForShutdown`
+//! where logind exists ([`crate::node_shutdown`]), or SIGUSR2 (the
+//! operator's signal).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -242,12 +244,15 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
             cancel.cancel();
         })
     };
+    // The node's own shutdown from logind, where it exists (else a no-op).
+    let logind = tokio::spawn(crate::node_shutdown::watch(agent.clone(), cancel.clone()));
     let result = agent.run(cancel.clone()).await;
     cancel.cancel();
     if let Some(h) = http {
         let _ = tokio::time::timeout(STOP_BOUND, h).await;
     }
     signals.abort();
+    logind.abort();
     stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();
     Ok(result?)

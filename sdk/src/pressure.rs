@@ -1,6 +1,6 @@
 //! The kubelet's pressure conditions (`MemoryPressure`, `DiskPressure`,
 //! `PIDPressure`): eviction thresholds, and setting the condition with the
-//! kubelet's event on a flip.
+//! kubelet's event when the condition appears or flips.
 //!
 //! A pressure setter describes its condition once as a [`PressureCondition`],
 //! decides with its own inputs whether the node is under pressure, and lets
@@ -25,8 +25,11 @@
 //! let (available, total) = (512u128, 1024u128);
 //! let outcome = PRESSURE.outcome(available < threshold.amount(total));
 //! let mut node = Node::named("n1");
-//! // A new condition: nothing to flip from, so no event.
-//! assert_eq!(PRESSURE.apply(&mut node, &outcome, "2026-01-01T00:00:00Z"), None);
+//! // A new condition records its event, as the kubelet does.
+//! assert_eq!(
+//!     PRESSURE.apply(&mut node, &outcome, "2026-01-01T00:00:00Z"),
+//!     Some(("NodeHasSufficientMemory", "Node n1 status is now: NodeHasSufficientMemory".into()))
+//! );
 //! ```
 use crate::{ConditionStatus, Node, Quantity, Result};
 
@@ -92,14 +95,16 @@ pub struct PressureCondition {
     pub pressure_reason: &'static str,
     /// The message under pressure.
     pub pressure_message: &'static str,
-    /// The event on a flip to pressure, e.g. `NodeHasInsufficientMemory`.
+    /// The event when the condition appears with, or flips to, pressure,
+    /// e.g. `NodeHasInsufficientMemory`.
     pub pressure_event: &'static str,
     /// The reason without pressure, e.g. `KubeletHasSufficientMemory`; also
     /// the reason of an Unknown status.
     pub ok_reason: &'static str,
     /// The message without pressure.
     pub ok_message: &'static str,
-    /// The event on a flip to no pressure, e.g. `NodeHasSufficientMemory`.
+    /// The event when the condition appears without, or flips to no,
+    /// pressure, e.g. `NodeHasSufficientMemory`.
     pub ok_event: &'static str,
 }
 
@@ -133,8 +138,11 @@ impl PressureCondition {
     }
 
     /// Sets the condition at `now` (heartbeat always, transition time only
-    /// on a flip); returns the event to record, `(reason, message)`, when an
-    /// existing condition flips between True and False (none for Unknown).
+    /// on a flip); returns the event to record, `(reason, message)`, when the
+    /// status becomes True or False: a new condition (the kubelet's setter
+    /// starts a missing one at Unknown and records the event for its first
+    /// status), or a flip from another status. None for Unknown, which the
+    /// kubelet's setters never write.
     pub fn apply(&self, node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
         let t = node.set_condition_at(self.condition, o.status, o.reason, &o.message, now);
         let event = match o.status {
@@ -142,7 +150,7 @@ impl PressureCondition {
             ConditionStatus::False => self.ok_event,
             ConditionStatus::Unknown => return None,
         };
-        (t.flipped && t.previous.is_some()).then(|| {
+        t.flipped.then(|| {
             (
                 event,
                 format!("Node {} status is now: {event}", node.name()),
@@ -156,8 +164,8 @@ impl PressureCondition {
     /// with this condition's reasons and events, on outcomes the setter
     /// computed (`ok` without pressure, `pressure` with, `unknown` for a
     /// missing input). Panics with the first rule broken:
-    /// - a new condition records no event; the heartbeat moves on every
-    ///   pass and the transition time only on a flip;
+    /// - a new condition records the kubelet's event; the heartbeat moves on
+    ///   every pass and the transition time only on a flip;
     /// - a flip to pressure, and back, records the kubelet's event;
     /// - a flip to Unknown moves the transition time and records no event.
     pub fn assert_kubelet_transitions(&self, ok: &Outcome, pressure: &Outcome, unknown: &Outcome) {
@@ -182,7 +190,11 @@ impl PressureCondition {
         };
         let s = |x: &str| Some(x.to_owned());
 
-        assert_eq!(self.apply(&mut node, ok, T[0]), None, "a new condition");
+        assert_eq!(
+            self.apply(&mut node, ok, T[0]).map(|e| e.0),
+            Some(self.ok_event),
+            "a new condition records its event"
+        );
         assert_eq!(self.apply(&mut node, ok, T[1]), None, "no flip");
         assert_eq!(
             times(&node),
@@ -321,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn events_only_on_a_flip_of_an_existing_condition() {
+    fn events_when_a_condition_appears_or_flips() {
         let (ok, low, gone) = (
             MEMORY.outcome(false),
             MEMORY.outcome(true),
@@ -329,7 +341,13 @@ mod tests {
         );
         // (outcome, now, event, status after, transition time after)
         let steps = [
-            (&ok, "00:00", None, "False", "00:00"),
+            (
+                &ok,
+                "00:00",
+                Some("NodeHasSufficientMemory"),
+                "False",
+                "00:00",
+            ),
             (&ok, "00:10", None, "False", "00:00"),
             (
                 &low,
@@ -369,8 +387,28 @@ mod tests {
             assert_eq!(c.last_heartbeat_time, Some(at(now)), "{now}");
             assert_eq!(c.last_transition_time, Some(at(transition)), "{now}");
         }
-        // A new condition that starts under pressure: no event either.
+        // A new condition that starts under pressure records the pressure
+        // event (the kubelet's setter: Unknown at first, then True).
         let mut fresh = Node::named("n2");
-        assert_eq!(MEMORY.apply(&mut fresh, &low, "2026-01-01T00:00:00Z"), None);
+        assert_eq!(
+            MEMORY.apply(&mut fresh, &low, "2026-01-01T00:00:00Z"),
+            Some((
+                "NodeHasInsufficientMemory",
+                "Node n2 status is now: NodeHasInsufficientMemory".into()
+            ))
+        );
+        // A new condition that starts Unknown (an input cannot be read)
+        // records nothing; its first True or False then does.
+        let mut unread = Node::named("n3");
+        assert_eq!(
+            MEMORY.apply(&mut unread, &gone, "2026-01-01T00:00:00Z"),
+            None
+        );
+        assert_eq!(
+            MEMORY
+                .apply(&mut unread, &ok, "2026-01-01T00:00:10Z")
+                .map(|e| e.0),
+            Some("NodeHasSufficientMemory")
+        );
     }
 }

@@ -43,6 +43,9 @@ const NODES: &[&str] = &[
     "heal-node",
     "freeze-node",
     "cloud-node",
+    "logind-node",
+    "nologind-node",
+    "nobus-node",
 ];
 
 pub struct Shared {

@@ -11,6 +11,7 @@ mod guests;
 mod hostile;
 mod hot_reload;
 mod kube;
+mod logind;
 mod output;
 mod patch_props;
 mod process;

@@ -223,7 +223,7 @@ async fn survives_an_outage_restarts_invisibly_and_marks_not_ready_only_on_node_
 }
 
 /// Waits for `child` at most `bound`, then fails with its log.
-fn wait_bounded(
+pub fn wait_bounded(
     child: &mut std::process::Child,
     bound: Duration,
     log: &Path,

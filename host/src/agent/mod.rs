@@ -1052,6 +1052,16 @@ impl Agent {
         self.sync_once().await
     }
 
+    /// logind cancelled the node's shutdown (`PrepareForShutdown(false)`):
+    /// the next pass decides Ready again, as the kubelet's node shutdown
+    /// manager does.
+    pub fn node_shutdown_cancelled(&self) {
+        self.problems
+            .lock()
+            .expect("problems lock")
+            .retain(|x| x != SHUTTING_DOWN);
+    }
+
     /// Runs the loops until `cancel` fires, then returns at once: in-flight
     /// calls are dropped and the node is left as it is. Returns an error
     /// only for an identity error at start.

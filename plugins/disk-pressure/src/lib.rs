@@ -6,8 +6,8 @@
 //! percentage of the filesystem's total, or an amount (`5Gi`, `100k`).
 //!
 //! Like the kubelet: a missing condition is created; the heartbeat is set on
-//! every run; the transition time changes only on a flip, and a flip between
-//! True and False records `NodeHasDiskPressure` or `NodeHasNoDiskPressure`.
+//! every run; the transition time changes only on a flip; a new condition,
+//! or a flip to True or False, records `NodeHasDiskPressure` or `NodeHasNoDiskPressure`.
 //! When the filesystem's statistics cannot be read the status is Unknown,
 //! with the no-pressure reason and a message naming the path.
 use nodestatus_sdk::host::FsStats;

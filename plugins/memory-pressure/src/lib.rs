@@ -4,8 +4,8 @@
 //! percentage is of `MemTotal`).
 //!
 //! Like the kubelet: a missing condition is created; the heartbeat is set on
-//! every run; the transition time changes only on a flip, and a flip between
-//! True and False records `NodeHasInsufficientMemory` or
+//! every run; the transition time changes only on a flip; a new condition,
+//! or a flip to True or False, records `NodeHasInsufficientMemory` or
 //! `NodeHasSufficientMemory`. When `/proc/meminfo` cannot be read the status
 //! is Unknown, with the no-pressure reason and a message naming the input.
 use nodestatus_sdk::pressure::PressureCondition;

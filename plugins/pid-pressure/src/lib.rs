@@ -7,8 +7,8 @@
 //! `10%` of the limit, or a count).
 //!
 //! Like the kubelet: a missing condition is created; the heartbeat is set on
-//! every run; the transition time changes only on a flip, and a flip between
-//! True and False records `NodeHasInsufficientPID` or `NodeHasSufficientPID`.
+//! every run; the transition time changes only on a flip; a new condition,
+//! or a flip to True or False, records `NodeHasInsufficientPID` or `NodeHasSufficientPID`.
 //! When an input cannot be read the status is Unknown, with the no-pressure
 //! reason and a message naming the input.
 use nodestatus_sdk::pressure::PressureCondition;
