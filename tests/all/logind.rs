@@ -117,10 +117,7 @@ fn start(node: &str, bus: &str, dir: &Path) -> (Child, PathBuf) {
     )
     .unwrap();
     let log = dir.join("nodestatus.log");
-    // NODESTATUS_BIN: another build of the binary (a shared target dir).
-    let bin = std::env::var("NODESTATUS_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_nodestatus").to_owned());
-    let child = Command::new(bin)
+    let child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
         .args(["run", "--node-name", node])
         .args(["--node-status-update-frequency", "1s"])
         .args(["--node-lease-duration-seconds", "4", "--address", ""])
