@@ -14,15 +14,11 @@ use kube::client::Body;
 use nodestatus::agent::client::{NodeClient, Traffic};
 use nodestatus::agent::decide::FixedRandom;
 use nodestatus::agent::{Agent, SyncOutcome};
-use nodestatus::config::{Config, ConfigFile};
-use nodestatus::plugin_dir::PluginDir;
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower_test::mock;
-
-use crate::common::runtime;
 
 type Handle = mock::Handle<Request<Body>, Response<Body>>;
 type Send = mock::SendResponse<Response<Body>>;
@@ -110,24 +106,13 @@ fn rig(yaml: &str, ready: bool, r: f64) -> Rig {
     if ready {
         drop_plugin(dir.path(), "ready.wasm", Path::new(built::READY));
     }
-    let cfg: Config = ConfigFile::parse(
+    let (cfg, plugins) = crate::common::configured(
         &format!(
             "nodeName: vt-node\npluginDir: {}\n{yaml}",
             dir.path().display()
         ),
-        Path::new("vt.yaml"),
-    )
-    .unwrap()
-    .validate()
-    .unwrap();
-    let cfg = Arc::new(cfg);
-    let settings = cfg.clone();
-    let plugins = PluginDir::new(
         dir.path(),
-        runtime(),
-        Arc::new(move |n| settings.plugin_settings(n)),
     );
-    plugins.rescan();
     let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let nc = NodeClient::new(client, "vt-node", Arc::new(Traffic::default()));

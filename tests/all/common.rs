@@ -67,3 +67,27 @@ pub fn condition_of(node: &serde_json::Value, t: &str) -> Option<serde_json::Val
         .find(|c| c["type"] == t)
         .cloned()
 }
+
+/// The validated config of `yaml` and a scanned plugin directory at `dir`
+/// with that config's plugin settings: how the engine opens them.
+pub fn configured(
+    yaml: &str,
+    dir: &std::path::Path,
+) -> (
+    Arc<nodestatus::config::Config>,
+    Arc<nodestatus::plugin_dir::PluginDir>,
+) {
+    let cfg = nodestatus::config::ConfigFile::parse(yaml, std::path::Path::new("test.yaml"))
+        .unwrap()
+        .validate()
+        .unwrap();
+    let cfg = Arc::new(cfg);
+    let settings = cfg.clone();
+    let plugins = PluginDir::new(
+        dir,
+        runtime(),
+        Arc::new(move |n| settings.plugin_settings(n)),
+    );
+    plugins.rescan();
+    (cfg, plugins)
+}

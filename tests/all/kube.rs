@@ -13,13 +13,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodestatus::agent::client::{NodeClient, RequestKind, Traffic};
 use nodestatus::agent::{Agent, SyncOutcome};
 use nodestatus::cluster::LocalCluster;
-use nodestatus::config::{Config, ConfigFile};
-use nodestatus::plugin_dir::PluginDir;
+use nodestatus::config::ConfigFile;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{condition_types, runtime};
+use crate::common::condition_types;
 
 /// Every node identity the shared cluster knows.
 const NODES: &[&str] = &[
@@ -161,18 +160,7 @@ pub fn agent_via(
         "nodeName: {name}\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 6s\nnodeLeaseDurationSeconds: 4\npluginDir: {}\n{extra_yaml}{base}",
         dir.path().display()
     );
-    let cfg: Config = ConfigFile::parse(&yaml, Path::new("test.yaml"))
-        .unwrap()
-        .validate()
-        .unwrap();
-    let cfg = Arc::new(cfg);
-    let settings = cfg.clone();
-    let plugins = PluginDir::new(
-        dir.path(),
-        runtime(),
-        Arc::new(move |n| settings.plugin_settings(n)),
-    );
-    plugins.rescan();
+    let (cfg, plugins) = crate::common::configured(&yaml, dir.path());
     let traffic = Arc::new(Traffic::default());
     let token = nodestatus::cluster::node_token(identity);
     let nc = match server {
