@@ -166,8 +166,14 @@ fn init_tracing(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new(
             "warn,nodestatus=info,cranelift=warn,wasmtime=warn,kube_client::client::builder=off,kube_client::client::tls=error",
         ));
+    // Colour only on a terminal, and never when NO_COLOR is set
+    // (no-color.org): log files and pipes get plain text.
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => b.init(),

@@ -55,6 +55,12 @@ fn once_shows_a_label_and_a_condition_from_a_rust_plugin() {
     assert_eq!(cond["reason"], "KernelTooOld");
     assert!(stderr.contains("kernel-check 0.1.0: set metadata.labels[kernel.example.com/version], status.conditions[KernelSupported]"), "{stderr}");
     assert!(stderr.contains("trap 0.0.1: FAILED [trap]"), "{stderr}");
+    // The trap's warning is logged; into a pipe, without colour codes.
+    assert!(stderr.contains("WARN"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "colour codes in a pipe: {stderr:?}"
+    );
 }
 
 #[test]
