@@ -414,3 +414,33 @@ fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 pub fn core_module() -> Vec<u8> {
     wat::parse_str("(module (func (export \"set\")))").unwrap()
 }
+
+/// A valid component whose one core function is `instructions` additions
+/// over `locals` locals that are all live at once: a few MB of WebAssembly
+/// that takes Cranelift seconds and hundreds of MiB to compile (a compile
+/// bomb). It never gets as far as being linked.
+pub fn compile_bomb(instructions: usize, locals: usize) -> Vec<u8> {
+    let mut body = String::with_capacity(instructions * 48);
+    for l in 1..locals {
+        body.push_str(&format!(
+            "local.get 0 i32.const {l} i32.mul local.set {l}\n"
+        ));
+    }
+    for i in 0..instructions {
+        // Each sum feeds a later one, over locals that all stay live to the
+        // end, so no pass can fold the function away and the register
+        // allocator juggles every one of them.
+        let (a, b) = (i % locals, (i * 7 + 3) % locals);
+        body.push_str(&format!(
+            "local.get {a} local.get {b} i32.add local.set {a}\n"
+        ));
+    }
+    for l in 1..locals {
+        body.push_str(&format!("local.get {l} i32.add\n"));
+    }
+    let wat = format!(
+        "(component (core module (func (export \"f\") (param i32) (result i32) (local {})\nlocal.get 0\n{body})))",
+        "i32 ".repeat(locals - 1)
+    );
+    wat::parse_str(&wat).expect("compile bomb WAT")
+}

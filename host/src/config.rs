@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::Allowance;
-use crate::runtime::{PathGrant, PluginSettings, Ungranted};
+use crate::runtime::{CompileLimits, PathGrant, PluginSettings, Ungranted};
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +316,10 @@ pub struct ConfigFile {
     pub plugin_dir: Option<PathBuf>,
     /// The precompile cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// The deadline of one plugin's compilation (default 2m).
+    pub compile_timeout: Option<GoDuration>,
+    /// The memory one plugin's compilation may allocate (default 2Gi).
+    pub compile_memory_limit: Option<String>,
     /// Companion mode, beside a real kubelet: never create the node, no
     /// lease, no Ready at shutdown; only the plugins' own fields are patched.
     pub companion: Option<bool>,
@@ -346,6 +350,8 @@ const TOP_FIELDS: &[&str] = &[
     "nodeStatusMaxImages",
     "pluginDir",
     "cacheDir",
+    "compileTimeout",
+    "compileMemoryLimit",
     "companion",
     "reRegisterDeletedNode",
     "cloudProvider",
@@ -493,6 +499,9 @@ pub struct Config {
     pub plugin_dir: PathBuf,
     /// The precompile cache directory.
     pub cache_dir: PathBuf,
+    /// The bounds of one plugin's compilation (`compileTimeout`,
+    /// `compileMemoryLimit`).
+    pub compile_limits: CompileLimits,
     /// Companion mode (beside a kubelet).
     pub companion: bool,
     // --- node loops (agent) ---
@@ -882,6 +891,8 @@ impl ConfigFile {
         };
         let re_register_deleted_node = self.re_register_deleted_node.unwrap_or(false);
         // --- end node loops ---
+        let compile_limits =
+            compile_limits(self.compile_timeout, self.compile_memory_limit.as_deref())?;
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
             let settings = plugin_settings(&name, p)?;
@@ -904,11 +915,37 @@ impl ConfigFile {
                 .plugin_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+            compile_limits,
             re_register_deleted_node,
             external_cloud_provider,
             plugins,
         })
     }
+}
+
+fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<CompileLimits> {
+    let mut limits = CompileLimits::default();
+    if let Some(t) = timeout {
+        if t.0 < Duration::from_secs(1) || t.0 > Duration::from_secs(3600) {
+            return Err(invalid(
+                "compileTimeout",
+                format!("{:?} must be between 1s and 1h", t.0),
+            ));
+        }
+        limits.timeout = t.0;
+    }
+    if let Some(m) = memory {
+        let q = nodestatus_sdk::Quantity::parse(m).map_err(|e| invalid("compileMemoryLimit", e))?;
+        let bytes = q.as_units_ceil();
+        if !(64 << 20..=64 << 30).contains(&bytes) {
+            return Err(invalid(
+                "compileMemoryLimit",
+                format!("{m} must be between 64Mi and 64Gi"),
+            ));
+        }
+        limits.memory = bytes as u64;
+    }
+    Ok(limits)
 }
 
 fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {

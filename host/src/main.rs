@@ -5,7 +5,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use nodestatus::config::{Config, ConfigFile};
 use nodestatus::plugin_dir::PluginDir;
-use nodestatus::runtime::{CallContext, Plugin, Runtime};
+use nodestatus::runtime::{CallContext, Compiler, Plugin, Runtime, compile};
 
 /// A Kubernetes node status engine whose setters are sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -181,6 +181,13 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// The plugin runtime of a one-shot command: plugins compiled in a child
+/// of this binary, under the config's compile limits.
+fn runtime(config: &Config, cache_dir: PathBuf) -> anyhow::Result<Runtime> {
+    let compiler = Compiler::this_binary(config.compile_limits);
+    Ok(Runtime::with_compiler(Some(cache_dir), compiler)?)
+}
+
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     let file = match path {
         Some(p) => ConfigFile::read(p)?,
@@ -190,6 +197,11 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 }
 
 fn main() -> ExitCode {
+    // The engine compiles each plugin in a child of itself, bounded in time
+    // and memory (nodestatus::runtime::compile); not a user command.
+    if std::env::args_os().nth(1).as_deref() == Some(compile::SUBCOMMAND.as_ref()) {
+        return compile::child_main();
+    }
     let cli = Cli::parse();
     init_tracing(cli.log_format);
     if !matches!(cli.command, Command::Run(_)) {
@@ -240,6 +252,7 @@ impl RunArgs {
             cache_dir: self.cache_dir,
             embedded_dir: self.embedded_dir,
             address: Some(self.address),
+            compiler_exe: std::env::current_exe().ok(),
         }
     }
 }
@@ -277,7 +290,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             command: PluginCommand::List { plugin_dir, config },
         } => {
             let config = Arc::new(load_config(config.as_ref())?);
-            let runtime = Runtime::new(Some(config.cache_dir.clone()))?;
+            let runtime = runtime(&config, config.cache_dir.clone())?;
             let dir_path = plugin_dir.unwrap_or_else(|| config.plugin_dir.clone());
             let settings = config.clone();
             let dir = PluginDir::new(
@@ -334,7 +347,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(n) = node_name {
                 config.node_name = n;
             }
-            let runtime = Runtime::new(Some(cache_dir.unwrap_or(config.cache_dir.clone())))?;
+            let runtime = runtime(&config, cache_dir.unwrap_or(config.cache_dir.clone()))?;
             let cfg = Arc::new(config);
             let settings = cfg.clone();
             let dir = PluginDir::new(
@@ -364,7 +377,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             command: PluginCommand::Check { file, config },
         } => {
             let config = load_config(config.as_ref())?;
-            let runtime = Runtime::new(Some(config.cache_dir.clone()))?;
+            let runtime = runtime(&config, config.cache_dir.clone())?;
             match Plugin::load_file(&runtime, &file, &|name| config.plugin_settings(name)) {
                 Ok(p) => {
                     let (allow, deny) = p.settings().fields.describe();

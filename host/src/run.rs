@@ -20,7 +20,7 @@ use crate::agent::client::{NodeClient, Traffic};
 use crate::cluster::LocalCluster;
 use crate::config::{ConfigFile, GoDuration, Taint};
 use crate::plugin_dir::PluginDir;
-use crate::runtime::Runtime;
+use crate::runtime::{Compiler, Runtime};
 
 /// `run`'s flags; each overrides the config file.
 #[derive(Debug, Default)]
@@ -43,6 +43,10 @@ pub struct Options {
     pub cache_dir: Option<PathBuf>,
     pub embedded_dir: Option<PathBuf>,
     pub address: Option<String>,
+    /// The binary that compiles plugins in a bounded child process (its
+    /// `compile-component` subcommand, see [`crate::runtime::compile`]):
+    /// the running `nodestatus`. `None` compiles in-process, unbounded.
+    pub compiler_exe: Option<PathBuf>,
 }
 
 /// The default address of the HTTP endpoint.
@@ -162,7 +166,14 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         tracing::warn!("config: {w}");
     }
     let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
-    let runtime = Runtime::new(Some(cfg.cache_dir.clone()))?;
+    let compiler = match &o.compiler_exe {
+        Some(exe) => Compiler::Process {
+            exe: exe.clone(),
+            limits: cfg.compile_limits,
+        },
+        None => Compiler::InProcess,
+    };
+    let runtime = Runtime::with_compiler(Some(cfg.cache_dir.clone()), compiler)?;
     let settings = cfg.clone();
     let plugins = PluginDir::new(
         cfg.plugin_dir.clone(),

@@ -244,6 +244,24 @@ fn cases() -> Vec<Case> {
             "between 1Mi and 4Gi",
         ),
         case(
+            "compileTimeout too short",
+            "compileTimeout: 10ms\n",
+            "compileTimeout",
+            "between 1s and 1h",
+        ),
+        case(
+            "compileMemoryLimit too small",
+            "compileMemoryLimit: 1Mi\n",
+            "compileMemoryLimit",
+            "between 64Mi and 64Gi",
+        ),
+        case(
+            "compileMemoryLimit not a quantity",
+            "compileMemoryLimit: plenty\n",
+            "compileMemoryLimit",
+            "not a quantity (for example",
+        ),
+        case(
             "memoryLimit negative",
             "plugins: {gpu: {memoryLimit: -64Mi}}\n",
             "plugins.gpu.memoryLimit",

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use nodestatus::pipeline::run_pass;
 use nodestatus::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus::runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
 use nodestatus::runtime::{
-    CallContext, CallErrorKind, LoadError, PathGrant, Plugin, PluginSettings, Runtime,
+    CallContext, CallErrorKind, CompileLimits, Compiler, DEFAULT_MEMORY_LIMIT, LoadError,
+    PathGrant, Plugin, PluginSettings, Runtime,
 };
 use nodestatus_tests::hostile::{self, Behaviour};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
@@ -115,7 +117,18 @@ fn settings_for_hostile(cap: usize) -> nodestatus::plugin_dir::SettingsFn {
 
 /// A plugin directory holding kernel-check and `file` with `bytes`.
 fn dir_with(file: &str, bytes: &[u8], cap: usize) -> (tempfile::TempDir, Arc<PluginDir>) {
-    let (tmp, dir) = plugin_dir(settings_for_hostile(cap));
+    dir_on(runtime(), file, bytes, cap)
+}
+
+/// [`dir_with`] on `runtime`.
+fn dir_on(
+    runtime: Runtime,
+    file: &str,
+    bytes: &[u8],
+    cap: usize,
+) -> (tempfile::TempDir, Arc<PluginDir>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = PluginDir::new(tmp.path(), runtime, settings_for_hostile(cap));
     drop_plugin(
         tmp.path(),
         "kernel-check.wasm",
@@ -209,15 +222,34 @@ fn call_row(kind: &'static str, name: &str, behaviour: Behaviour, cap: usize, wa
 /// file is refused with a load error that `check` accepts, that kernel-check
 /// loads and runs, and that the rescan ends within the deadline plus margin.
 fn load_row(kind: &'static str, file: &str, bytes: &[u8], check: impl Fn(&LoadError) -> bool) {
-    let (tmp, dir) = dir_with(file, bytes, nodestatus::runtime::DEFAULT_MEMORY_LIMIT);
+    let (_tmp, dir) = dir_with(file, bytes, nodestatus::runtime::DEFAULT_MEMORY_LIMIT);
+    refused_at_load(
+        kind,
+        dir,
+        file,
+        DEADLINE + MARGIN,
+        check,
+        "kernel-check loaded and ran",
+    );
+}
+
+/// Rescans `dir`, which holds kernel-check and `file`, and checks that
+/// `file` is refused with a load error that `check` accepts (loading it
+/// directly, for the typed reason), that kernel-check loads and runs, and
+/// that the rescan ends within `limit`. Prints the row, with the peak RSS
+/// growth as a figure (not asserted: other tests share the process).
+fn refused_at_load(
+    kind: &'static str,
+    dir: Arc<PluginDir>,
+    file: &str,
+    limit: Duration,
+    check: impl Fn(&LoadError) -> bool,
+    kept: &'static str,
+) {
     let base = reset_peak();
     let started = Instant::now();
     let d = dir.clone();
-    let events = within(
-        DEADLINE + MARGIN + Duration::from_secs(20),
-        kind,
-        move || d.rescan(),
-    );
+    let events = within(limit + Duration::from_secs(20), kind, move || d.rescan());
     let elapsed = started.elapsed();
     let growth = peak().saturating_sub(base);
     assert!(
@@ -233,22 +265,18 @@ fn load_row(kind: &'static str, file: &str, bytes: &[u8], check: impl Fn(&LoadEr
     assert_eq!(dir.current().plugins().len(), 1, "{kind}");
     let (out, report) = one_pass(&dir);
     good_plugin_kept(&out, &report);
-    // The typed reason, from loading the same file directly.
     let settings = settings_for_hostile(nodestatus::runtime::DEFAULT_MEMORY_LIMIT);
     let err =
-        Plugin::load_file(dir.runtime(), &tmp.path().join(file), &|n| settings(n)).expect_err(kind);
+        Plugin::load_file(dir.runtime(), &dir.dir().join(file), &|n| settings(n)).expect_err(kind);
     assert!(check(&err), "{kind}: unexpected load error {err:?}");
-    assert!(
-        elapsed < DEADLINE + MARGIN,
-        "{kind}: the rescan took {elapsed:?}"
-    );
+    assert!(elapsed < limit, "{kind}: the rescan took {elapsed:?}");
     print_row(Row {
         kind,
         outcome: format!(
             "refused at load: {}",
             nodestatus::plugin_dir::describe_load_error(&err)
         ),
-        kept: "kernel-check loaded and ran",
+        kept,
         elapsed,
         peak_growth: growth,
     });
@@ -920,5 +948,84 @@ fn a_load_in_progress_does_not_block_the_directory_status() {
     assert!(
         matches!(&events[..], [ReloadEvent::Failed { .. }]),
         "{events:#?}"
+    );
+}
+
+/// A plugin directory compiled by the engine's binary in a child process
+/// under `limits`, holding kernel-check and `file` with `bytes`; no cache, so
+/// every load compiles.
+fn child_compiled_dir_with(
+    limits: CompileLimits,
+    file: &str,
+    bytes: &[u8],
+) -> (tempfile::TempDir, Arc<PluginDir>) {
+    let runtime = Runtime::with_compiler(
+        None,
+        Compiler::Process {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
+            limits,
+        },
+    )
+    .unwrap();
+    dir_on(runtime, file, bytes, DEFAULT_MEMORY_LIMIT)
+}
+
+/// About 1 MB of WebAssembly (100,000 additions over 10,000 live locals)
+/// that Cranelift compiles for minutes and with hundreds of MiB: compiled in
+/// the engine's process, it held the rescan (and the host's memory) for as
+/// long as Cranelift took.
+fn the_compile_bomb() -> Vec<u8> {
+    hostile::compile_bomb(100_000, 10_000)
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_the_compile_deadline() {
+    let limits = CompileLimits {
+        timeout: Duration::from_secs(2),
+        memory: DEFAULT_COMPILE_MEMORY_LIMIT,
+    };
+    let (_tmp, dir) = child_compiled_dir_with(limits, "bomb.wasm", &the_compile_bomb());
+    refused_at_load(
+        "compile bomb (1 MB, minutes of Cranelift), 2 s compileTimeout",
+        dir,
+        "bomb.wasm",
+        limits.timeout + MARGIN,
+        |e| matches!(e, LoadError::CompileBound(compile::Error::TimedOut { limit }) if *limit == limits.timeout),
+        "kernel-check compiled (in the same kind of child), loaded and ran",
+    );
+}
+
+#[test]
+fn a_compile_bomb_is_stopped_at_the_compile_memory_limit() {
+    let limits = CompileLimits {
+        timeout: Duration::from_secs(300),
+        memory: 128 << 20,
+    };
+    let (_tmp, dir) = child_compiled_dir_with(limits, "bomb.wasm", &the_compile_bomb());
+    refused_at_load(
+        "compile bomb, 128 MiB compileMemoryLimit",
+        dir,
+        "bomb.wasm",
+        Duration::from_secs(60),
+        |e| matches!(e, LoadError::CompileBound(compile::Error::OutOfMemory { limit }) if *limit == limits.memory),
+        "kernel-check compiled (in the same kind of child), loaded and ran",
+    );
+}
+
+#[test]
+fn an_invalid_component_compiled_in_a_child_says_why() {
+    let whole = std::fs::read(built::PROBE).unwrap();
+    let (_tmp, dir) = child_compiled_dir_with(
+        CompileLimits::default(),
+        "half.wasm",
+        &whole[..whole.len() / 2],
+    );
+    refused_at_load(
+        "truncated file, compiled in the child",
+        dir,
+        "half.wasm",
+        Duration::from_secs(60),
+        |e| matches!(e, LoadError::Compile(m) if format!("{m:#}").contains("failed to parse WebAssembly")),
+        "kernel-check compiled (in the same kind of child), loaded and ran",
     );
 }

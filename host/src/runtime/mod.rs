@@ -37,8 +37,12 @@
 //!   so the string cannot be measured in place and copied later.)
 //! - **Files.** A plugin file is opened without blocking, must be a regular
 //!   file, and is read with a limit of [`MAX_PLUGIN_BYTES`]; compilation only
-//!   starts on a file within that limit, which is what bounds compile time
-//!   and memory (Cranelift cannot be interrupted). A rescan compiles without
+//!   starts on a file within that limit.
+//! - **Compilation.** Cranelift cannot be interrupted, and 1 MB of
+//!   WebAssembly can keep it busy for minutes, so the engine's binary
+//!   compiles each plugin in a child process under a deadline and a memory
+//!   limit (`compileTimeout`, `compileMemoryLimit`; see [`compile`]). A
+//!   rescan compiles without
 //!   holding the lock that status readers take, and passes keep running the
 //!   set they hold.
 //! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
@@ -53,6 +57,7 @@
 //!   window (see [`GuestOutputLimits`]), not per call.
 
 mod cache;
+pub mod compile;
 pub mod facts;
 mod host_api;
 mod limits;
@@ -60,6 +65,7 @@ mod plugin;
 pub mod proc_view;
 
 pub use cache::PrecompileCache;
+pub use compile::{CompileLimits, Compiler};
 pub use host_api::{
     CallContext, EVENTS_PER_WINDOW, EmittedEvent, EventType, GUEST_OUTPUT_WINDOW,
     GuestOutputCounts, GuestOutputLimits, LOG_LINES_PER_WINDOW,
@@ -131,6 +137,7 @@ struct Inner {
     engine: Engine,
     linker: Linker<CallState>,
     cache: Option<PrecompileCache>,
+    compiler: Compiler,
     guest_output: GuestOutputLimits,
     stop_ticker: Arc<AtomicBool>,
 }
@@ -147,13 +154,13 @@ impl Runtime {
     /// directory that fails the ownership and permission checks of
     /// [`PrecompileCache::open`] (with a warning that says why).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
-        let mut config = Config::new();
-        config
-            .epoch_interruption(true)
-            .cranelift_opt_level(OptLevel::Speed)
-            .wasm_component_model(true)
-            // A deep recursion must trap in the guest, not overflow the host.
-            .max_wasm_stack(1 << 20);
+        Self::with_compiler(cache_dir, Compiler::InProcess)
+    }
+
+    /// Like [`Runtime::new`], compiling plugins with `compiler` (a child
+    /// process with bounded time and memory, see [`compile`]).
+    pub fn with_compiler(cache_dir: Option<PathBuf>, compiler: Compiler) -> Result<Self> {
+        let config = engine_config();
         // The pooling allocator reuses linear memories and instance slots
         // between calls instead of mapping and unmapping fresh memory for
         // every call, which is most of a call's fixed cost. It needs address
@@ -192,6 +199,7 @@ impl Runtime {
                 engine,
                 linker,
                 cache,
+                compiler,
                 guest_output: GuestOutputLimits::default(),
                 stop_ticker,
             }),
@@ -210,6 +218,11 @@ impl Runtime {
     /// The precompile cache, when enabled.
     pub fn cache(&self) -> Option<&PrecompileCache> {
         self.inner.cache.as_ref()
+    }
+
+    /// How plugins are compiled.
+    pub fn compiler(&self) -> &Compiler {
+        &self.inner.compiler
     }
 
     /// The per-plugin budgets of log lines and events.
@@ -237,6 +250,26 @@ pub(crate) fn blocking<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         }),
         Ok(_) => tokio::task::block_in_place(f),
     }
+}
+
+/// The engine's code-generation settings, shared by the runtime's engine and
+/// the compiler child's (code compiled by one is loaded by the other, so
+/// they must agree).
+fn engine_config() -> Config {
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .cranelift_opt_level(OptLevel::Speed)
+        .wasm_component_model(true)
+        // A deep recursion must trap in the guest, not overflow the host.
+        .max_wasm_stack(1 << 20);
+    config
+}
+
+/// An engine that only compiles (in the compiler child): the runtime's
+/// settings with on-demand allocation, which reserves no address space.
+fn compile_engine() -> wasmtime::Result<Engine> {
+    Engine::new(&engine_config())
 }
 
 /// Slots for concurrent calls: a pass runs its setters one at a time, and

@@ -12,7 +12,7 @@ use wasmtime::component::{Component, ComponentExportIndex};
 use super::host_api::{self, CallState, Grants, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
-use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, facts};
+use super::{CallContext, Compiler, EPOCH_TICK, EmittedEvent, Runtime, facts};
 use crate::policy::Allowance;
 
 /// Default CPU deadline of one call.
@@ -21,7 +21,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 /// Largest plugin file accepted (the biggest real guest, CPython by
 /// componentize-py, is about 18 MB). The file is never read past it, and
-/// nothing is compiled above it, which also bounds compile time and memory.
+/// nothing is compiled above it. (A file within it can still be a compile
+/// bomb: see [`super::compile`] for what bounds compilation.)
 pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
 /// Largest `set` output accepted, checked before it is parsed (its copy out
 /// of the guest is bounded by the guest's memory cap): more than twice
@@ -212,6 +213,10 @@ pub enum LoadError {
     /// Compilation failed.
     #[error("invalid component")]
     Compile(#[source] wasmtime::Error),
+    /// Compiling it ran past `compileTimeout` or `compileMemoryLimit`, or the
+    /// compiler process failed.
+    #[error("cannot compile the component")]
+    CompileBound(#[source] super::compile::Error),
     /// The component imports something the host does not provide.
     #[error(
         "the component's imports cannot be satisfied by this host (nodestatus:plugin@0.1.x and WASI 0.2)"
@@ -767,18 +772,31 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
 
 fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
     let engine = runtime.engine();
-    if let Some(cache) = runtime.cache() {
-        if let Some(component) = cache.load(engine, sha256) {
-            return Ok(component);
-        }
-        let code = engine
-            .precompile_component(bytes)
-            .map_err(LoadError::Compile)?;
-        cache.store(sha256, &code);
-        // SAFETY: `code` was produced just now by this engine.
-        return unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile);
+    if let Some(component) = runtime.cache().and_then(|c| c.load(engine, sha256)) {
+        return Ok(component);
     }
-    Component::new(engine, bytes).map_err(LoadError::Compile)
+    let code = match runtime.compiler() {
+        Compiler::InProcess if runtime.cache().is_none() => {
+            return Component::new(engine, bytes).map_err(LoadError::Compile);
+        }
+        Compiler::InProcess => engine
+            .precompile_component(bytes)
+            .map_err(LoadError::Compile)?,
+        Compiler::Process { exe, limits } => super::compile::compile_in_child(exe, *limits, bytes)
+            .map_err(|err| match err {
+                super::compile::Error::Invalid(message) => {
+                    LoadError::Compile(wasmtime::Error::msg(message))
+                }
+                other => LoadError::CompileBound(other),
+            })?,
+    };
+    if let Some(cache) = runtime.cache() {
+        cache.store(sha256, &code);
+    }
+    // SAFETY: `code` was produced just now by this engine's configuration:
+    // in this thread, or by the engine's own binary in a child process (see
+    // `compile`), which is trusted as the precompile cache is.
+    unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile)
 }
 
 fn call_metadata(
