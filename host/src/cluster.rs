@@ -11,6 +11,9 @@
 //! audit log of every request made by a node identity, and
 //! kube-controller-manager running the node lifecycle controller (which
 //! sets a silent node's conditions to `Unknown` after its grace period).
+//! [`NodeParts`] adds what a real kubelet node needs (`tests/realnode`):
+//! more controllers (daemonset, serviceaccount, ...), kube-scheduler, and
+//! the bodies of the node identities' Node writes in the audit log.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,14 @@ pub enum Error {
     /// kube-controller-manager exited right after its start.
     #[error("kube-controller-manager exited at start ({status}); its log is {log}")]
     ControllerManagerExited {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its log file.
+        log: String,
+    },
+    /// kube-scheduler exited right after its start.
+    #[error("kube-scheduler exited at start ({status}); its log is {log}")]
+    SchedulerExited {
         /// How it exited.
         status: std::process::ExitStatus,
         /// Its log file.
@@ -98,6 +109,28 @@ pub struct Extras {
     pub node_lifecycle_grace: Option<Duration>,
 }
 
+/// What a real node (a kubelet with containerd, `tests/realnode`) needs
+/// beside [`Extras`]: the controllers and the scheduler that place and run
+/// pods, and the bodies of the Node writes in the audit log.
+#[derive(Debug, Clone, Default)]
+pub struct NodeParts {
+    /// More controllers for that kube-controller-manager (it starts only
+    /// with [`Extras::node_lifecycle_grace`]), e.g. `daemonset`,
+    /// `serviceaccount`, `serviceaccount-token`: what a real node's pods
+    /// need. With any, it signs service-account tokens with the apiserver's
+    /// key.
+    pub more_controllers: Vec<&'static str>,
+    /// Start kube-scheduler (as the admin, without leader election or
+    /// serving ports).
+    pub scheduler: bool,
+    /// With [`Extras::audit_log`]: log the node identities' writes to Nodes
+    /// (create, update, patch, of the node and its status) at level
+    /// `Request`, with their bodies, so that a test can tell which fields
+    /// each writer changed (the user agent tells a kubelet from nodestatus
+    /// when both use the node's identity).
+    pub audit_node_writes: bool,
+}
+
 /// The audit policy of [`Extras::audit_log`]: the node identities' requests,
 /// nothing else.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
@@ -108,6 +141,29 @@ rules:
   userGroups: [\"system:nodes\"]
 - level: None
 ";
+
+/// [`AUDIT_POLICY`] with the node identities' Node writes at level `Request`
+/// ([`NodeParts::audit_node_writes`]).
+const AUDIT_POLICY_NODE_WRITES: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  userGroups: [\"system:nodes\"]
+  verbs: [create, update, patch]
+  resources: [{group: \"\", resources: [nodes, nodes/status]}]
+- level: Metadata
+  userGroups: [\"system:nodes\"]
+- level: None
+";
+
+/// Where the kube-scheduler binary is: `$NODESTATUS_SCHEDULER`, else next to
+/// [`apiserver_binary`] (built from the same source tree).
+pub fn scheduler_binary() -> PathBuf {
+    std::env::var_os("NODESTATUS_SCHEDULER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| apiserver_binary().with_file_name("kube-scheduler"))
+}
 
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
@@ -122,7 +178,9 @@ pub struct LocalCluster {
     etcd: Option<Child>,
     apiserver: Option<Child>,
     controller_manager: Option<Child>,
+    scheduler: Option<Child>,
     extras: Extras,
+    parts: NodeParts,
     etcd_url: String,
     secure_port: u16,
     /// `https://127.0.0.1:<port>`.
@@ -158,6 +216,27 @@ impl LocalCluster {
         die_with_parent: bool,
         extras: Extras,
     ) -> Result<Self> {
+        Self::start_with_parts(
+            dir,
+            nodes,
+            remove_dir,
+            die_with_parent,
+            extras,
+            NodeParts::default(),
+        )
+        .await
+    }
+
+    /// Like [`LocalCluster::start_with_extras`], with the [`NodeParts`] a
+    /// real node needs.
+    pub async fn start_with_parts(
+        dir: &Path,
+        nodes: &[&str],
+        remove_dir: bool,
+        die_with_parent: bool,
+        extras: Extras,
+        parts: NodeParts,
+    ) -> Result<Self> {
         let apiserver = apiserver_binary();
         if !apiserver.exists() {
             return Err(Error::Missing {
@@ -170,6 +249,12 @@ impl LocalCluster {
             return Err(Error::Missing {
                 what: "kube-controller-manager",
                 path: controller_manager,
+            });
+        }
+        if parts.scheduler && !scheduler_binary().exists() {
+            return Err(Error::Missing {
+                what: "kube-scheduler",
+                path: scheduler_binary(),
             });
         }
         std::fs::create_dir_all(dir.join("certs"))
@@ -252,7 +337,9 @@ impl LocalCluster {
             etcd: Some(etcd),
             apiserver: None,
             controller_manager: None,
+            scheduler: None,
             extras,
+            parts,
             etcd_url,
             secure_port: free_port()?,
             server: String::new(),
@@ -262,6 +349,9 @@ impl LocalCluster {
         cluster.start_apiserver().await?;
         if let Some(grace) = cluster.extras.node_lifecycle_grace {
             cluster.start_controller_manager(grace).await?;
+        }
+        if cluster.parts.scheduler {
+            cluster.start_scheduler().await?;
         }
         Ok(cluster)
     }
@@ -277,9 +367,17 @@ impl LocalCluster {
         if self.die_with_parent {
             kill_with_parent(&mut cmd);
         }
+        let mut controllers = vec!["nodelifecycle"];
+        controllers.extend(self.parts.more_controllers.iter().copied());
+        if !self.parts.more_controllers.is_empty() {
+            cmd.arg(format!(
+                "--service-account-private-key-file={}",
+                self.dir.join("sa.key").display()
+            ));
+        }
         let mut child = cmd
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--controllers=nodelifecycle")
+            .arg(format!("--controllers={}", controllers.join(",")))
             .arg("--leader-elect=false")
             .arg(format!("--node-monitor-grace-period={}s", grace.as_secs()))
             .arg("--node-monitor-period=2s")
@@ -310,6 +408,36 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Starts kube-scheduler as the admin, without leader election or
+    /// serving ports; fails if it exits in its first 2 seconds.
+    async fn start_scheduler(&mut self) -> Result<()> {
+        let kubeconfig = self.write_admin_kubeconfig()?;
+        let log_path = self.dir.join("scheduler.log");
+        let log = std::fs::File::create(&log_path).map_err(io("creating scheduler.log"))?;
+        let mut cmd = Command::new(scheduler_binary());
+        if self.die_with_parent {
+            kill_with_parent(&mut cmd);
+        }
+        let mut child = cmd
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg("--port=0")
+            .arg("--secure-port=0")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(io("starting kube-scheduler"))?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(Error::SchedulerExited {
+                status,
+                log: log_path.display().to_string(),
+            });
+        }
+        self.scheduler = Some(child);
+        Ok(())
+    }
+
     /// The audit log, when [`Extras::audit_log`] is on.
     pub fn audit_log_path(&self) -> Option<PathBuf> {
         self.extras.audit_log.then(|| self.dir.join("audit.log"))
@@ -331,7 +459,12 @@ impl LocalCluster {
         }
         if let Some(audit) = self.audit_log_path() {
             let policy = d.join("audit-policy.yaml");
-            std::fs::write(&policy, AUDIT_POLICY).map_err(io("writing audit-policy.yaml"))?;
+            let text = if self.parts.audit_node_writes {
+                AUDIT_POLICY_NODE_WRITES
+            } else {
+                AUDIT_POLICY
+            };
+            std::fs::write(&policy, text).map_err(io("writing audit-policy.yaml"))?;
             cmd.arg(format!("--audit-policy-file={}", policy.display()))
                 .arg(format!("--audit-log-path={}", audit.display()));
         }
@@ -467,6 +600,10 @@ pub fn node_token(name: &str) -> String {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
+        if let Some(mut c) = self.scheduler.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         if let Some(mut c) = self.controller_manager.take() {
             let _ = c.kill();
             let _ = c.wait();
