@@ -29,7 +29,9 @@ pub struct SystemInfo {
     pub os_release: String,
     /// `/etc/machine-id` or `/var/lib/dbus/machine-id`.
     pub machine_id: String,
-    /// `/sys/class/dmi/id/product_uuid`.
+    /// `/sys/class/dmi/id/product_uuid`, else (as cadvisor does)
+    /// `/proc/device-tree/system-id`, `/proc/device-tree/vm,uuid`, then
+    /// `/etc/machine-id`.
     pub system_uuid: String,
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot_id: String,
@@ -195,9 +197,19 @@ fn read_system_info(root: &Path) -> SystemInfo {
         machine_id: read_first(root, &["/etc/machine-id", "/var/lib/dbus/machine-id"])
             .trim()
             .to_owned(),
-        system_uuid: read_first(root, &["/sys/class/dmi/id/product_uuid"])
-            .trim()
-            .to_owned(),
+        // cadvisor's order: DMI, then the device tree (which ends its
+        // strings with NUL), then the machine id.
+        system_uuid: read_first(
+            root,
+            &[
+                "/sys/class/dmi/id/product_uuid",
+                "/proc/device-tree/system-id",
+                "/proc/device-tree/vm,uuid",
+                "/etc/machine-id",
+            ],
+        )
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .to_owned(),
         boot_id: read_first(root, &["/proc/sys/kernel/random/boot_id"])
             .trim()
             .to_owned(),
@@ -439,6 +451,31 @@ mod tests {
                 .kind(),
             std::io::ErrorKind::NotFound
         );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_system_uuid_falls_back_as_cadvisors_does() {
+        let root = std::env::temp_dir().join(format!("ns-uuid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(
+            root.join("etc/machine-id"),
+            "3d1219c7c4c5404aaa1f6d2a48adfda4\n",
+        )
+        .unwrap();
+        // No DMI and no device tree (as on this VM): the machine id.
+        assert_eq!(
+            read_system_info(&root).system_uuid,
+            "3d1219c7c4c5404aaa1f6d2a48adfda4"
+        );
+        // A device tree's vm,uuid comes first, without its NUL.
+        std::fs::create_dir_all(root.join("proc/device-tree")).unwrap();
+        std::fs::write(root.join("proc/device-tree/vm,uuid"), "vm-uuid-1\0").unwrap();
+        assert_eq!(read_system_info(&root).system_uuid, "vm-uuid-1");
+        std::fs::create_dir_all(root.join("sys/class/dmi/id")).unwrap();
+        std::fs::write(root.join("sys/class/dmi/id/product_uuid"), "DMI-UUID\n").unwrap();
+        assert_eq!(read_system_info(&root).system_uuid, "DMI-UUID");
         std::fs::remove_dir_all(&root).unwrap();
     }
 

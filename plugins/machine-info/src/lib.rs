@@ -1,13 +1,16 @@
 //! The kubelet's `MachineInfo` setter:
 //! - `nodeInfo.machineID`, `systemUUID` and `bootID`, and a Warning event
 //!   `Rebooted` when the boot id changed;
-//! - `capacity`: cpu, memory (`MemTotal`), `hugepages-<size>` (the default
-//!   huge page size of `/proc/meminfo`), ephemeral-storage (the filesystem of
-//!   `rootDir`, or `/`), and pods = min(cpus x podsPerCore, maxPods);
+//! - `capacity`: cpu, memory (`MemTotal`), `hugepages-<size>` for every size
+//!   in `/sys/kernel/mm/hugepages` as cadvisor lists them (or, when that is
+//!   not granted, the default size of `/proc/meminfo`), ephemeral-storage
+//!   (the filesystem of `rootDir`, or `/`), and pods = min(cpus x
+//!   podsPerCore, maxPods);
 //! - `allocatable` = capacity minus `systemReserved`, `kubeReserved` and the
 //!   hard eviction thresholds (`memory.available` from memory,
-//!   `nodefs.available` from ephemeral-storage), and minus the huge pages from
-//!   memory, never below 0.
+//!   `nodefs.available` from ephemeral-storage; a percentage is a float32, as
+//!   the kubelet parses it), and minus the huge pages from memory, never
+//!   below 0.
 use std::collections::BTreeMap;
 
 use nodestatus_sdk::{EventType, Metadata, Node, Quantity, Result, Setter, host};
@@ -63,6 +66,37 @@ pub struct Facts {
     pub meminfo: String,
     /// Total bytes of the ephemeral-storage filesystem, when it could be read.
     pub ephemeral_storage: Option<u64>,
+    /// Every huge page size and its reserved page count, from
+    /// `/sys/kernel/mm/hugepages`, when it could be read.
+    pub hugepages: Option<Vec<(u64, u64)>>,
+}
+
+/// The directory that lists every huge page size.
+pub const HUGEPAGES_DIR: &str = "/sys/kernel/mm/hugepages";
+
+/// Reads `hugepages-<kB>kB/nr_hugepages` for every size in `dir`, as
+/// cadvisor does; `None` when the directory cannot be read.
+pub fn read_hugepages(dir: &std::path::Path) -> Option<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let name = entry.ok()?.file_name();
+        let Some(kb) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("hugepages-"))
+            .and_then(|n| n.strip_suffix("kB"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let pages = std::fs::read_to_string(dir.join(&name).join("nr_hugepages"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        out.push((kb * 1024, pages));
+    }
+    out.sort_unstable();
+    Some(out)
 }
 
 /// A field of `/proc/meminfo` in bytes (`kB` fields) or as a count.
@@ -95,11 +129,17 @@ pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)
         ("cpu".to_owned(), Quantity::units(facts.cpus.into())),
         ("memory".to_owned(), Quantity::bytes(mem)),
     ];
-    if let (Some(pages), Some(size)) = (
-        meminfo_field(&facts.meminfo, "HugePages_Total"),
-        meminfo_field(&facts.meminfo, "Hugepagesize"),
-    ) && size > 0
-    {
+    let sizes = match &facts.hugepages {
+        Some(sizes) => sizes.clone(),
+        None => match (
+            meminfo_field(&facts.meminfo, "HugePages_Total"),
+            meminfo_field(&facts.meminfo, "Hugepagesize"),
+        ) {
+            (Some(pages), Some(size)) => vec![(size, pages)],
+            _ => Vec::new(),
+        },
+    };
+    for (size, pages) in sizes.into_iter().filter(|(size, _)| *size > 0) {
         out.push((
             hugepage_resource(size),
             Quantity::bytes(pages.saturating_mul(size)),
@@ -117,6 +157,10 @@ pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)
 }
 
 /// A threshold: a quantity, or a percentage of `total` (bytes or units).
+/// A percentage is parsed into a float32 and divided by 100 in float32, then
+/// multiplied in float64, as the kubelet's eviction manager does: `10%` is
+/// 0.100000001490116, which takes 403 bytes more of a 270 GB filesystem
+/// than an exact tenth.
 pub fn threshold(spec: &str, total: &Quantity) -> Result<Quantity, String> {
     let spec = spec.trim();
     if let Some(p) = spec.strip_suffix('%') {
@@ -126,7 +170,8 @@ pub fn threshold(spec: &str, total: &Quantity) -> Result<Quantity, String> {
             .ok()
             .filter(|v: &f64| (0.0..=100.0).contains(v))
             .ok_or_else(|| format!("{spec:?} is not a percentage between 0% and 100%"))?;
-        let units = (total.as_millis() as f64 / 1000.0 * pct / 100.0) as u64;
+        let fraction = pct as f32 / 100.0f32;
+        let units = (total.as_units_ceil() as f64 * f64::from(fraction)) as u64;
         return Ok(Quantity::bytes(units));
     }
     let q = Quantity::parse(spec)?;
@@ -221,6 +266,8 @@ impl Setter for MachineInfo {
         Metadata::new("machine-info", env!("CARGO_PKG_VERSION"))
             .description("the kubelet's MachineInfo setter: machine ids, capacity and allocatable")
             .path("/proc")
+            // Every huge page size, as cadvisor lists them.
+            .path(HUGEPAGES_DIR)
             // statvfs of rootDir (or `/` when that fails) for ephemeral-storage;
             // the operator may grant just the kubelet's root directory.
             .path("/")
@@ -257,6 +304,7 @@ impl Setter for MachineInfo {
             cpus: info.cpus,
             meminfo,
             ephemeral_storage,
+            hugepages: read_hugepages(std::path::Path::new(HUGEPAGES_DIR)),
         };
         if let Some(message) = apply(node, &facts, &config)? {
             host::record_event(EventType::Warning, "Rebooted", &message);
@@ -281,6 +329,7 @@ mod tests {
             cpus: 2,
             meminfo: meminfo.into(),
             ephemeral_storage: Some(270_553_174_016),
+            hugepages: None,
         }
     }
 
@@ -312,12 +361,14 @@ mod tests {
         assert_eq!(get(&a, "cpu"), "2");
         // 24684096Ki - 100Mi
         assert_eq!(get(&a, "memory"), "24581696Ki");
-        // 90% of the filesystem, as the kubelet's nodefs.available<10% leaves.
+        // What the kubelet's nodefs.available<10% leaves: 10% as a float32
+        // (0.100000001490116) of the filesystem, 403 bytes over an exact
+        // tenth (27_055_317_401), as a real kubelet wrote on this machine.
         assert_eq!(
             Quantity::parse(&get(&a, "ephemeral-storage"))
                 .unwrap()
                 .as_units_ceil(),
-            270_553_174_016 - 27_055_317_401
+            270_553_174_016 - 27_055_317_804
         );
         assert_eq!(get(&a, "pods"), "110");
     }
@@ -350,6 +401,28 @@ mod tests {
         // 24684096Ki - 1Gi - 200Mi - 1Gi of huge pages
         assert_eq!(get(&a, "memory"), "22382144Ki");
         assert_eq!(get(&a, "hugepages-2Mi"), "1Gi");
+    }
+
+    #[test]
+    fn every_huge_page_size_is_listed() {
+        let dir = std::env::temp_dir().join(format!("hugepages-{}", std::process::id()));
+        for (kb, n) in [(2048, "3\n"), (1_048_576, "0\n")] {
+            let d = dir.join(format!("hugepages-{kb}kB"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("nr_hugepages"), n).unwrap();
+        }
+        let sizes = read_hugepages(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(sizes, vec![(2 << 20, 3), (1 << 30, 0)]);
+        let mut f = facts(MEMINFO);
+        f.hugepages = Some(sizes);
+        let cap = capacity(&f, &Config::default()).unwrap();
+        assert_eq!(get(&cap, "hugepages-2Mi"), "6Mi");
+        assert_eq!(get(&cap, "hugepages-1Gi"), "0");
+        let a = allocatable(&cap, &Config::default()).unwrap();
+        // 24684096Ki - 100Mi - 6Mi
+        assert_eq!(get(&a, "memory"), "24575552Ki");
+        assert!(read_hugepages(std::path::Path::new("/nonexistent")).is_none());
     }
 
     #[test]
