@@ -278,6 +278,9 @@ pub struct PluginFile {
     pub config: Option<serde_json::Value>,
     /// Required sha256 of the plugin file.
     pub sha256: Option<String>,
+    /// Grants the container runtime's facts (`host.container-runtime`).
+    #[serde(default)]
+    pub container_runtime: bool,
     /// `load-without` (default) or `refuse`.
     pub on_ungranted: Option<Ungranted>,
 }
@@ -320,6 +323,10 @@ pub struct ConfigFile {
     pub compile_timeout: Option<GoDuration>,
     /// The memory one plugin's compilation may allocate (default 2Gi).
     pub compile_memory_limit: Option<String>,
+    /// The container runtime's CRI socket, `unix:///...`; unset: none.
+    pub container_runtime_endpoint: Option<String>,
+    /// The deadline of one CRI call (default 2s).
+    pub runtime_request_timeout: Option<GoDuration>,
     /// Companion mode, beside a real kubelet: never create the node, no
     /// lease, no Ready at shutdown; only the plugins' own fields are patched.
     pub companion: Option<bool>,
@@ -352,6 +359,8 @@ const TOP_FIELDS: &[&str] = &[
     "cacheDir",
     "compileTimeout",
     "compileMemoryLimit",
+    "containerRuntimeEndpoint",
+    "runtimeRequestTimeout",
     "companion",
     "reRegisterDeletedNode",
     "cloudProvider",
@@ -502,6 +511,10 @@ pub struct Config {
     /// The bounds of one plugin's compilation (`compileTimeout`,
     /// `compileMemoryLimit`).
     pub compile_limits: CompileLimits,
+    /// The container runtime's CRI socket (`containerRuntimeEndpoint`).
+    pub container_runtime_endpoint: Option<String>,
+    /// The deadline of one CRI call (`runtimeRequestTimeout`).
+    pub runtime_request_timeout: Duration,
     /// Companion mode (beside a kubelet).
     pub companion: bool,
     // --- node loops (agent) ---
@@ -893,6 +906,23 @@ impl ConfigFile {
         // --- end node loops ---
         let compile_limits =
             compile_limits(self.compile_timeout, self.compile_memory_limit.as_deref())?;
+        if let Some(e) = &self.container_runtime_endpoint {
+            if !e.is_empty() {
+                crate::cri::socket_path(e)
+                    .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
+            }
+        }
+        let runtime_request_timeout = self
+            .runtime_request_timeout
+            .map_or(crate::cri::DEFAULT_REQUEST_TIMEOUT, |d| d.0);
+        if runtime_request_timeout < Duration::from_millis(100)
+            || runtime_request_timeout > Duration::from_secs(120)
+        {
+            return Err(invalid(
+                "runtimeRequestTimeout",
+                format!("{runtime_request_timeout:?} must be between 100ms and 2m"),
+            ));
+        }
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
             let settings = plugin_settings(&name, p)?;
@@ -916,6 +946,8 @@ impl ConfigFile {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
             compile_limits,
+            container_runtime_endpoint: self.container_runtime_endpoint.filter(|e| !e.is_empty()),
+            runtime_request_timeout,
             re_register_deleted_node,
             external_cloud_provider,
             plugins,
@@ -974,6 +1006,7 @@ fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
         s.memory_limit = bytes as usize;
     }
     s.affects_readiness = p.affects_readiness;
+    s.container_runtime = p.container_runtime;
     for (i, entry) in p.paths.iter().enumerate() {
         let abs = |field: &str, path: &str| {
             crate::runtime::facts::normalize_abs(path).ok_or_else(|| {

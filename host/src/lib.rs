@@ -34,6 +34,7 @@
 pub mod agent;
 pub mod cluster;
 pub mod config;
+pub mod cri;
 pub mod files;
 pub mod http;
 pub mod metrics;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use nodestatus::config::{Config, ConfigFile};
 use nodestatus::plugin_dir::PluginDir;
-use nodestatus::runtime::{CallContext, Compiler, Plugin, Runtime, compile};
+use nodestatus::runtime::{Compiler, Plugin, Runtime, compile};
 
 /// A Kubernetes node status engine whose setters are sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -262,7 +262,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(_) => unreachable!("handled in main"),
         Command::Version => {
             println!(
-                "nodestatus {}\nwit nodestatus:plugin@0.1.0\nwasmtime 48.0.8",
+                "nodestatus {}\nwit nodestatus:plugin@0.1.1 (serves 0.1.0 too)\nwasmtime 48.0.8",
                 env!("CARGO_PKG_VERSION")
             );
             Ok(ExitCode::SUCCESS)
@@ -368,7 +368,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             };
             let (loads, out, report) =
-                nodestatus::once::run_once(&dir, &node, &CallContext::default());
+                nodestatus::once::run_once(&dir, &node, &nodestatus::once::context(&cfg));
             nodestatus::once::write_report(&mut std::io::stderr(), &loads, &report)?;
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(ExitCode::SUCCESS)

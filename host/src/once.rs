@@ -9,6 +9,16 @@ use crate::pipeline::{self, PassReport};
 use crate::plugin_dir::{PluginDir, ReloadEvent};
 use crate::runtime::CallContext;
 
+/// The context of a one-shot pass: this machine's facts, and the container
+/// runtime's when the config names one.
+pub fn context(cfg: &crate::config::Config) -> CallContext {
+    CallContext {
+        container_runtime: crate::cri::Client::from_config(cfg)
+            .map(|c| std::sync::Arc::new(c.facts_blocking())),
+        ..CallContext::default()
+    }
+}
+
 /// A fresh node as the kubelet's `initialNode` would start it, before any
 /// setter ran: the name, the default labels and the attach-detach annotation.
 pub fn initial_node(name: &str, hostname: &str) -> Value {

@@ -2,7 +2,7 @@
  * nodestatus.h: write nodestatus node-status setters in C.
  *
  * The C counterpart of the Rust SDK in sdk/. A setter is a WebAssembly
- * component implementing the WIT world `nodestatus:plugin/plugin@0.1.0`
+ * component implementing the WIT world `nodestatus:plugin/plugin@0.1.1`
  * (wit/setter.wit). With this SDK a plugin is one C file:
  *
  *     #include "nodestatus.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
-// of the world `nodestatus:plugin/plugin@0.1.0`) with componentize-js:
+// of the world `nodestatus:plugin/plugin@0.1.1`) with componentize-js:
 //
 //   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] SETTER.js
 //
@@ -132,7 +132,7 @@ try {
 package nodestatus:js-plugin@0.1.0;
 
 world plugin {
-    include nodestatus:plugin/plugin@0.1.0;
+    include nodestatus:plugin/plugin@0.1.1;
     import wasi:filesystem/preopens@${WASI};
     import wasi:filesystem/types@${WASI};
 }

@@ -1,11 +1,11 @@
 // The host's side of a JavaScript setter: the functions of the WIT interface
-// `nodestatus:plugin/host@0.1.0` in JavaScript's shapes, and reading the files
+// `nodestatus:plugin/host@0.1.1` in JavaScript's shapes, and reading the files
 // the operator granted (WASI preopens; JavaScript in the component has no `fs`).
 //
 // Only the component can load this module (its imports are WIT interfaces);
 // under `node --test`, ./testing.js serves fakes for them.
 
-import * as wit from 'nodestatus:plugin/host@0.1.0';
+import * as wit from 'nodestatus:plugin/host@0.1.1';
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
 
 /** The WASI version of the filesystem imports above; sdk/js/build.mjs builds against it. */

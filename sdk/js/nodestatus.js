@@ -1,7 +1,7 @@
 // nodestatus SDK for JavaScript setters: the counterpart of the Rust SDK in
 // sdk/src (Node, ConditionStatus, Quantity, timestamps) and an adapter that
 // turns `{ metadata, set }` into the `setter` export of the WIT world
-// `nodestatus:plugin/plugin@0.1.0` (wit/setter.wit).
+// `nodestatus:plugin/plugin@0.1.1` (wit/setter.wit).
 //
 // This module has no imports: it runs the same under `node --test` and inside
 // the component. The host's functions (log, config, events, files) are in

@@ -1,6 +1,6 @@
 // A fake host for unit tests of JavaScript setters under `node --test`, with
 // no component and no build: it serves the WIT imports that ./host.js uses
-// (`nodestatus:plugin/host@0.1.0` and `wasi:filesystem/preopens@0.2.12`) from
+// (`nodestatus:plugin/host@0.1.1` and `wasi:filesystem/preopens@0.2.12`) from
 // a description you pass, and records what the setter logged and the events
 // it recorded.
 //
@@ -22,7 +22,7 @@ const HOST_EXPORTS = ['log', 'config', 'recordEvent', 'system', 'networkInterfac
 
 // Modules that forward every call to the current fake (so that a test can swap it).
 const MODULES = {
-  'nodestatus:plugin/host@0.1.0': HOST_EXPORTS.map(
+  'nodestatus:plugin/host@0.1.1': HOST_EXPORTS.map(
     (n) => `export const ${n} = (...a) => globalThis[Symbol.for('nodestatus.fakeHost')].host.${n}(...a);`,
   ).join('\n'),
   'wasi:filesystem/preopens@0.2.12':

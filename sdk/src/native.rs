@@ -4,12 +4,30 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::{EventType, FsStats, Level, NetworkInterface, SystemInfo};
+use super::{
+    ContainerRuntimeInfo, EventType, FsStats, Level, NetworkInterface, RuntimeError, SystemInfo,
+};
 
 thread_local! {
     static CONFIG: RefCell<String> = RefCell::new("{}".to_owned());
     static PROBLEMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     static HOST: RefCell<Option<Rc<dyn NativeHost>>> = const { RefCell::new(None) };
+    static RUNTIME: RefCell<Option<Result<ContainerRuntimeInfo, RuntimeError>>> =
+        const { RefCell::new(None) };
+}
+
+/// Sets what `container_runtime()` returns on this thread (`None`: not
+/// configured, as outside a host with a runtime).
+pub fn set_native_runtime(answer: Option<Result<ContainerRuntimeInfo, RuntimeError>>) {
+    RUNTIME.with(|r| *r.borrow_mut() = answer);
+}
+
+pub fn container_runtime() -> Result<ContainerRuntimeInfo, RuntimeError> {
+    RUNTIME.with(|r| r.borrow().clone()).unwrap_or_else(|| {
+        Err(RuntimeError::NotConfigured(
+            "no container runtime outside the host (set_native_runtime)".to_owned(),
+        ))
+    })
 }
 
 /// The machine facts the native stand-ins answer with, when a test or a

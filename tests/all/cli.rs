@@ -6,10 +6,21 @@ use std::process::Command;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
 use serde_json::Value;
 
-fn nodestatus() -> Command {
+pub(crate) fn nodestatus() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nodestatus"));
     c.env("RUST_LOG", "warn").args(["--log-format", "text"]);
     c
+}
+
+/// The JSON that `command` printed, after checking that it succeeded.
+pub(crate) fn json_of(command: &mut Command) -> Value {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -73,20 +84,14 @@ fn once_starts_from_a_given_node_file() {
     );
     let node_file = dir.path().join("node.json");
     std::fs::write(&node_file, nodestatus_tests::nodes::busy_node().to_string()).unwrap();
-    let out = nodestatus()
-        .args(["once", "--plugin-dir"])
-        .arg(dir.path())
-        .arg("--node")
-        .arg(&node_file)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let node = json_of(
+        nodestatus()
+            .args(["once", "--plugin-dir"])
+            .arg(dir.path())
+            .arg("--node")
+            .arg(&node_file)
+            .args(["--cache-dir", built::TEST_CACHE_DIR]),
     );
-    let node: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(node["status"]["images"].as_array().unwrap().len(), 50);
     assert_eq!(node["status"]["conditions"].as_array().unwrap().len(), 5);
 
@@ -104,16 +109,7 @@ fn once_starts_from_a_given_node_file() {
 
 #[test]
 fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
-    let out = nodestatus()
-        .args(["plugin", "check", built::PROBE])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let info = json_of(nodestatus().args(["plugin", "check", built::PROBE]));
     assert_eq!(info["metadata"]["name"], "probe");
     assert_eq!(
         info["metadata"]["paths"],

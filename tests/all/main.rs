@@ -6,6 +6,7 @@ mod agent_loops;
 mod cli;
 mod common;
 mod config;
+mod cri;
 mod grants;
 mod guests;
 mod hostile;

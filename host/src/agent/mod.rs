@@ -171,6 +171,10 @@ pub struct Agent {
     client: NodeClient,
     plugins: Arc<PluginDir>,
     facts: FactSource,
+    /// The container runtime's CRI client, when an endpoint is configured.
+    cri: Option<crate::cri::Client>,
+    /// Whether the last read of the runtime failed (to log a change once).
+    cri_failing: AtomicBool,
     rng: Arc<dyn Random>,
     sync: tokio::sync::Mutex<SyncState>,
     /// The node as last seen: from the watch, a GET, or a write's answer.
@@ -220,6 +224,7 @@ impl Agent {
         metrics
             .plugins_loaded
             .set(plugins.current().plugins().len() as i64);
+        let cri = crate::cri::Client::from_config(&cfg);
         Arc::new(Self {
             metrics,
             last_sync_ok: Mutex::new(None),
@@ -232,6 +237,8 @@ impl Agent {
             client,
             plugins,
             facts: FactSource::host(),
+            cri,
+            cri_failing: AtomicBool::new(false),
             rng,
             live: Mutex::new(None),
             live_stale: AtomicBool::new(false),
@@ -387,6 +394,7 @@ impl Agent {
         let ctx = CallContext {
             facts: Arc::new(Facts::new(self.facts.clone())),
             node_problems: Arc::from(self.node_problems()),
+            container_runtime: self.read_container_runtime().await,
         };
         let input = base.clone();
         let loaded = set.plugins().len();
@@ -412,6 +420,24 @@ impl Agent {
                 .retain(|(_, e)| !matches!(e.reason.as_str(), "NodeReady" | "NodeNotReady"));
         }
         Ok((node, report))
+    }
+
+    /// Asks the container runtime for its facts, when one is configured;
+    /// logs when it stops answering and when it answers again.
+    async fn read_container_runtime(
+        &self,
+    ) -> Option<Arc<std::result::Result<crate::cri::Facts, crate::cri::Error>>> {
+        let answer = self.cri.as_ref()?.facts().await;
+        let failing = answer.is_err();
+        if self.cri_failing.swap(failing, Ordering::SeqCst) != failing {
+            match &answer {
+                Err(e) => tracing::warn!("container runtime: {e}"),
+                Ok(f) => {
+                    tracing::info!("container runtime: {} {} answers again", f.name, f.version)
+                }
+            }
+        }
+        Some(Arc::new(answer))
     }
 
     /// `cloudProvider: external`: the cloud-controller-manager's addresses

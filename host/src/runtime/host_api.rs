@@ -47,6 +47,9 @@ pub struct CallContext {
     pub facts: Arc<Facts>,
     /// Problems that make the node not ready, for `node-problems`.
     pub node_problems: Arc<[String]>,
+    /// What the container runtime answered before this pass, for
+    /// `container-runtime`; `None` when no runtime endpoint is configured.
+    pub container_runtime: Option<Arc<Result<crate::cri::Facts, crate::cri::Error>>>,
 }
 
 impl Default for CallContext {
@@ -54,6 +57,7 @@ impl Default for CallContext {
         Self {
             facts: Arc::new(Facts::default()),
             node_problems: Arc::from(Vec::new()),
+            container_runtime: None,
         }
     }
 }
@@ -97,6 +101,8 @@ pub(crate) struct Grants {
     pub env: Vec<(String, String)>,
     /// The plugin's own config, as JSON.
     pub config: Arc<str>,
+    /// Whether it may read the container runtime's facts.
+    pub container_runtime: bool,
 }
 
 /// How much a plugin logged and recorded in the current window, and in all.
@@ -464,5 +470,50 @@ impl host::Host for CallState {
 
     fn node_problems(&mut self) -> Vec<String> {
         self.ctx.node_problems.to_vec()
+    }
+
+    fn container_runtime(&mut self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
+        if !self.grants.container_runtime {
+            return Err(host::RuntimeError::NotGranted(format!(
+                "the container runtime is not granted to this plugin: set `containerRuntime: true` under plugins.{} in the config",
+                self.plugin
+            )));
+        }
+        let Some(answer) = &self.ctx.container_runtime else {
+            return Err(host::RuntimeError::NotConfigured(
+                "no container runtime is configured: set containerRuntimeEndpoint in the config (for example unix:///run/containerd/containerd.sock)"
+                    .to_owned(),
+            ));
+        };
+        let facts = answer
+            .as_ref()
+            .as_ref()
+            .map_err(|e| host::RuntimeError::Unavailable(e.to_string()))?;
+        Ok(host::ContainerRuntimeInfo {
+            name: facts.name.clone(),
+            version: facts.version.clone(),
+            api_version: facts.api_version.clone(),
+            conditions: facts
+                .conditions
+                .iter()
+                .map(|c| host::RuntimeCondition {
+                    type_: c.type_.clone(),
+                    status: c.status,
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                })
+                .collect(),
+            images: facts
+                .images
+                .iter()
+                .map(|i| host::RuntimeImage {
+                    id: i.id.clone(),
+                    repo_tags: i.repo_tags.clone(),
+                    repo_digests: i.repo_digests.clone(),
+                    size: i.size,
+                })
+                .collect(),
+            handlers: facts.handlers.clone(),
+        })
     }
 }

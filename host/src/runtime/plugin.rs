@@ -32,7 +32,7 @@ pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 /// Longest setter error message kept, in bytes.
 const MAX_ERROR_MESSAGE: usize = 4096;
 /// The interface every plugin exports.
-const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.0";
+const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
 
 /// What the operator decided for one plugin. The config module builds it; the
 /// defaults grant nothing.
@@ -60,6 +60,9 @@ pub struct PluginSettings {
     pub sha256: Option<String>,
     /// What to do when the plugin asks for a path or variable not granted.
     pub on_ungranted: Ungranted,
+    /// Whether it may read the container runtime's facts
+    /// (`host.container-runtime`).
+    pub container_runtime: bool,
 }
 
 impl Default for PluginSettings {
@@ -76,6 +79,7 @@ impl Default for PluginSettings {
             config: serde_json::Value::Object(Default::default()),
             sha256: None,
             on_ungranted: Ungranted::LoadWithout,
+            container_runtime: false,
         }
     }
 }
@@ -224,7 +228,7 @@ pub enum LoadError {
     Link(#[source] wasmtime::Error),
     /// The component does not export the `nodestatus:plugin/setter` interface.
     #[error(
-        "the component does not implement the world `nodestatus:plugin/plugin@0.1.0` (export `nodestatus:plugin/setter`)"
+        "the component does not implement the world `nodestatus:plugin/plugin@0.1.x` (export `nodestatus:plugin/setter`)"
     )]
     WrongWorld(#[source] wasmtime::Error),
     /// `metadata()` trapped, timed out or could not be called.
@@ -970,6 +974,7 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
             paths,
             env,
             config: Arc::from(s.config.to_string()),
+            container_runtime: s.container_runtime,
         },
         withheld,
     ))

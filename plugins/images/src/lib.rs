@@ -1,11 +1,14 @@
 //! The kubelet's `Images` setter: `status.images` from the container
-//! runtime's `ListImages` answer (as `crictl images -o json` prints it), read
-//! from `imagesFile` or given inline as `images`.
+//! runtime's `ListImages` answer: over CRI, when the operator granted
+//! `containerRuntime`; else as `crictl images -o json` prints it, read from
+//! `imagesFile` or given inline as `images`.
 //!
 //! Like the kubelet: images sorted by size, largest first, ties by id (in the
 //! kubelet's `ByImageSize` order, descending); at most `maxImages` (default
 //! 50; -1 means no limit, 0 none); at most 5 names per image, RepoDigests
-//! before RepoTags. With no source configured, `status.images` is left alone.
+//! before RepoTags. With no source, `status.images` is left alone; when the
+//! runtime does not answer, the setter fails (the last list stays on the
+//! node), as the kubelet keeps its last list.
 use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -76,6 +79,19 @@ pub fn parse_images(v: Value) -> Result<Vec<Image>, String> {
     }
 }
 
+/// The images of the runtime's CRI answer.
+pub fn from_runtime(images: Vec<host::RuntimeImage>) -> Vec<Image> {
+    images
+        .into_iter()
+        .map(|i| Image {
+            id: i.id,
+            repo_tags: Some(i.repo_tags),
+            repo_digests: Some(i.repo_digests),
+            size: i.size,
+        })
+        .collect()
+}
+
 /// `status.images`: sorted, capped, names limited.
 pub fn node_images(mut images: Vec<Image>, max_images: i64) -> Result<Vec<Value>, String> {
     if max_images < -1 {
@@ -126,6 +142,18 @@ impl Setter for Images {
 
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
+        if config.images_file.is_none() && config.images.is_none() {
+            let images = match host::container_runtime() {
+                Ok(r) => from_runtime(r.images),
+                Err(host::RuntimeError::Unavailable(m)) => {
+                    return Err(format!("cannot list the runtime's images: {m}").into());
+                }
+                // No runtime, or not granted: no source.
+                Err(_) => return Ok(()),
+            };
+            apply(node, node_images(images, config.max_images)?);
+            return Ok(());
+        }
         let answer = match (&config.images_file, config.images) {
             (Some(_), Some(_)) => {
                 return Err("give imagesFile or images, not both".into());
@@ -197,6 +225,43 @@ mod tests {
         assert_eq!(node_images(fixture(), -1).unwrap().len(), 5);
         assert!(node_images(fixture(), 0).unwrap().is_empty());
         assert!(node_images(fixture(), -2).is_err());
+    }
+
+    #[test]
+    fn the_runtime_images_come_from_cri_when_granted() {
+        let image = |id: &str, size: u64| host::RuntimeImage {
+            id: id.into(),
+            repo_tags: vec![format!("{id}:1")],
+            repo_digests: vec![format!("{id}@sha256:00")],
+            size,
+        };
+        nodestatus_sdk::host::set_native_runtime(Some(Ok(host::ContainerRuntimeInfo {
+            name: "containerd".into(),
+            version: "1.6.20~ds1".into(),
+            api_version: "v1".into(),
+            conditions: Vec::new(),
+            images: vec![image("pause", 300), image("busybox", 2_000)],
+            handlers: Vec::new(),
+        })));
+        let mut node = Node::named("n");
+        Images::set(&mut node).unwrap();
+        assert_eq!(
+            node.status("images").unwrap(),
+            &json!([
+                {"names": ["busybox@sha256:00", "busybox:1"], "sizeBytes": 2000},
+                {"names": ["pause@sha256:00", "pause:1"], "sizeBytes": 300},
+            ])
+        );
+        // The runtime down: the setter fails and the list stays.
+        nodestatus_sdk::host::set_native_runtime(Some(Err(host::RuntimeError::Unavailable(
+            "connection refused".into(),
+        ))));
+        assert!(Images::set(&mut node).is_err());
+        assert_eq!(node.status("images").unwrap().as_array().unwrap().len(), 2);
+        // No runtime configured: left alone.
+        nodestatus_sdk::host::set_native_runtime(None);
+        Images::set(&mut node).unwrap();
+        assert_eq!(node.status("images").unwrap().as_array().unwrap().len(), 2);
     }
 
     #[test]

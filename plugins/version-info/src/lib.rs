@@ -1,7 +1,8 @@
 //! The kubelet's `VersionInfo` setter: `nodeInfo.kernelVersion` (`uname -r`),
 //! `osImage` (`PRETTY_NAME` of os-release, `Unknown` when absent),
-//! `containerRuntimeVersion` (`<type>://<version>` from the config, `Unknown`
-//! when not configured), `kubeletVersion` (the config's, or this engine's
+//! `containerRuntimeVersion` (`<type>://<version>`: the config's when set,
+//! else the container runtime's over CRI when granted, as the kubelet spells
+//! it, else `Unknown`), `kubeletVersion` (the config's, or this engine's
 //! `nodestatus-<version>`), and `kubeProxyVersion` only when configured.
 use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
@@ -64,12 +65,22 @@ fn configured(v: &Option<String>) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The versions, from the machine's facts and the config.
+/// `<type>://<version>` from the runtime's CRI answer, as the kubelet
+/// writes it (`containerd://1.6.20` for Debian's `1.6.20~ds1`); `None` when
+/// the version does not parse, where the kubelet writes `Unknown`.
+pub fn runtime_version(info: &host::ContainerRuntimeInfo) -> Option<String> {
+    let version = nodestatus_sdk::host::kubelet_runtime_version(&info.version)?;
+    (!info.name.is_empty()).then(|| format!("{}://{version}", info.name))
+}
+
+/// The versions, from the machine's facts, the config and the runtime's
+/// `<type>://<version>` when it answered.
 pub fn versions(
     kernel_release: &str,
     os_release: &str,
     config: &Config,
     own_version: &str,
+    from_runtime: Option<String>,
 ) -> Result<Versions> {
     let runtime = configured(&config.container_runtime_version);
     if let Some(r) = &runtime {
@@ -86,7 +97,7 @@ pub fn versions(
     Ok(Versions {
         kernel_version: kernel_release.trim().to_owned(),
         os_image: os_release_value(os_release, "PRETTY_NAME").unwrap_or_else(|| "Unknown".into()),
-        container_runtime_version: runtime.unwrap_or_else(|| "Unknown".into()),
+        container_runtime_version: runtime.or(from_runtime).unwrap_or_else(|| "Unknown".into()),
         kubelet_version: configured(&config.kubelet_version)
             .unwrap_or_else(|| format!("nodestatus-{own_version}")),
         kube_proxy_version: configured(&config.kube_proxy_version),
@@ -116,11 +127,20 @@ impl Setter for VersionInfo {
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
         let info = host::system_info();
+        let from_runtime = match host::container_runtime() {
+            Ok(r) => runtime_version(&r),
+            Err(host::RuntimeError::Unavailable(m)) => {
+                host::warn(&format!("containerRuntimeVersion is Unknown: {m}"));
+                None
+            }
+            Err(_) => None,
+        };
         let v = versions(
             &info.kernel_release,
             &info.os_release,
             &config,
             env!("CARGO_PKG_VERSION"),
+            from_runtime,
         )?;
         apply(node, &v);
         Ok(())
@@ -152,7 +172,7 @@ mod tests {
 
     #[test]
     fn defaults_when_unconfigured() {
-        let v = versions("6.1.0-18-amd64\n", "", &Config::default(), "0.1.0").unwrap();
+        let v = versions("6.1.0-18-amd64\n", "", &Config::default(), "0.1.0", None).unwrap();
         assert_eq!(
             v,
             Versions {
@@ -176,7 +196,14 @@ mod tests {
             kubelet_version: Some("v1.31.2".into()),
             kube_proxy_version: Some("v1.31.2".into()),
         };
-        let v = versions("6.1", OS_RELEASE, &c, "0.1.0").unwrap();
+        let v = versions(
+            "6.1",
+            OS_RELEASE,
+            &c,
+            "0.1.0",
+            Some("containerd://1.6.20".into()),
+        )
+        .unwrap();
         assert_eq!(v.os_image, "Debian GNU/Linux 12 (bookworm)");
         assert_eq!(v.container_runtime_version, "containerd://1.7.13");
         let mut node = Node::named("n");
@@ -187,7 +214,53 @@ mod tests {
             container_runtime_version: Some("1.7.13".into()),
             ..Config::default()
         };
-        assert!(versions("6.1", "", &bad, "0.1.0").is_err());
+        assert!(versions("6.1", "", &bad, "0.1.0", None).is_err());
+    }
+
+    fn runtime(name: &str, version: &str) -> host::ContainerRuntimeInfo {
+        host::ContainerRuntimeInfo {
+            name: name.into(),
+            version: version.into(),
+            api_version: "v1".into(),
+            conditions: Vec::new(),
+            images: Vec::new(),
+            handlers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_runtime_version_comes_from_cri_as_the_kubelet_spells_it() {
+        assert_eq!(
+            runtime_version(&runtime("containerd", "1.6.20~ds1")).as_deref(),
+            Some("containerd://1.6.20")
+        );
+        assert_eq!(
+            runtime_version(&runtime("cri-o", "1.29.1")).as_deref(),
+            Some("cri-o://1.29.1")
+        );
+        assert_eq!(runtime_version(&runtime("containerd", "dev")), None);
+        let v = versions(
+            "6.1",
+            "",
+            &Config::default(),
+            "0.1.0",
+            runtime_version(&runtime("containerd", "1.6.20~ds1")),
+        )
+        .unwrap();
+        assert_eq!(v.container_runtime_version, "containerd://1.6.20");
+        // Through the host function, as the plugin runs.
+        nodestatus_sdk::host::set_native_runtime(Some(Ok(runtime("containerd", "1.6.20~ds1"))));
+        let mut node = Node::named("n");
+        VersionInfo::set(&mut node).unwrap();
+        assert_eq!(
+            node.node_info("containerRuntimeVersion"),
+            Some("containerd://1.6.20")
+        );
+        nodestatus_sdk::host::set_native_runtime(Some(Err(host::RuntimeError::Unavailable(
+            "down".into(),
+        ))));
+        VersionInfo::set(&mut node).unwrap();
+        assert_eq!(node.node_info("containerRuntimeVersion"), Some("Unknown"));
     }
 }
 
