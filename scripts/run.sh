@@ -32,8 +32,9 @@ if [ -n "${NODESTATUS_RUN_PRINT_ARGS:-}" ]; then
   exit 0
 fi
 
-log "rust target wasm32-wasip2"
+log "rust target wasm32-wasip2, and protoc for the CRI client's build"
 rustup target add wasm32-wasip2
+scripts/ensure-packages.sh protobuf-compiler
 if [ -z "${KUBECONFIG:-}" ] && ! printf '%s\n' "$@" | grep -q -- '--kubeconfig'; then
   log "kube-apiserver and etcd for the embedded default (first run: about 12 minutes)"
   NODESTATUS_APISERVER="$(scripts/ensure-apiserver.sh | tail -n 1)"

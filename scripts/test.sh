@@ -18,8 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
 
-log "rust target wasm32-wasip2"
+log "rust target wasm32-wasip2; Debian packages for the build (protoc) and the tests (containerd)"
 rustup target add wasm32-wasip2
+scripts/ensure-packages.sh protobuf-compiler containerd
 
 logs=target/test-logs
 mkdir -p "$logs"
