@@ -40,8 +40,20 @@ enum Command {
     /// changed, or why it failed, goes to stderr.
     Once {
         /// Directory of *.wasm plugins.
+        #[arg(long, required_unless_present = "plugins")]
+        plugin_dir: Option<PathBuf>,
+        /// A plugin file to run; repeatable, beside or instead of
+        /// --plugin-dir. Its file name is its name, as in a directory.
+        #[arg(long = "plugin", value_name = "FILE")]
+        plugins: Vec<PathBuf>,
+        /// Exit with status 1 when a plugin is refused at load or a setter
+        /// fails (a policy refusal included), so that CI can gate on it.
         #[arg(long)]
-        plugin_dir: PathBuf,
+        strict: bool,
+        /// What goes to stdout: the resulting Node as JSON or YAML, or a
+        /// unified diff of the input node against it.
+        #[arg(long, value_enum, default_value_t = nodestatus::once::Output::Json)]
+        output: nodestatus::once::Output,
         /// A Node as JSON to start from.
         #[arg(long)]
         node: Option<PathBuf>,
@@ -338,6 +350,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Once {
             plugin_dir,
+            plugins,
+            strict,
+            output,
             node,
             node_name,
             config,
@@ -349,9 +364,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             let runtime = runtime(&config, cache_dir.unwrap_or(config.cache_dir.clone()))?;
             let cfg = Arc::new(config);
+            let set = nodestatus::once::PluginSet::gather(plugin_dir.as_deref(), &plugins)?;
             let settings = cfg.clone();
             let dir = PluginDir::new(
-                plugin_dir,
+                set.dir(),
                 runtime,
                 Arc::new(move |name| settings.plugin_settings(name)),
             );
@@ -370,8 +386,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let (loads, out, report) =
                 nodestatus::once::run_once(&dir, &node, &nodestatus::once::context(&cfg));
             nodestatus::once::write_report(&mut std::io::stderr(), &loads, &report)?;
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(ExitCode::SUCCESS)
+            print!("{}", output.render(&node, &out)?);
+            let failed = nodestatus::once::failed(&loads, &report);
+            Ok(if strict && failed > 0 {
+                eprintln!("--strict: {failed} plugin(s) refused or failed");
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Plugin {
             command: PluginCommand::Check { file, config },

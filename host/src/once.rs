@@ -124,6 +124,106 @@ pub fn run_once(
     (loads, out, report)
 }
 
+/// How many plugins were refused at load or failed in the pass (a policy
+/// refusal is a failure): what `once --strict` gates on.
+pub fn failed(loads: &[ReloadEvent], report: &PassReport) -> usize {
+    loads
+        .iter()
+        .filter(|e| matches!(e, ReloadEvent::Failed { .. }))
+        .count()
+        + report.failures().count()
+}
+
+/// What `once` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// The resulting Node, as pretty JSON.
+    Json,
+    /// The resulting Node, as YAML.
+    Yaml,
+    /// A unified diff of the input node's pretty JSON against the result's.
+    Diff,
+}
+
+impl Output {
+    /// `after` (from `before`) in this form, ending with a newline.
+    pub fn render(self, before: &Value, after: &Value) -> anyhow::Result<String> {
+        Ok(match self {
+            Output::Json => format!("{}\n", serde_json::to_string_pretty(after)?),
+            Output::Yaml => serde_yaml::to_string(after)?,
+            Output::Diff => {
+                let old = format!("{}\n", serde_json::to_string_pretty(before)?);
+                let new = format!("{}\n", serde_json::to_string_pretty(after)?);
+                similar::TextDiff::from_lines(&old, &new)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header("node (input)", "node (after the setters)")
+                    .to_string()
+            }
+        })
+    }
+}
+
+/// The plugins of one `once`: a directory, or the files given one by one
+/// (copied into a private directory, under their own file names), or both.
+pub struct PluginSet {
+    dir: std::path::PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl PluginSet {
+    /// `dir` as it is when no `files` are given; otherwise a private
+    /// directory with `dir`'s `*.wasm` files and `files`. Two files with
+    /// one name are refused.
+    pub fn gather(dir: Option<&Path>, files: &[std::path::PathBuf]) -> anyhow::Result<Self> {
+        if files.is_empty() {
+            let dir = dir.ok_or_else(|| anyhow::anyhow!("give --plugin-dir or --plugin"))?;
+            return Ok(Self {
+                dir: dir.to_owned(),
+                _tmp: None,
+            });
+        }
+        let tmp = tempfile::tempdir()?;
+        let mut sources: Vec<std::path::PathBuf> = Vec::new();
+        if let Some(d) = dir {
+            for entry in std::fs::read_dir(d)
+                .map_err(|e| anyhow::anyhow!("cannot read --plugin-dir {}: {e}", d.display()))?
+            {
+                let path = entry?.path();
+                if path.extension().is_some_and(|x| x == "wasm") {
+                    sources.push(path);
+                }
+            }
+        }
+        sources.extend(files.iter().cloned());
+        for src in &sources {
+            let name = src
+                .file_name()
+                .ok_or_else(|| anyhow::anyhow!("--plugin {} names no file", src.display()))?;
+            let dest = tmp.path().join(name);
+            if dest.exists() {
+                anyhow::bail!(
+                    "two plugins named {}: {} and another; a plugin is named by its file",
+                    name.to_string_lossy(),
+                    src.display()
+                );
+            }
+            let bytes = crate::runtime::read_plugin_file(src)
+                .map_err(|e| anyhow::anyhow!("--plugin {}: {e}", src.display()))?;
+            std::fs::write(&dest, bytes)?;
+        }
+        Ok(Self {
+            dir: tmp.path().to_owned(),
+            _tmp: Some(tmp),
+        })
+    }
+
+    /// The directory to load.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// Reads a node from a JSON file.
 pub fn read_node(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path)

@@ -327,3 +327,110 @@ fn run_sh_passes_the_users_config_and_uses_the_default_only_without_one() {
         "{args:?}"
     );
 }
+
+#[test]
+fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
+    let dir = tempfile::tempdir().unwrap();
+    let trap = dir.path().join("trap.wasm");
+    std::fs::write(&trap, hostile::component("trap", &hostile::Behaviour::Trap)).unwrap();
+    let once = |strict: bool| {
+        let mut c = nodestatus();
+        c.args(["once", "--node-name", "files-node"])
+            .args(["--plugin", built::KERNEL_CHECK])
+            .arg("--plugin")
+            .arg(&trap)
+            .args(["--cache-dir", built::TEST_CACHE_DIR]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    // Without --strict: the failure is reported, the exit status is 0.
+    let out = once(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("trap 0.0.1: FAILED [trap]"), "{stderr}");
+    let node: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        node["metadata"]["labels"]["kernel.example.com/version"].is_string(),
+        "{node}"
+    );
+    // With --strict: the same run exits 1 and says why.
+    let out = once(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--strict: 1 plugin(s) refused or failed"),
+        "{stderr}"
+    );
+    // Only the good one: --strict passes.
+    let out = nodestatus()
+        .args(["once", "--strict", "--plugin", built::KERNEL_CHECK])
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two files with one name are refused before anything runs.
+    let other = tempfile::tempdir().unwrap();
+    let twin = drop_plugin(other.path(), "trap.wasm", Path::new(built::KERNEL_CHECK));
+    let out = nodestatus()
+        .args(["once", "--plugin"])
+        .arg(&trap)
+        .arg("--plugin")
+        .arg(&twin)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("two plugins named trap.wasm"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Neither --plugin-dir nor --plugin: clap says which to give.
+    let out = nodestatus().arg("once").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--plugin-dir"));
+}
+
+#[test]
+fn once_prints_yaml_or_a_diff_against_the_input_node() {
+    let once = |output: &str| {
+        let out = nodestatus()
+            .args(["once", "--node-name", "diff-node", "--output", output])
+            .args(["--plugin", built::KERNEL_CHECK])
+            .args(["--cache-dir", built::TEST_CACHE_DIR])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: Value = serde_json::from_str(&once("json")).unwrap();
+    let yaml: Value = serde_yaml::from_str(&once("yaml")).unwrap();
+    assert_eq!(json["metadata"]["labels"], yaml["metadata"]["labels"]);
+    assert_eq!(json["status"]["conditions"], yaml["status"]["conditions"]);
+    let diff = once("diff");
+    assert!(
+        diff.starts_with("--- node (input)\n+++ node (after the setters)\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.lines()
+            .any(|l| l.starts_with('+') && l.contains("\"kernel.example.com/version\"")),
+        "{diff}"
+    );
+    // The initial labels are context, not changes.
+    assert!(
+        !diff
+            .lines()
+            .any(|l| l.starts_with('+') && l.contains("kubernetes.io/hostname")),
+        "{diff}"
+    );
+}
