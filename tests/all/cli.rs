@@ -12,15 +12,20 @@ pub(crate) fn nodestatus() -> Command {
     c
 }
 
-/// The JSON that `command` printed, after checking that it succeeded.
-pub(crate) fn json_of(command: &mut Command) -> Value {
+/// What `command` printed, after checking that it succeeded.
+pub(crate) fn stdout_of(command: &mut Command) -> String {
     let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The JSON that `command` printed, after checking that it succeeded.
+pub(crate) fn json_of(command: &mut Command) -> Value {
+    serde_json::from_str(&stdout_of(command)).unwrap()
 }
 
 #[test]
@@ -364,15 +369,10 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
         "{stderr}"
     );
     // Only the good one: --strict passes.
-    let out = nodestatus()
-        .args(["once", "--strict", "--plugin", built::KERNEL_CHECK])
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stdout_of(
+        nodestatus()
+            .args(["once", "--strict", "--plugin", built::KERNEL_CHECK])
+            .args(["--cache-dir", built::TEST_CACHE_DIR]),
     );
     // Two files with one name are refused before anything runs.
     let other = tempfile::tempdir().unwrap();
@@ -399,18 +399,12 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
 #[test]
 fn once_prints_yaml_or_a_diff_against_the_input_node() {
     let once = |output: &str| {
-        let out = nodestatus()
-            .args(["once", "--node-name", "diff-node", "--output", output])
-            .args(["--plugin", built::KERNEL_CHECK])
-            .args(["--cache-dir", built::TEST_CACHE_DIR])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        stdout_of(
+            nodestatus()
+                .args(["once", "--node-name", "diff-node", "--output", output])
+                .args(["--plugin", built::KERNEL_CHECK])
+                .args(["--cache-dir", built::TEST_CACHE_DIR]),
+        )
     };
     let json: Value = serde_json::from_str(&once("json")).unwrap();
     let yaml: Value = serde_yaml::from_str(&once("yaml")).unwrap();
