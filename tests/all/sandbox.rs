@@ -1029,3 +1029,34 @@ fn an_invalid_component_compiled_in_a_child_says_why() {
         "kernel-check compiled (in the same kind of child), loaded and ran",
     );
 }
+
+#[test]
+fn limit_errors_name_the_limit_and_the_setting_to_change() {
+    for (name, behaviour, setting, limit) in [
+        ("spin", Behaviour::Spin, "plugins.spin.timeout", "500ms"),
+        ("sleep", Behaviour::Sleep, "plugins.sleep.timeout", "500ms"),
+        (
+            "grow",
+            Behaviour::GrowMemory,
+            "plugins.grow.memoryLimit",
+            "67108864 bytes",
+        ),
+    ] {
+        let (_tmp, dir) = dir_with(
+            &format!("{name}.wasm"),
+            &hostile::component(name, &behaviour),
+            DEFAULT_MEMORY_LIMIT,
+        );
+        dir.rescan();
+        let (_, report) = one_pass(&dir);
+        let err = report
+            .failures()
+            .find(|(p, _)| *p == name)
+            .map(|(_, e)| e.message.clone())
+            .unwrap_or_else(|| panic!("{name} did not fail"));
+        assert!(
+            err.contains(setting) && err.contains(&format!("the limit is {limit}")),
+            "{name}: {err}"
+        );
+    }
+}

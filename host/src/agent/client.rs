@@ -125,8 +125,10 @@ pub enum Error {
         /// The server's message.
         message: String,
     },
-    /// No answer: connection refused, timeout, TLS, ...
-    #[error("{kind} failed: {source}")]
+    /// No answer: connection refused, timeout, TLS, ... The message carries
+    /// the whole cause chain (kube's "client error (SendRequest)" alone does
+    /// not say that the connection was refused).
+    #[error("{kind} failed: {}", crate::plugin_dir::error_chain(.source))]
     Transport {
         /// The request.
         kind: &'static str,
@@ -496,5 +498,32 @@ impl NodeClient {
         let pp = PostParams::default();
         self.call(RequestKind::CreateEvent, bytes, api.create(&pp, event))
             .await
+    }
+}
+
+#[cfg(test)]
+mod cause_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_transport_error_names_its_underlying_cause() {
+        // A port nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        let client = NodeClient::from_config(
+            config,
+            "n",
+            Arc::new(Traffic::default()),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let err = client.get_node().await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Transport { .. }), "{err:?}");
+        assert!(text.contains("Connection refused"), "{text}");
     }
 }

@@ -205,6 +205,8 @@ pub(crate) struct CallState {
     pub wasi: WasiCtx,
     pub table: ResourceTable,
     pub limits: CallLimits,
+    /// The call's deadline (the plugin's `timeout`), for error messages.
+    pub timeout: Duration,
     pub grants: Arc<Grants>,
     pub ctx: CallContext,
     pub output: GuestOutputLimits,
@@ -224,6 +226,7 @@ impl CallState {
         grants: Arc<Grants>,
         ctx: CallContext,
         memory_limit: usize,
+        timeout: Duration,
         output: GuestOutputLimits,
     ) -> wasmtime::Result<Self> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
@@ -266,6 +269,7 @@ impl CallState {
             wasi: b.build(),
             table: ResourceTable::new(),
             limits: CallLimits::new(memory_limit),
+            timeout,
             grants,
             ctx,
             output,

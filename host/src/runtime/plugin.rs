@@ -607,7 +607,7 @@ impl Plugin {
                         .map_err(|e| classify(&store, e, "set"))?;
                     check_set_result(result)
                 };
-                with_deadline(timeout, "set", call).await
+                with_deadline(&self.name, timeout, "set", call).await
             })
         });
         log_stderr(&store);
@@ -638,9 +638,24 @@ impl Plugin {
     }
 }
 
+/// What to change when `plugin` runs past its `timeout`.
+fn timeout_advice(plugin: &str, timeout: Duration) -> String {
+    format!(
+        "the limit is {timeout:?}; if the plugin needs longer, raise plugins.{plugin}.timeout in the config (10ms to 60s)"
+    )
+}
+
+/// What to change when `plugin` asks for more than its `limit` bytes.
+fn memory_advice(plugin: &str, limit: usize) -> String {
+    format!(
+        "the limit is {limit} bytes; if the plugin needs more, raise plugins.{plugin}.memoryLimit in the config (1Mi to 4Gi)"
+    )
+}
+
 /// Runs `call` under `timeout`: past it, the call's future is dropped, with
 /// the guest's fiber and whatever host call it was blocked in.
 async fn with_deadline<T>(
+    plugin: &str,
     timeout: Duration,
     what: &str,
     call: impl Future<Output = Result<T, CallError>>,
@@ -653,7 +668,8 @@ async fn with_deadline<T>(
         Err(_) => Err(CallError::new(
             CallErrorKind::Timeout,
             format!(
-                "stopped at its deadline of {timeout:?}: `{what}` was blocked in a host call (a sleep, poll or read) when the deadline passed"
+                "stopped at its deadline of {timeout:?}: `{what}` was blocked in a host call (a sleep, poll or read) when the deadline passed; {}",
+                timeout_advice(plugin, timeout)
             ),
         )),
     }
@@ -694,7 +710,7 @@ fn new_store(
     timeout: Duration,
 ) -> Result<Store<CallState>, CallError> {
     let output = runtime.guest_output().clone();
-    let state = CallState::new(name, grants, ctx, memory_limit, output).map_err(|e| {
+    let state = CallState::new(name, grants, ctx, memory_limit, timeout, output).map_err(|e| {
         CallError::new(
             CallErrorKind::Instantiate,
             format!("cannot build the sandbox: {e:#}"),
@@ -750,8 +766,9 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
         return CallError::new(
             CallErrorKind::Memory,
             format!(
-                "stopped at its memory cap: `{what}` asked to grow {grow}, which would take its memories and tables to {total} bytes, over the {}-byte limit",
-                limits.limit
+                "stopped at its memory cap: `{what}` asked to grow {grow}, which would take its memories and tables to {total} bytes, over the {}-byte limit; {}",
+                limits.limit,
+                memory_advice(&store.data().plugin, limits.limit)
             ),
         );
     }
@@ -759,7 +776,10 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
         if *trap == wasmtime::Trap::Interrupt {
             return CallError::new(
                 CallErrorKind::Timeout,
-                format!("stopped at its CPU deadline: `{what}` ran too long"),
+                format!(
+                    "stopped at its CPU deadline: `{what}` ran too long; {}",
+                    timeout_advice(&store.data().plugin, store.data().timeout)
+                ),
             );
         }
         return CallError::new(CallErrorKind::Trap, format!("`{what}` trapped: {trap}"));
@@ -830,7 +850,7 @@ fn call_metadata(
                     .await
                     .map_err(|e| classify(&store, e, "metadata"))
             };
-            with_deadline(settings.timeout, "metadata", call).await
+            with_deadline(&name, settings.timeout, "metadata", call).await
         })
     });
     log_stderr(&store);
