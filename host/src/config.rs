@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::policy::Allowance;
-use crate::runtime::{CompileLimits, PathGrant, PluginSettings, Ungranted};
+use crate::runtime::{
+    CompileLimits, Compiler, PathGrant, PluginSettings, RuntimeOptions, Ungranted,
+};
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -319,6 +321,8 @@ pub struct ConfigFile {
     pub plugin_dir: Option<PathBuf>,
     /// The precompile cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// The precompile cache's size cap (default 512Mi).
+    pub cache_max_size: Option<String>,
     /// The deadline of one plugin's compilation (default 2m).
     pub compile_timeout: Option<GoDuration>,
     /// The memory one plugin's compilation may allocate (default 2Gi).
@@ -357,6 +361,7 @@ const TOP_FIELDS: &[&str] = &[
     "nodeStatusMaxImages",
     "pluginDir",
     "cacheDir",
+    "cacheMaxSize",
     "compileTimeout",
     "compileMemoryLimit",
     "containerRuntimeEndpoint",
@@ -508,6 +513,8 @@ pub struct Config {
     pub plugin_dir: PathBuf,
     /// The precompile cache directory.
     pub cache_dir: PathBuf,
+    /// The precompile cache's size cap in bytes (`cacheMaxSize`).
+    pub cache_max_bytes: u64,
     /// The bounds of one plugin's compilation (`compileTimeout`,
     /// `compileMemoryLimit`).
     pub compile_limits: CompileLimits,
@@ -525,6 +532,26 @@ pub struct Config {
     // --- end node loops ---
     /// Per-plugin settings as written, validated.
     pub plugins: BTreeMap<String, PluginSettings>,
+}
+
+impl Config {
+    /// The plugin runtime's options: the cache directory and cap, and the
+    /// compilation in a child of `compiler_exe` (the running `nodestatus`)
+    /// under `compileTimeout` and `compileMemoryLimit`; in-process without
+    /// one.
+    pub fn runtime_options(&self, compiler_exe: Option<PathBuf>) -> RuntimeOptions {
+        RuntimeOptions {
+            cache_dir: Some(self.cache_dir.clone()),
+            cache_max_bytes: self.cache_max_bytes,
+            compiler: match compiler_exe {
+                Some(exe) => Compiler::Process {
+                    exe,
+                    limits: self.compile_limits,
+                },
+                None => Compiler::InProcess,
+            },
+        }
+    }
 }
 
 /// The default plugin directory.
@@ -906,6 +933,23 @@ impl ConfigFile {
         // --- end node loops ---
         let compile_limits =
             compile_limits(self.compile_timeout, self.compile_memory_limit.as_deref())?;
+        let cache_max_bytes = match &self.cache_max_size {
+            None => crate::runtime::DEFAULT_CACHE_MAX_BYTES,
+            Some(m) => {
+                let q =
+                    nodestatus_sdk::Quantity::parse(m).map_err(|e| invalid("cacheMaxSize", e))?;
+                let bytes = q.as_units_ceil();
+                if !(16 << 20..=1 << 40).contains(&bytes) {
+                    return Err(invalid(
+                        "cacheMaxSize",
+                        format!(
+                            "{m} must be between 16Mi and 1Ti (CPython alone takes about 36Mi)"
+                        ),
+                    ));
+                }
+                bytes as u64
+            }
+        };
         if let Some(e) = &self.container_runtime_endpoint {
             if !e.is_empty() {
                 crate::cri::socket_path(e)
@@ -945,6 +989,7 @@ impl ConfigFile {
                 .plugin_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+            cache_max_bytes,
             compile_limits,
             container_runtime_endpoint: self.container_runtime_endpoint.filter(|e| !e.is_empty()),
             runtime_request_timeout,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use nodestatus::config::{Config, ConfigFile};
 use nodestatus::plugin_dir::PluginDir;
-use nodestatus::runtime::{Compiler, Plugin, Runtime, compile};
+use nodestatus::runtime::{Plugin, Runtime, compile};
 
 /// A Kubernetes node status engine whose setters are sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -194,10 +194,11 @@ fn init_tracing(format: LogFormat) {
 }
 
 /// The plugin runtime of a one-shot command: plugins compiled in a child
-/// of this binary, under the config's compile limits.
+/// of this binary, under the config's compile limits, cached in `cache_dir`.
 fn runtime(config: &Config, cache_dir: PathBuf) -> anyhow::Result<Runtime> {
-    let compiler = Compiler::this_binary(config.compile_limits);
-    Ok(Runtime::with_compiler(Some(cache_dir), compiler)?)
+    let mut options = config.runtime_options(std::env::current_exe().ok());
+    options.cache_dir = Some(cache_dir);
+    Ok(Runtime::with_options(options)?)
 }
 
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {

@@ -91,6 +91,11 @@ pub struct Metrics {
     pub loop_errors: Family<LoopErrorLabels, Counter>,
     /// 1 while the node is found deleted from the API server.
     pub node_deleted: Gauge,
+    /// Precompile cache lookups and removals, by result (`hit`, `miss`,
+    /// `evicted`, `stale`).
+    pub precompile_cache: Family<ResultLabel, Counter>,
+    /// Bytes of precompile cache entries.
+    pub precompile_cache_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -122,6 +127,8 @@ impl Metrics {
             api_requests: Family::default(),
             loop_errors: Family::default(),
             node_deleted: Gauge::default(),
+            precompile_cache: Family::default(),
+            precompile_cache_bytes: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -185,6 +192,16 @@ impl Metrics {
             "1 while the node is found deleted from the API server (it is not registered again in this run)",
             m.node_deleted.clone(),
         );
+        registry.register(
+            "precompile_cache",
+            "Precompile cache lookups (hit, miss) and entries removed (evicted under cacheMaxSize, stale from another engine build)",
+            m.precompile_cache.clone(),
+        );
+        registry.register(
+            "precompile_cache_bytes",
+            "Bytes of precompile cache entries",
+            m.precompile_cache_bytes.clone(),
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -194,6 +211,30 @@ impl Metrics {
             .set(1);
         registry.register("build_info", "Build information", build);
         Self { registry, ..m }
+    }
+
+    /// Copies the precompile cache's counters (it counts for itself, from
+    /// loads on any thread).
+    pub fn observe_cache(&self, cache: Option<&crate::runtime::PrecompileCache>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(stats) = cache.map(|c| c.stats()) else {
+            return;
+        };
+        for (result, n) in [
+            ("hit", &stats.hits),
+            ("miss", &stats.misses),
+            ("evicted", &stats.evictions),
+            ("stale", &stats.stale_removed),
+        ] {
+            self.precompile_cache
+                .get_or_create(&ResultLabel {
+                    result: result.into(),
+                })
+                .inner()
+                .store(n.load(Relaxed), Relaxed);
+        }
+        self.precompile_cache_bytes
+            .set(stats.bytes.load(Relaxed) as i64);
     }
 
     /// Records one pass of the setters.

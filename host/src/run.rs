@@ -20,7 +20,7 @@ use crate::agent::client::{NodeClient, Traffic};
 use crate::cluster::LocalCluster;
 use crate::config::{ConfigFile, GoDuration, Taint};
 use crate::plugin_dir::PluginDir;
-use crate::runtime::{Compiler, Runtime};
+use crate::runtime::Runtime;
 
 /// `run`'s flags; each overrides the config file.
 #[derive(Debug, Default)]
@@ -166,14 +166,7 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         tracing::warn!("config: {w}");
     }
     let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
-    let compiler = match &o.compiler_exe {
-        Some(exe) => Compiler::Process {
-            exe: exe.clone(),
-            limits: cfg.compile_limits,
-        },
-        None => Compiler::InProcess,
-    };
-    let runtime = Runtime::with_compiler(Some(cfg.cache_dir.clone()), compiler)?;
+    let runtime = Runtime::with_options(cfg.runtime_options(o.compiler_exe.clone()))?;
     let settings = cfg.clone();
     let plugins = PluginDir::new(
         cfg.plugin_dir.clone(),

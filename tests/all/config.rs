@@ -244,6 +244,12 @@ fn cases() -> Vec<Case> {
             "between 1Mi and 4Gi",
         ),
         case(
+            "cacheMaxSize too small",
+            "cacheMaxSize: 1Mi\n",
+            "cacheMaxSize",
+            "between 16Mi and 1Ti",
+        ),
+        case(
             "compileTimeout too short",
             "compileTimeout: 10ms\n",
             "compileTimeout",

@@ -868,6 +868,14 @@ async fn metrics_status_and_probes_move_with_the_engine() {
             "{series} missing or zero in:\n{m1}"
         );
     }
+    // Every load asked the precompile cache (a hit, or a miss and a compile).
+    assert!(
+        metric(&m1, "nodestatus_precompile_cache_total{result=\"hit\"}")
+            + metric(&m1, "nodestatus_precompile_cache_total{result=\"miss\"}")
+            > 0.0,
+        "{m1}"
+    );
+    assert!(metric(&m1, "nodestatus_precompile_cache_bytes") > 0.0, "{m1}");
     // They move: more passes, more failures, a reload.
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
     t.agent.plugins().rescan();

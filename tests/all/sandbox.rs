@@ -17,7 +17,7 @@ use nodestatus::plugin_dir::{PluginDir, ReloadEvent};
 use nodestatus::runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
 use nodestatus::runtime::{
     CallContext, CallErrorKind, CompileLimits, Compiler, DEFAULT_MEMORY_LIMIT, LoadError,
-    PathGrant, Plugin, PluginSettings, Runtime,
+    PathGrant, Plugin, PluginSettings, Runtime, RuntimeOptions,
 };
 use nodestatus_tests::hostile::{self, Behaviour};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
@@ -667,6 +667,107 @@ fn a_cache_directory_others_can_write_is_not_used() {
     assert!(rt.cache().is_some());
 }
 
+/// Bytes of `.cwasm` entries in `dir`.
+fn cache_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn the_precompile_cache_stays_under_its_cap_with_50_rebuilt_versions() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let tmp = tempfile::tempdir().unwrap();
+    let cache_dir = tmp.path().join("c");
+    std::fs::create_dir(&cache_dir).unwrap();
+    std::fs::set_permissions(
+        &cache_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    // Entries of another engine build, which no load here can use: one
+    // unused for two days (removed), one used now (kept for that build).
+    let other_build =
+        |sha: &str| cache_dir.join(format!("{}-0000000000000000.cwasm", sha.repeat(32)));
+    let stale = other_build("ab");
+    std::fs::write(&stale, vec![0u8; 4096]).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600))
+        .unwrap();
+    let recent = other_build("cd");
+    std::fs::write(&recent, vec![0u8; 4096]).unwrap();
+    let cap: u64 = 256 << 10;
+    let options = |dir: &Path| RuntimeOptions {
+        cache_dir: Some(dir.to_owned()),
+        cache_max_bytes: cap,
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::with_options(options(&cache_dir)).unwrap();
+    assert!(!stale.exists(), "the other build's unused entry was kept");
+    assert!(
+        recent.exists(),
+        "the other build's recent entry was removed"
+    );
+    let cache = rt.cache().unwrap();
+    assert_eq!(cache.stats().stale_removed.load(Relaxed), 1);
+    let plugins = tempfile::tempdir().unwrap();
+    let dir = PluginDir::new(
+        plugins.path(),
+        rt.clone(),
+        settings(|_| PluginSettings::default()),
+    );
+    // 50 rebuilds of one plugin, each a new component (as an author's
+    // edit-build-drop loop makes them).
+    let mut entry_sizes = Vec::new();
+    for version in 0..50 {
+        let bytes = hostile::component(
+            "rebuilt",
+            &Behaviour::Return(format!("{{\"v\":{version}}}")),
+        );
+        drop_bytes(plugins.path(), "rebuilt.wasm", &bytes);
+        dir.rescan();
+        assert!(dir.current().contains("rebuilt"));
+        let newest = cache.entry_path(&nodestatus::runtime::sha256_hex(&bytes));
+        entry_sizes.push(std::fs::metadata(&newest).expect("the newest entry").len());
+        assert!(
+            cache_bytes(&cache_dir) <= cap,
+            "version {version}: {} bytes over the {cap}-byte cap",
+            cache_bytes(&cache_dir)
+        );
+    }
+    let per_entry = entry_sizes.iter().sum::<u64>() / entry_sizes.len() as u64;
+    let kept = (cap / per_entry) as usize;
+    assert!(
+        kept < 50,
+        "the cap must force evictions: {per_entry} bytes per entry"
+    );
+    let evicted = cache.stats().evictions.load(Relaxed);
+    assert!(
+        evicted >= (50 - kept - 1) as u64,
+        "{evicted} evictions, {kept} entries fit"
+    );
+    assert_eq!(cache.stats().bytes.load(Relaxed), cache_bytes(&cache_dir));
+    println!(
+        "CACHE| 50 rebuilt versions of {per_entry} bytes each under a {cap}-byte cap: {} bytes kept in {} entries, {evicted} evicted",
+        cache_bytes(&cache_dir),
+        std::fs::read_dir(&cache_dir).unwrap().count()
+    );
+    // A reopened cache (a restart) finds the newest version: a hit.
+    let rt2 = Runtime::with_options(options(&cache_dir)).unwrap();
+    let hits = rt2.cache().unwrap().stats().hits.load(Relaxed);
+    Plugin::load_file(&rt2, &plugins.path().join("rebuilt.wasm"), &|_| {
+        PluginSettings::default()
+    })
+    .unwrap();
+    assert_eq!(rt2.cache().unwrap().stats().hits.load(Relaxed), hits + 1);
+}
+
 /// The probe's annotation `k` (`read-0`, `statvfs-1`...).
 fn probe_value(a: &Value, k: &str) -> String {
     a[format!("probe.nodestatus.test/{k}")]
@@ -959,13 +1060,13 @@ fn child_compiled_dir_with(
     file: &str,
     bytes: &[u8],
 ) -> (tempfile::TempDir, Arc<PluginDir>) {
-    let runtime = Runtime::with_compiler(
-        None,
-        Compiler::Process {
+    let runtime = Runtime::with_options(RuntimeOptions {
+        compiler: Compiler::Process {
             exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
             limits,
         },
-    )
+        ..RuntimeOptions::default()
+    })
     .unwrap();
     dir_on(runtime, file, bytes, DEFAULT_MEMORY_LIMIT)
 }

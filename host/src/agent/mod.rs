@@ -404,6 +404,7 @@ impl Agent {
                 .await
                 .map_err(|e| Error::Pass(e.to_string()))?;
         self.metrics.observe_pass(&report, started.elapsed());
+        self.metrics.observe_cache(self.plugins.runtime().cache());
         self.metrics.plugins_loaded.set(loaded as i64);
         force_os_arch_labels(&mut node);
         allocatable_for_every_capacity_key(&mut node);

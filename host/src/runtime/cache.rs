@@ -22,10 +22,21 @@
 //!
 //! What this does not stop is a process running as the engine's own user,
 //! which could as well write the engine's memory.
+//!
+//! The cache is bounded: at most `cacheMaxSize` bytes of entries (default
+//! [`DEFAULT_MAX_BYTES`]). Each store evicts the least recently used entries
+//! (by modification time, which a hit refreshes) until the rest fit, never
+//! the entry just written. At open, entries of another engine build (whose
+//! compatibility hash differs, so this build can never use them) unused for
+//! a day and temporary files left by a crash are removed, and the cap is
+//! applied. Hits, misses
+//! and evictions are counted ([`CacheStats`]).
 
 use std::hash::Hasher;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -40,11 +51,39 @@ const HEADER: usize = 8 + 32 + 32;
 /// Largest entry read (CPython's is about 100 MB).
 const MAX_ENTRY_BYTES: u64 = 1 << 30;
 
+/// The default size cap of the cache (`cacheMaxSize`).
+pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
+
+/// A temporary file older than this at open was left by a crash.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// An entry of another engine build unused for this long is removed at open.
+/// (Not at once: two builds, such as the tests and the benchmarks, may share
+/// a directory; each one's entries count against the cap meanwhile.)
+const STALE_OTHER_BUILD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// What the cache did since the process started.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Loads answered from an entry.
+    pub hits: AtomicU64,
+    /// Loads that found no usable entry (and compiled).
+    pub misses: AtomicU64,
+    /// Entries removed to keep under the cap.
+    pub evictions: AtomicU64,
+    /// Entries of another engine build, or crash leftovers, removed.
+    pub stale_removed: AtomicU64,
+    /// Bytes of entries after the last store or open.
+    pub bytes: AtomicU64,
+}
+
 /// A directory of `.cwasm` files.
 #[derive(Debug, Clone)]
 pub struct PrecompileCache {
     dir: PathBuf,
     engine_key: String,
+    max_bytes: u64,
+    stats: Arc<CacheStats>,
 }
 
 /// Feeds `Hash` output into sha256, so the engine key is stable across
@@ -107,9 +146,16 @@ fn check_dir(dir: &Path) -> Result<()> {
 }
 
 impl PrecompileCache {
-    /// Opens (and creates, owner-only) the cache directory for `engine`.
-    /// Refuses a directory that others could write ([`Error::CacheUnsafe`]).
+    /// Opens (and creates, owner-only) the cache directory for `engine`,
+    /// capped at [`DEFAULT_MAX_BYTES`]. Refuses a directory that others could
+    /// write ([`Error::CacheUnsafe`]).
     pub fn open(dir: PathBuf, engine: &Engine) -> Result<Self> {
+        Self::open_with_cap(dir, engine, DEFAULT_MAX_BYTES)
+    }
+
+    /// Like [`Self::open`], with at most `max_bytes` of entries. Removes
+    /// the entries no build of this engine can use, then applies the cap.
+    pub fn open_with_cap(dir: PathBuf, engine: &Engine, max_bytes: u64) -> Result<Self> {
         create_private_dir(&dir).map_err(|source| Error::Cache {
             path: dir.clone(),
             source,
@@ -118,10 +164,106 @@ impl PrecompileCache {
         let mut hasher = ShaHasher(Sha256::new());
         std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
         let key = hex::encode(hasher.0.finalize());
-        Ok(Self {
+        let cache = Self {
             dir,
             engine_key: key[..16].to_owned(),
+            max_bytes,
+            stats: Arc::new(CacheStats::default()),
+        };
+        cache.remove_stale();
+        cache.evict(None);
+        Ok(cache)
+    }
+
+    /// The counters of this cache.
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    /// The size cap.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// The entries: path, size and modification time.
+    fn entries(&self) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| {
+            let e = e.ok()?;
+            let path = e.path();
+            if path.extension()? != "cwasm" {
+                return None;
+            }
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            meta.file_type().is_file().then(|| {
+                (
+                    path,
+                    meta.len(),
+                    meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+                )
+            })
         })
+        .collect()
+    }
+
+    /// Removes entries compiled by another engine build (their names end in
+    /// another compatibility key: never loadable here) unused for
+    /// [`STALE_OTHER_BUILD`], and temporary files that a crash left behind.
+    fn remove_stale(&self) {
+        let suffix = format!("-{}.cwasm", self.engine_key);
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let older_than = |limit| {
+                e.metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > limit))
+            };
+            let stale = if name.starts_with(".tmp-") {
+                older_than(STALE_TMP)
+            } else {
+                name.ends_with(".cwasm")
+                    && !name.ends_with(&suffix)
+                    && older_than(STALE_OTHER_BUILD)
+            };
+            if stale && std::fs::remove_file(e.path()).is_ok() {
+                self.stats.stale_removed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(file = %name, "removed a stale precompile cache entry");
+            }
+        }
+    }
+
+    /// Removes the least recently used entries until the rest fit under
+    /// the cap; never `keep` (the entry just written).
+    fn evict(&self, keep: Option<&Path>) {
+        let mut entries = self.entries();
+        let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
+        entries.sort_by_key(|(_, _, modified)| *modified);
+        for (path, len, _) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if Some(path.as_path()) == keep {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+                self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(path = %path.display(), "evicted a precompile cache entry (cacheMaxSize)");
+            }
+        }
+        if total > self.max_bytes {
+            tracing::warn!(
+                "the precompile cache holds {total} bytes, over cacheMaxSize ({} bytes): one entry is larger than the cap; raise cacheMaxSize",
+                self.max_bytes
+            );
+        }
+        self.stats.bytes.store(total, Ordering::Relaxed);
     }
 
     /// The cache directory.
@@ -142,10 +284,14 @@ impl PrecompileCache {
         let path = self.entry_path(sha256);
         let code = match read_entry(&path, sha256) {
             Ok(Some(code)) => code,
-            Ok(None) => return None,
+            Ok(None) => {
+                self.stats.misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
             Err(reason) => {
                 tracing::warn!(path = %path.display(), "refusing precompile cache entry: {reason}; compiling the component instead");
                 let _ = std::fs::remove_file(&path);
+                self.stats.misses.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
         };
@@ -155,10 +301,17 @@ impl PrecompileCache {
         // whose code hash matches; entries are only written by `store`
         // below from `Engine::precompile_component`.
         match unsafe { Component::deserialize(engine, &code[HEADER..]) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                // Recently used: the last to be evicted.
+                let _ = std::fs::File::open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                Some(component)
+            }
             Err(err) => {
                 tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompile cache entry");
                 let _ = std::fs::remove_file(&path);
+                self.stats.misses.fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
@@ -179,8 +332,11 @@ impl PrecompileCache {
             tmp.1.sync_all()?;
             std::fs::rename(&tmp.0, &path)
         })();
-        if let Err(err) = result {
-            tracing::warn!(path = %path.display(), error = %err, "cannot write precompile cache entry");
+        match result {
+            Ok(()) => self.evict(Some(&path)),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "cannot write precompile cache entry")
+            }
         }
     }
 }

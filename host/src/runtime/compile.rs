@@ -57,23 +57,6 @@ pub enum Compiler {
     },
 }
 
-impl Compiler {
-    /// Compiles in a child of the running binary, with `limits`. Falls back
-    /// to [`Compiler::InProcess`] (with a warning) when the running binary
-    /// cannot be found.
-    pub fn this_binary(limits: CompileLimits) -> Self {
-        match std::env::current_exe() {
-            Ok(exe) => Compiler::Process { exe, limits },
-            Err(err) => {
-                tracing::warn!(
-                    "cannot find the running binary ({err}): plugins are compiled in-process, without compileTimeout and compileMemoryLimit"
-                );
-                Compiler::InProcess
-            }
-        }
-    }
-}
-
 /// The bounds of one compilation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompileLimits {

@@ -64,7 +64,7 @@ mod limits;
 mod plugin;
 pub mod proc_view;
 
-pub use cache::PrecompileCache;
+pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
 pub use compile::{CompileLimits, Compiler};
 pub use host_api::{
     CallContext, EVENTS_PER_WINDOW, EmittedEvent, EventType, GUEST_OUTPUT_WINDOW,
@@ -123,6 +123,27 @@ pub enum Error {
 /// Convenience alias for this module's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// How to build a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// The precompile cache's directory; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// The cache's size cap in bytes (`cacheMaxSize`).
+    pub cache_max_bytes: u64,
+    /// How plugins are compiled.
+    pub compiler: Compiler,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
+            compiler: Compiler::InProcess,
+        }
+    }
+}
+
 /// The shared, node-independent half of the plugin host: the engine, the
 /// linker with the host interface and WASI, the precompile cache, and the
 /// epoch ticker that enforces CPU deadlines.
@@ -154,12 +175,21 @@ impl Runtime {
     /// directory that fails the ownership and permission checks of
     /// [`PrecompileCache::open`] (with a warning that says why).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
-        Self::with_compiler(cache_dir, Compiler::InProcess)
+        Self::with_options(RuntimeOptions {
+            cache_dir,
+            ..RuntimeOptions::default()
+        })
     }
 
-    /// Like [`Runtime::new`], compiling plugins with `compiler` (a child
-    /// process with bounded time and memory, see [`compile`]).
-    pub fn with_compiler(cache_dir: Option<PathBuf>, compiler: Compiler) -> Result<Self> {
+    /// Builds the engine as `options` say: the precompile cache's directory
+    /// and size cap, and how plugins are compiled (in a child process with
+    /// bounded time and memory, see [`compile`]).
+    pub fn with_options(options: RuntimeOptions) -> Result<Self> {
+        let RuntimeOptions {
+            cache_dir,
+            cache_max_bytes,
+            compiler,
+        } = options;
         let config = engine_config();
         // The pooling allocator reuses linear memories and instance slots
         // between calls instead of mapping and unmapping fresh memory for
@@ -179,7 +209,9 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Linker)?;
         host_api::add_to_linker(&mut linker).map_err(Error::Linker)?;
 
-        let cache = match cache_dir.map(|path| PrecompileCache::open(path, &engine)) {
+        let cache = match cache_dir
+            .map(|path| PrecompileCache::open_with_cap(path, &engine, cache_max_bytes))
+        {
             None => None,
             Some(Ok(cache)) => Some(cache),
             Some(Err(err)) => {
