@@ -11,7 +11,8 @@
 #       ~/.cache/nodestatus/real-node). Prints the cache directory.
 #   scripts/real-node.sh up DIR KUBECONFIG NODE
 #       Starts containerd (its root, state, socket and CNI config all under
-#       DIR) with the images imported, and the kubelet (root dir DIR/kubelet)
+#       DIR) with the images imported, and the kubelet (root dir DIR/kubelet,
+#       a 2g tmpfs unless NODESTATUS_KUBELET_FS=host; NODESTATUS_KUBELET_FS_SIZE)
 #       as NODE with KUBECONFIG, and waits for the kubelet's healthz. A node
 #       left behind by a run that was killed is torn down first.
 #   scripts/real-node.sh import DIR TAR...
@@ -218,6 +219,14 @@ up() {
 
   write_kubelet_config "$dir"
   mkdir -p "$dir/kubelet"
+  # The kubelet's root dir on a filesystem of its own (a tmpfs, as a
+  # separate /var/lib/kubelet partition would be): its nodefs thresholds
+  # (DiskPressure below 10% free, then evictions) then depend on what the
+  # node holds, not on how full the build machine's disk is.
+  # NODESTATUS_KUBELET_FS=host keeps it on DIR's filesystem.
+  if [ "${NODESTATUS_KUBELET_FS:-tmpfs}" = tmpfs ]; then
+    mount -t tmpfs -o "size=${NODESTATUS_KUBELET_FS_SIZE:-2g},mode=0755" nodestatus-kubelet "$dir/kubelet"
+  fi
   log "starting the kubelet as $node (log: $dir/kubelet.log)"
   setsid "$bindir/kubelet" \
     --config="$dir/kubelet-config.yaml" \

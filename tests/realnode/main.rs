@@ -1037,7 +1037,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     // Standalone parity, first step: `nodestatus once` on the host with the
     // default config, against the kubelet's Node (no CRI yet: the runtime
     // facts are expected to differ).
-    match parity::once_on_host(bin) {
+    match parity::once_on_host(bin, &kubelet_root) {
         Ok(ours) => {
             let theirs = serde_json::to_value(nodes.get(NODE).await?)?;
             println!("{}", parity::table(&theirs, &ours, parity::EXPECTED));
@@ -1075,6 +1075,7 @@ fn main() -> ExitCode {
     }
     let started = Instant::now();
     let result = (|| -> anyhow::Result<()> {
+        audit::self_check().map_err(anyhow::Error::msg)?;
         let bin = preflight()?;
         let _lock = machine_lock()?;
         let rt = tokio::runtime::Builder::new_multi_thread()

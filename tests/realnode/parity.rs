@@ -230,9 +230,12 @@ pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> 
     out
 }
 
-/// `nodestatus once` on this host with `deploy/default-config.yaml` (and the
-/// kubelet's `--hostname-override`), the default plugin set, no CRI.
-pub fn once_on_host(bin: &Path) -> anyhow::Result<Value> {
+/// `nodestatus once` on this host with `deploy/default-config.yaml`, the
+/// default plugin set and no CRI; with the kubelet's `--hostname-override`,
+/// and its root dir `kubelet_root` as machine-info's `rootDir` and
+/// disk-pressure's `nodefsPath` (the kubelet's filesystem, where
+/// `/var/lib/kubelet` would be).
+pub fn once_on_host(bin: &Path, kubelet_root: &Path) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins)?;
@@ -259,10 +262,12 @@ pub fn once_on_host(bin: &Path) -> anyhow::Result<Value> {
     }
     let config = dir.path().join("config.yaml");
     let default = std::fs::read_to_string(super::repo().join("deploy/default-config.yaml"))?;
-    std::fs::write(
-        &config,
-        format!("hostnameOverride: {}\n{default}", super::NODE),
-    )?;
+    let mut c: serde_yaml::Value = serde_yaml::from_str(&default)?;
+    let root = serde_yaml::Value::from(kubelet_root.display().to_string());
+    c["hostnameOverride"] = super::NODE.into();
+    c["plugins"]["machine-info"]["config"]["rootDir"] = root.clone();
+    c["plugins"]["disk-pressure"]["config"]["nodefsPath"] = root;
+    std::fs::write(&config, serde_yaml::to_string(&c)?)?;
     let out = Command::new(bin)
         .args(["once", "--node-name", super::NODE, "--plugin-dir"])
         .arg(&plugins)
