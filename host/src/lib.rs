@@ -37,6 +37,7 @@ pub mod config;
 pub mod cri;
 pub mod files;
 pub mod http;
+pub mod live_config;
 pub mod metrics;
 pub mod node_shutdown;
 pub mod once;

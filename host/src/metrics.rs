@@ -96,6 +96,8 @@ pub struct Metrics {
     pub precompile_cache: Family<ResultLabel, Counter>,
     /// Bytes of precompile cache entries.
     pub precompile_cache_bytes: Gauge,
+    /// Config file changes, by result (`applied`, `refused`).
+    pub config_reloads: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -129,6 +131,7 @@ impl Metrics {
             node_deleted: Gauge::default(),
             precompile_cache: Family::default(),
             precompile_cache_bytes: Gauge::default(),
+            config_reloads: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -202,6 +205,11 @@ impl Metrics {
             "Bytes of precompile cache entries",
             m.precompile_cache_bytes.clone(),
         );
+        registry.register(
+            "config_reloads",
+            "Changes of the config file's content, by result: applied, or refused (invalid, or a setting that changes only at a restart)",
+            m.config_reloads.clone(),
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -211,6 +219,15 @@ impl Metrics {
             .set(1);
         registry.register("build_info", "Build information", build);
         Self { registry, ..m }
+    }
+
+    /// Counts a change of the config file's content.
+    pub fn config_reload(&self, result: &str) {
+        self.config_reloads
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
     }
 
     /// Copies the precompile cache's counters (it counts for itself, from

@@ -145,6 +145,10 @@ struct FileState {
     sha256: String,
     plugin: Option<Arc<Plugin>>,
     error: Option<String>,
+    /// The operator's settings changed since this file was loaded: if the
+    /// new settings refuse it, its running version (loaded under the old
+    /// grants) is not kept.
+    settings_changed: bool,
 }
 
 /// Settings for each plugin name, from the operator's config.
@@ -154,7 +158,7 @@ pub type SettingsFn = Arc<dyn Fn(&str) -> PluginSettings + Send + Sync>;
 pub struct PluginDir {
     dir: PathBuf,
     runtime: Runtime,
-    settings: SettingsFn,
+    settings: std::sync::RwLock<SettingsFn>,
     files: Mutex<BTreeMap<PathBuf, FileState>>,
     rescan_lock: Mutex<()>,
     current: ArcSwap<PluginSet>,
@@ -192,7 +196,7 @@ impl PluginDir {
         Arc::new(Self {
             dir: dir.into(),
             runtime,
-            settings,
+            settings: std::sync::RwLock::new(settings),
             files: Mutex::new(BTreeMap::new()),
             rescan_lock: Mutex::new(()),
             current: ArcSwap::from_pointee(PluginSet::default()),
@@ -203,6 +207,21 @@ impl PluginDir {
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Replaces the operator's settings (a live config change). Every file
+    /// is loaded again with them at the next [`PluginDir::rescan`]; a file
+    /// that the new settings refuse keeps its running version, as a bad
+    /// rebuild does.
+    pub fn set_settings(&self, settings: SettingsFn) {
+        let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
+        *self.settings.write().expect("settings lock") = settings;
+        for st in self.files.lock().expect("files lock").values_mut() {
+            // Neither the stamp nor the hash matches any more: reloaded.
+            st.stamp.len = u64::MAX;
+            st.sha256.clear();
+            st.settings_changed = true;
+        }
     }
 
     /// The runtime plugins are loaded into.
@@ -319,7 +338,7 @@ impl PluginDir {
                 same.push((file.clone(), stamp.clone()));
                 continue;
             }
-            let settings = self.settings.clone();
+            let settings = self.settings.read().expect("settings lock").clone();
             let result = Plugin::load_bytes(&self.runtime, file, &bytes, &|name| settings(name));
             loads.push((file.clone(), stamp.clone(), sha, result));
         }
@@ -354,7 +373,9 @@ impl PluginDir {
         // New and changed files; their events wait for the name check.
         let mut pending: BTreeMap<PathBuf, ReloadEvent> = BTreeMap::new();
         for (file, stamp, sha, result) in loads {
-            let previous = files.get(&file).and_then(|st| st.plugin.clone());
+            let (previous, settings_changed) = files
+                .get(&file)
+                .map_or((None, false), |st| (st.plugin.clone(), st.settings_changed));
             let state = match result {
                 Ok(p) => {
                     for w in p.withheld() {
@@ -387,10 +408,15 @@ impl PluginDir {
                         sha256: sha,
                         plugin: Some(Arc::new(p)),
                         error: None,
+                        settings_changed: false,
                     }
                 }
                 Err(e) => {
                     let error = describe_load_error(&e);
+                    // Refused under new settings (disabled, a new pin, a
+                    // grant now refused...): the version loaded under the
+                    // old ones stops too.
+                    let previous = if settings_changed { None } else { previous };
                     pending.insert(
                         file.clone(),
                         ReloadEvent::Failed {
@@ -404,6 +430,7 @@ impl PluginDir {
                         sha256: sha,
                         plugin: previous,
                         error: Some(error),
+                        settings_changed: false,
                     }
                 }
             };

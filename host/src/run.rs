@@ -23,7 +23,7 @@ use crate::plugin_dir::PluginDir;
 use crate::runtime::Runtime;
 
 /// `run`'s flags; each overrides the config file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 #[allow(missing_docs)]
 pub struct Options {
     pub config: Option<PathBuf>,
@@ -197,7 +197,7 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         Arc::new(Traffic::default()),
         deadline,
     )?;
-    let agent = Agent::new(cfg.clone(), node_client, plugins);
+    let agent = Agent::new(cfg.clone(), node_client, plugins.clone());
 
     let cancel = CancellationToken::new();
     let address = o
@@ -248,6 +248,18 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
             cancel.cancel();
         })
     };
+    // The config file, read again while running (crate::live_config).
+    let live = o.config.clone().map(|path| {
+        let options = o.clone();
+        let live =
+            crate::live_config::LiveConfig::new(path, cfg.clone(), move || load_config(&options));
+        tokio::spawn(crate::live_config::watch(
+            live,
+            agent.clone(),
+            plugins.clone(),
+            cancel.clone(),
+        ))
+    });
     // The node's own shutdown from logind, where it exists (else a no-op).
     let logind = tokio::spawn(crate::node_shutdown::watch(agent.clone(), cancel.clone()));
     let result = agent.run(cancel.clone()).await;
@@ -257,6 +269,9 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
     }
     signals.abort();
     logind.abort();
+    if let Some(live) = live {
+        live.abort();
+    }
     stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();
     Ok(result?)

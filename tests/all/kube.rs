@@ -45,6 +45,7 @@ const NODES: &[&str] = &[
     "logind-node",
     "nologind-node",
     "nobus-node",
+    "live-node",
 ];
 
 pub struct Shared {
@@ -94,6 +95,22 @@ fn client_config(server: &str, token: &str) -> kube::Config {
 
 fn client(token: &str) -> kube::Client {
     kube::Client::try_from(client_config(&cluster().server, token)).unwrap()
+}
+
+/// Writes a kubeconfig for `node`'s own identity on the shared apiserver
+/// into `dir`, and returns its path.
+pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: n\n  user:\n    token: {}\ncontexts:\n- name: n\n  context:\n    cluster: local\n    user: n\ncurrent-context: n\n",
+            cluster().server,
+            nodestatus::cluster::node_token(node)
+        ),
+    )
+    .unwrap();
+    kubeconfig
 }
 
 pub fn admin() -> kube::Client {
@@ -875,7 +892,10 @@ async fn metrics_status_and_probes_move_with_the_engine() {
             > 0.0,
         "{m1}"
     );
-    assert!(metric(&m1, "nodestatus_precompile_cache_bytes") > 0.0, "{m1}");
+    assert!(
+        metric(&m1, "nodestatus_precompile_cache_bytes") > 0.0,
+        "{m1}"
+    );
     // They move: more passes, more failures, a reload.
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
     t.agent.plugins().rescan();

@@ -14,7 +14,7 @@ use nodestatus_tests::{built, drop_plugin};
 use serde_json::Value;
 use zbus::object_server::SignalEmitter;
 
-use crate::kube::{cluster, condition, server_node};
+use crate::kube::{condition, server_node};
 
 /// A private bus (`dbus-daemon --session`), killed on drop.
 struct Bus {
@@ -102,20 +102,10 @@ fn released(l: &Lock) -> bool {
 /// `nodestatus run` for `node` with the node's own identity on the shared
 /// apiserver, with `bus` as its system bus.
 fn start(node: &str, bus: &str, dir: &Path) -> (Child, PathBuf) {
-    let shared = cluster();
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     drop_plugin(&plugins, "ready.wasm", Path::new(built::READY));
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: n\n  user:\n    token: {}\ncontexts:\n- name: n\n  context:\n    cluster: local\n    user: n\ncurrent-context: n\n",
-            shared.server,
-            nodestatus::cluster::node_token(node)
-        ),
-    )
-    .unwrap();
+    let kubeconfig = crate::kube::write_node_kubeconfig(dir, node);
     let log = dir.join("nodestatus.log");
     let child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
         .args(["run", "--node-name", node])

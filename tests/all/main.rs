@@ -12,6 +12,7 @@ mod guests;
 mod hostile;
 mod hot_reload;
 mod kube;
+mod live_config;
 mod logind;
 mod output;
 mod patch_props;

@@ -116,6 +116,12 @@ impl ReportSchedule {
         }
     }
 
+    /// Changes the report period (a live config change), from the last
+    /// write on.
+    pub fn set_period(&mut self, period: Duration) {
+        self.period = period;
+    }
+
     /// Whether an unchanged status must be reported at `now`.
     pub fn due(&self, now: Instant) -> bool {
         self.next_due().is_none_or(|t| now >= t)
@@ -229,6 +235,12 @@ impl SyncClock {
             period,
             next_regular: now,
         }
+    }
+
+    /// Changes the period from the next regular pass on (a live config
+    /// change); the pass already scheduled keeps its time.
+    pub fn set_period(&mut self, period: Duration) {
+        self.period = period;
     }
 
     /// The kind of pass to run at `now`.

@@ -167,7 +167,8 @@ struct Failing {
 
 /// The agent for one node.
 pub struct Agent {
-    cfg: Arc<Config>,
+    /// The config; a live reload swaps it between passes.
+    cfg: arc_swap::ArcSwap<Config>,
     client: NodeClient,
     plugins: Arc<PluginDir>,
     facts: FactSource,
@@ -233,7 +234,7 @@ impl Agent {
                 report: decide::ReportSchedule::new(cfg.node_status_report_frequency),
                 last_pass: None,
             }),
-            cfg,
+            cfg: arc_swap::ArcSwap::new(cfg),
             client,
             plugins,
             facts: FactSource::host(),
@@ -253,6 +254,24 @@ impl Agent {
             failures: Mutex::new(HashMap::new()),
             failing: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The config in force.
+    pub fn cfg(&self) -> Arc<Config> {
+        self.cfg.load_full()
+    }
+
+    /// Puts a live config change in force from the next pass on: the
+    /// update and report periods (the plugin settings are the plugin
+    /// directory's, swapped by the caller). What cannot change live is
+    /// refused before this (see `crate::live_config`).
+    pub async fn set_config(&self, cfg: Arc<Config>) {
+        self.sync
+            .lock()
+            .await
+            .report
+            .set_period(cfg.node_status_report_frequency);
+        self.cfg.store(cfg);
     }
 
     /// The API calls.
@@ -275,7 +294,7 @@ impl Agent {
         if self.node_gone.load(Ordering::SeqCst) {
             return Some(format!(
                 "node {:?} was deleted from the API server: nodestatus does not register it again in this run (restart nodestatus to register it, or set reRegisterDeletedNode: true)",
-                self.cfg.node_name
+                self.cfg().node_name
             ));
         }
         let failing = |l: &str| {
@@ -293,7 +312,7 @@ impl Agent {
                 })
                 .unwrap_or_default()
         };
-        let limit = self.cfg.node_status_update_frequency * 3 + Duration::from_secs(5);
+        let limit = self.cfg().node_status_update_frequency * 3 + Duration::from_secs(5);
         match *self.last_sync_ok.lock().expect("sync time lock") {
             Some(t) if t.elapsed() <= limit => {}
             Some(t) => {
@@ -305,8 +324,8 @@ impl Agent {
             }
             None => return Some(format!("no successful status sync yet{}", failing("sync"))),
         }
-        if !self.cfg.companion {
-            let lease = Duration::from_secs(self.cfg.node_lease_duration_seconds as u64);
+        if !self.cfg().companion {
+            let lease = Duration::from_secs(self.cfg().node_lease_duration_seconds as u64);
             if let Some(t) = *self.last_lease_ok.lock().expect("lease time lock") {
                 if t.elapsed() > lease {
                     return Some(format!(
@@ -341,7 +360,7 @@ impl Agent {
     }
 
     fn hostname(&self) -> String {
-        self.cfg.hostname_override.clone().unwrap_or_else(|| {
+        self.cfg().hostname_override.clone().unwrap_or_else(|| {
             Facts::new(self.facts.clone())
                 .system()
                 .hostname
@@ -408,7 +427,7 @@ impl Agent {
         self.metrics.plugins_loaded.set(loaded as i64);
         force_os_arch_labels(&mut node);
         allocatable_for_every_capacity_key(&mut node);
-        if self.cfg.external_cloud_provider {
+        if self.cfg().external_cloud_provider {
             self.leave_cloud_fields(base, &mut node);
         }
         if !self.checks_ran.swap(true, Ordering::SeqCst) {
@@ -466,18 +485,18 @@ impl Agent {
     /// The node as the kubelet's `initialNode` builds it, then one pass of
     /// the setters.
     pub async fn initial_node(&self) -> Result<Value> {
-        let mut node = crate::once::initial_node(&self.cfg.node_name, &self.hostname());
+        let mut node = crate::once::initial_node(&self.cfg().node_name, &self.hostname());
         if let Some(labels) = node
             .pointer_mut("/metadata/labels")
             .and_then(Value::as_object_mut)
         {
-            for (k, v) in &self.cfg.node_labels {
+            for (k, v) in &self.cfg().node_labels {
                 labels.insert(k.clone(), Value::String(v.clone()));
             }
         }
         let mut taints =
-            serde_json::to_value(&self.cfg.register_with_taints).expect("taints serialize");
-        if self.cfg.external_cloud_provider {
+            serde_json::to_value(&self.cfg().register_with_taints).expect("taints serialize");
+        if self.cfg().external_cloud_provider {
             if let Some(list) = taints.as_array_mut() {
                 if !list.iter().any(|t| t["key"] == UNINITIALIZED_TAINT) {
                     list.push(json!({"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}));
@@ -490,7 +509,7 @@ impl Agent {
         if taints.as_array().is_some_and(|l| !l.is_empty()) {
             node["spec"]["taints"] = taints;
         }
-        if let Some(p) = &self.cfg.provider_id {
+        if let Some(p) = &self.cfg().provider_id {
             node["spec"]["providerID"] = json!(p);
         }
         let (node, report) = self.run_setters(&node).await?;
@@ -500,8 +519,8 @@ impl Agent {
     }
 
     fn provided_node_ip(&self) -> Option<String> {
-        (!self.cfg.node_ips.is_empty()).then(|| {
-            self.cfg
+        (!self.cfg().node_ips.is_empty()).then(|| {
+            self.cfg()
                 .node_ips
                 .iter()
                 .map(ToString::to_string)
@@ -513,7 +532,7 @@ impl Agent {
     /// One registration attempt. `Ok(true)` when the node exists and is
     /// reconciled.
     pub async fn register_once(&self) -> Result<bool> {
-        if !self.cfg.register_node {
+        if !self.cfg().register_node {
             // Never create it: wait for an existing node.
             return Ok(match self.client.get_node().await? {
                 Some(n) => {
@@ -568,8 +587,8 @@ impl Agent {
     /// `nodeLabels` overrides included. Other `nodeLabels` and taints are
     /// never applied again.
     fn reconcile(&self, existing: &Value) -> Value {
-        let mut initial = crate::once::initial_node(&self.cfg.node_name, &self.hostname());
-        for (k, v) in &self.cfg.node_labels {
+        let mut initial = crate::once::initial_node(&self.cfg().node_name, &self.hostname());
+        for (k, v) in &self.cfg().node_labels {
             initial["metadata"]["labels"][k] = json!(v);
         }
         reconcile(existing, &initial)
@@ -797,7 +816,7 @@ impl Agent {
     fn heal_watch(&self) {
         let started = *self.watch_started.lock().expect("watch lock");
         if self.live_stale.load(Ordering::SeqCst)
-            && started.elapsed() > self.cfg.node_status_update_frequency * 2
+            && started.elapsed() > self.cfg().node_status_update_frequency * 2
         {
             tracing::info!(
                 node = self.client.name(),
@@ -992,7 +1011,7 @@ impl Agent {
         });
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         spec.holder_identity = Some(name.clone());
-        spec.lease_duration_seconds = Some(self.cfg.node_lease_duration_seconds);
+        spec.lease_duration_seconds = Some(self.cfg().node_lease_duration_seconds);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         if let Some(uid) = self.node_uid.lock().expect("uid lock").clone() {
             let owned = lease.metadata.owner_references.get_or_insert_with(Vec::new);
@@ -1109,7 +1128,7 @@ impl Agent {
             return Ok(());
         }
         // In companion mode the kubelet owns the lease and Ready.
-        let lease_task = (!self.cfg.companion).then(|| {
+        let lease_task = (!self.cfg().companion).then(|| {
             let this = self.clone();
             let cancel = cancel.clone();
             tokio::spawn(async move { this.lease_loop(cancel).await })
@@ -1190,9 +1209,11 @@ impl Agent {
     /// jittered update period, the fast update at start, until `cancel`.
     pub async fn sync_loop(self: Arc<Self>, cancel: CancellationToken) {
         let mut clock =
-            decide::SyncClock::new(self.cfg.node_status_update_frequency, Instant::now());
+            decide::SyncClock::new(self.cfg().node_status_update_frequency, Instant::now());
         let mut fast = decide::FastUpdate::new(Instant::now());
         loop {
+            // A live config change takes effect at this pass boundary.
+            clock.set_period(self.cfg().node_status_update_frequency);
             let ready = self.cached_node().await.is_some_and(|n| is_ready(&n));
             let kind = clock.kind(Instant::now());
             let result = tokio::select! {
@@ -1206,7 +1227,7 @@ impl Agent {
             }
             match result {
                 Ok(_) => {}
-                Err(Error::NodeGone(name)) if self.cfg.re_register_deleted_node => {
+                Err(Error::NodeGone(name)) if self.cfg().re_register_deleted_node => {
                     tracing::warn!(
                         node = name,
                         "node was deleted; registering it again (reRegisterDeletedNode: true)"
@@ -1239,7 +1260,8 @@ impl Agent {
     /// duration, backoff from 200 ms to 7 s after a failed renewal, until
     /// `cancel`.
     pub async fn lease_loop(self: Arc<Self>, cancel: CancellationToken) {
-        let interval = Duration::from_secs_f64(self.cfg.node_lease_duration_seconds as f64 * 0.25);
+        let interval =
+            Duration::from_secs_f64(self.cfg().node_lease_duration_seconds as f64 * 0.25);
         let mut backoff = Backoff::lease();
         let mut cache = None;
         loop {
