@@ -91,3 +91,17 @@ pub fn configured(
     plugins.rescan();
     (cfg, plugins)
 }
+
+/// Polls `f` every 100 ms until it holds, failing with the process log at
+/// `log` after `secs`.
+pub async fn until(secs: u64, log: &std::path::Path, what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

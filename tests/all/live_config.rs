@@ -12,6 +12,7 @@ use nodestatus::config::ConfigFile;
 use nodestatus::live_config::{LiveConfig, Outcome};
 use nodestatus_tests::{built, drop_plugin};
 
+use crate::common::until;
 use crate::kube::server_node;
 
 fn load(path: &Path) -> anyhow::Result<nodestatus::config::Config> {
@@ -166,20 +167,12 @@ async fn a_running_engine_takes_a_new_grant_without_a_restart() {
                 .map(str::to_owned)
         })
     };
-    let until = async |secs: u64, what: &str, f: &dyn Fn() -> bool| {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !f() {
-            assert!(
-                Instant::now() < deadline,
-                "{what}:\n{}",
-                std::fs::read_to_string(&log).unwrap()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    };
-    until(30, "machine-info never failed for want of /proc", &|| {
-        logged("cannot read /proc/meminfo")
-    })
+    until(
+        30,
+        &log,
+        "machine-info never failed for want of /proc",
+        async || logged("cannot read /proc/meminfo"),
+    )
     .await;
     assert_eq!(memory().await, None);
 
@@ -189,15 +182,10 @@ async fn a_running_engine_takes_a_new_grant_without_a_restart() {
         &config,
         &format!("nodeName: {node}\nplugins:\n  machine-info: {{paths: [/proc, /]}}\n"),
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while memory().await.is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the grant never took effect:\n{}",
-            std::fs::read_to_string(&log).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until(20, &log, "the grant never took effect", async || {
+        memory().await.is_some()
+    })
+    .await;
     println!(
         "LIVE| a new grant reached the node {:.1} s after the file was saved",
         granted.elapsed().as_secs_f64()
@@ -209,7 +197,7 @@ async fn a_running_engine_takes_a_new_grant_without_a_restart() {
     // A broken file: refused, logged, and the engine goes on with the last
     // good config (the node keeps its capacity, the process lives).
     save(&config, "nodeName: [\n");
-    until(10, "the invalid file was not refused", &|| {
+    until(10, &log, "the invalid file was not refused", async || {
         logged("the changed config file is invalid, so the running config stays")
     })
     .await;

@@ -8,12 +8,13 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::Value;
 use zbus::object_server::SignalEmitter;
 
+use crate::common::until;
 use crate::kube::{condition, server_node};
 
 /// A private bus (`dbus-daemon --session`), killed on drop.
@@ -129,19 +130,6 @@ fn ready(node: &Option<Value>) -> (String, String) {
     let c = node.as_ref().and_then(|n| condition(n, "Ready"));
     let s = |k: &str| c.and_then(|c| c[k].as_str()).unwrap_or_default().to_owned();
     (s("status"), s("message"))
-}
-
-/// Polls until `f` holds, failing with the log after `secs`.
-async fn until(secs: u64, log: &Path, what: &str, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what}:\n{}",
-            std::fs::read_to_string(log).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn stop(mut child: Child, log: &Path) {
