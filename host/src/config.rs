@@ -535,6 +535,96 @@ pub struct Config {
 }
 
 impl Config {
+    /// Each top-level setting in force, its value, and where it came from:
+    /// `flag` (named in `flags`), `file` (set in `written`), or `default`.
+    pub fn provenance(
+        &self,
+        written: &ConfigFile,
+        flags: &[&str],
+    ) -> Vec<(&'static str, String, &'static str)> {
+        let mut out = Vec::new();
+        let mut row = |key: &'static str, value: String, in_file: bool| {
+            let source = if flags.contains(&key) {
+                "flag"
+            } else if in_file {
+                "file"
+            } else {
+                "default"
+            };
+            out.push((key, value, source));
+        };
+        let w = written;
+        row("nodeName", self.node_name.clone(), w.node_name.is_some());
+        row(
+            "pluginDir",
+            self.plugin_dir.display().to_string(),
+            w.plugin_dir.is_some(),
+        );
+        row(
+            "cacheDir",
+            self.cache_dir.display().to_string(),
+            w.cache_dir.is_some(),
+        );
+        row(
+            "cacheMaxSize",
+            format!("{} bytes", self.cache_max_bytes),
+            w.cache_max_size.is_some(),
+        );
+        row(
+            "nodeStatusUpdateFrequency",
+            format!("{:?}", self.node_status_update_frequency),
+            w.node_status_update_frequency.is_some(),
+        );
+        row(
+            "nodeStatusReportFrequency",
+            format!("{:?}", self.node_status_report_frequency),
+            w.node_status_report_frequency.is_some(),
+        );
+        row(
+            "nodeLeaseDurationSeconds",
+            self.node_lease_duration_seconds.to_string(),
+            w.node_lease_duration_seconds.is_some(),
+        );
+        row(
+            "nodeStatusMaxImages",
+            self.node_status_max_images.to_string(),
+            w.node_status_max_images.is_some(),
+        );
+        row(
+            "registerNode",
+            self.register_node.to_string(),
+            w.register_node.is_some(),
+        );
+        row(
+            "companion",
+            self.companion.to_string(),
+            w.companion.is_some(),
+        );
+        row(
+            "compileTimeout",
+            format!("{:?}", self.compile_limits.timeout),
+            w.compile_timeout.is_some(),
+        );
+        row(
+            "compileMemoryLimit",
+            format!("{} bytes", self.compile_limits.memory),
+            w.compile_memory_limit.is_some(),
+        );
+        row(
+            "containerRuntimeEndpoint",
+            self.container_runtime_endpoint
+                .clone()
+                .unwrap_or_else(|| "(none)".into()),
+            w.container_runtime_endpoint.is_some(),
+        );
+        row(
+            "runtimeRequestTimeout",
+            format!("{:?}", self.runtime_request_timeout),
+            w.runtime_request_timeout.is_some(),
+        );
+        out
+    }
+
     /// The plugin runtime's options: the cache directory and cap, and the
     /// compilation in a child of `compiler_exe` (the running `nodestatus`)
     /// under `compileTimeout` and `compileMemoryLimit`; in-process without

@@ -169,6 +169,15 @@ enum ConfigCommand {
     Check {
         /// The config file.
         file: PathBuf,
+        /// pluginDir, as `run --plugin-dir` would override it.
+        #[arg(long)]
+        plugin_dir: Option<PathBuf>,
+        /// cacheDir, as `run --cache-dir` would override it.
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// nodeName, as `run --node-name` would override it.
+        #[arg(long)]
+        node_name: Option<String>,
     },
 }
 
@@ -281,9 +290,30 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Config {
-            command: ConfigCommand::Check { file },
+            command:
+                ConfigCommand::Check {
+                    file,
+                    plugin_dir,
+                    cache_dir,
+                    node_name,
+                },
         } => {
-            let config = ConfigFile::read(&file)?.validate()?;
+            let written = ConfigFile::read(&file)?;
+            let mut flags = Vec::new();
+            let mut f = written.clone();
+            if let Some(p) = plugin_dir {
+                f.plugin_dir = Some(p);
+                flags.push("pluginDir");
+            }
+            if let Some(p) = cache_dir {
+                f.cache_dir = Some(p);
+                flags.push("cacheDir");
+            }
+            if let Some(n) = node_name {
+                f.node_name = Some(n);
+                flags.push("nodeName");
+            }
+            let config = f.validate()?;
             for w in config.warnings() {
                 eprintln!("warning: {w}");
             }
@@ -297,6 +327,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 config.node_lease_duration_seconds,
                 config.plugins.len()
             );
+            for (key, value, source) in config.provenance(&written, &flags) {
+                println!("  {key:<28} {value:<40} ({source})");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Plugin {

@@ -428,3 +428,43 @@ fn once_prints_yaml_or_a_diff_against_the_input_node() {
         "{diff}"
     );
 }
+
+#[test]
+fn config_check_shows_each_value_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yaml");
+    std::fs::write(
+        &file,
+        "pluginDir: /from/the/file\nnodeStatusUpdateFrequency: 20s\n",
+    )
+    .unwrap();
+    let row = |out: &str, key: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key} ")))
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let out = stdout_of(nodestatus().args(["config", "check"]).arg(&file));
+    assert_eq!(row(&out, "pluginDir"), "/from/the/file (file)");
+    assert_eq!(row(&out, "nodeStatusUpdateFrequency"), "20s (file)");
+    // Follows the update frequency when unset.
+    assert_eq!(row(&out, "nodeStatusReportFrequency"), "20s (default)");
+    assert_eq!(row(&out, "nodeLeaseDurationSeconds"), "40 (default)");
+    // A flag wins over the file, and says so (it used to print the file's).
+    let out = stdout_of(
+        nodestatus()
+            .args(["config", "check", "--plugin-dir", "/from/a/flag"])
+            .arg(&file),
+    );
+    assert_eq!(row(&out, "pluginDir"), "/from/a/flag (flag)");
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains("pluginDir /from/a/flag"),
+        "{out}"
+    );
+}
