@@ -193,8 +193,13 @@ up() {
   [ -d /sys/fs/cgroup/memory ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || die "no cgroup hierarchy under /sys/fs/cgroup"
   prepare >/dev/null
   if [ -f "$last" ] && [ "$(cat "$last")" != "$dir" ] && [ -d "$(cat "$last")" ]; then
-    log "tearing down the node left by an earlier run in $(cat "$last")"
-    down "$(cat "$last")" || log "the earlier node's teardown failed; going on"
+    stale="$(cat "$last")"
+    log "tearing down the node left by an earlier run in $stale"
+    if down "$stale"; then
+      rm -rf "$stale"
+    else
+      log "the earlier node's teardown failed; going on"
+    fi
   fi
   if ip link show "$bridge" >/dev/null 2>&1; then ip link del "$bridge"; fi
   mkdir -p "$dir"
@@ -304,6 +309,10 @@ down() {
   if [ "$(cat "$last" 2>/dev/null)" = "$dir" ]; then rm -f "$last"; fi
   if [ -n "$(mounts_under "$dir")" ]; then
     log "mounts are left under $dir:"; mounts_under "$dir" >&2; ok=1
+  else
+    # Images and snapshots (hundreds of MB) tell nothing after the run; the
+    # logs and configs stay.
+    rm -rf "$dir/containerd/root" "$dir/containerd/state"
   fi
   return $ok
 }

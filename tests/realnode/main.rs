@@ -499,7 +499,9 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     let wasm_dir = Path::new(nodestatus_tests::built::DISK)
         .parent()
         .context("the plugins' directory")?;
-    let image = work.join("nodestatus-image.tar");
+    // In the node's directory: `scripts/real-node.sh up` removes the directory
+    // of a node left by a killed run, and this with it.
+    let image = work.join("node/nodestatus-image.tar");
     run(script("build-image.sh")
         .arg("--bin")
         .arg(bin)
