@@ -47,4 +47,5 @@ pub mod plugin_dir;
 pub mod policy;
 pub mod run;
 pub mod runtime;
+pub mod scaffold;
 pub mod validate;

@@ -74,6 +74,23 @@ enum Command {
     },
     /// Print the version of nodestatus, of its WIT package and of wasmtime.
     Version,
+    /// Start a new setter: a directory that builds, tests and checks it with
+    /// one command (`./build.sh`).
+    New {
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: nodestatus::scaffold::Lang,
+        /// The plugin's name (lowercase letters, digits and '-'); also the
+        /// new directory's.
+        name: String,
+        /// Where to create it (default: the current directory).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The nodestatus checkout whose SDK and build scripts it uses
+        /// (default: the one this binary was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Inspect plugins.
     Plugin {
         #[command(subcommand)]
@@ -282,6 +299,22 @@ impl RunArgs {
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(_) => unreachable!("handled in main"),
+        Command::New {
+            lang,
+            name,
+            dir,
+            sdk,
+        } => {
+            let sdk = sdk.unwrap_or_else(nodestatus::scaffold::default_sdk);
+            let exe = std::env::current_exe()?;
+            let made = nodestatus::scaffold::create(lang, &name, &dir, &sdk, &exe)?;
+            println!(
+                "created {}: build, test and check it with {}/build.sh",
+                made.display(),
+                made.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Version => {
             println!(
                 "nodestatus {}\nwit nodestatus:plugin@0.1.1 (serves 0.1.0 too)\nwasmtime 48.0.8",

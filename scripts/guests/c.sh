@@ -79,6 +79,10 @@ wasm_tools="$cache/bin/wasm-tools"
 build="$(mktemp -d "${TMPDIR:-/tmp}/nodestatus-c.XXXXXX")"
 trap 'rm -rf "$build"' EXIT
 
+# NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to test
+# and build instead of plugins/c/*/, as `nodestatus new` scaffolds them.
+dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/c/*/})
+
 # ---------------------------------------------------------------- native tests
 cflags=(-std=c11 -Wall -Wextra -Werror -Wpedantic -O1 -g -DNODESTATUS_NATIVE)
 printf 'int main(void){return 0;}\n' >"$build/probe.c"
@@ -92,7 +96,7 @@ step "native tests $sanitizers"
 gcc "${cflags[@]}" "$sdk/test_nodestatus.c" "$sdk/nodestatus.c" "$sdk/nodestatus_native.c" -o "$build/test_nodestatus"
 "$build/test_nodestatus" >&2
 shopt -s nullglob
-for dir in "$repo"/plugins/c/*/; do
+for dir in "${dirs[@]}"; do
   dir="${dir%/}"
   name="$(basename "$dir")"
   [ -f "$dir/test_setter.c" ] || continue
@@ -107,7 +111,7 @@ step "bindings: wit-bindgen $WIT_BINDGEN_VERSION c wit --world plugin"
   { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
 mkdir -p "$out"
 built=0
-for dir in "$repo"/plugins/c/*/; do
+for dir in "${dirs[@]}"; do
   dir="${dir%/}"
   name="$(basename "$dir")"
   sources=()

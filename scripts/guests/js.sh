@@ -51,14 +51,19 @@ else
 fi
 flock -u 9 2>/dev/null || true
 
-log "unit tests: node --test sdk/js plugins/js"
-(cd "$repo" && node --test --test-reporter=dot sdk/js plugins/js >&2) ||
-  { (cd "$repo" && node --test --test-reporter=spec sdk/js plugins/js >&2) || true; die "unit tests failed (run: cd $repo && node --test sdk/js plugins/js)"; }
+# NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to test
+# and build instead of plugins/js/*/, as `nodestatus new` scaffolds them.
+dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/js/*/})
+tests=(sdk/js plugins/js)
+[ -n "${NODESTATUS_PLUGIN_DIRS:-}" ] && tests=("${dirs[@]}")
+log "unit tests: node --test ${tests[*]}"
+(cd "$repo" && node --test --test-reporter=dot "${tests[@]}" >&2) ||
+  { (cd "$repo" && node --test --test-reporter=spec "${tests[@]}" >&2) || true; die "unit tests failed (run: cd $repo && node --test ${tests[*]})"; }
 
 mkdir -p "$out"
 find "$cache/components" -name '*.wasm' -mtime +30 -delete 2>/dev/null || true
 built=0
-for dir in "$repo"/plugins/js/*/; do
+for dir in "${dirs[@]}"; do
   dir="${dir%/}"
   name="$(basename "$dir")"
   [ -f "$dir/setter.js" ] || { log "skipping plugins/js/$name: no setter.js"; continue; }

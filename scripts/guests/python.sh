@@ -57,8 +57,10 @@ export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the checkout
 echo "== test: sdk/python"
 python3 -m unittest discover -q -s "$root/sdk/python" -t "$root/sdk/python"
 
+# NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to
+# build instead of plugins/python/*/, as `nodestatus new` scaffolds them.
 plugins=()
-for dir in "$root"/plugins/python/*/; do
+for dir in ${NODESTATUS_PLUGIN_DIRS:-"$root"/plugins/python/*/}; do
   [ -f "$dir/app.py" ] && plugins+=("${dir%/}")
 done
 [ "${#plugins[@]}" -gt 0 ] || { echo "no plugins/python/*/app.py" >&2; exit 1; }

@@ -19,3 +19,4 @@ mod patch_props;
 mod process;
 mod reporters;
 mod sandbox;
+mod scaffold;

@@ -1,0 +1,33 @@
+/*
+ * Unit tests of {{name}}, natively (./build.sh runs them):
+ *
+ *   gcc -std=c11 -DNODESTATUS_NATIVE -I{{repo}}/sdk/c test_setter.c \
+ *       {{repo}}/sdk/c/nodestatus.c {{repo}}/sdk/c/nodestatus_native.c -o test_setter && ./test_setter
+ */
+#include "setter.c"
+
+#include "check.h"
+
+#include <stdlib.h>
+
+int main(void) {
+    char v[32];
+    CHECK(major_minor("6.1.0-18-amd64", v, sizeof v) == 0);
+    CHECK_STR(v, "6.1");
+    CHECK(major_minor("linux", v, sizeof v) == -1);
+
+    const char *node = "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"}}";
+    ns_error err = {0};
+    char *out = ns_run(nodestatus_plugin_set, node, strlen(node), NULL, &err);
+    CHECK(out != NULL);
+    CHECK(out && strstr(out, LABEL) != NULL);
+    free(out);
+    free(err.message);
+
+    if (failures) {
+        fprintf(stderr, "test_setter: %d of %d checks FAILED\n", failures, checks);
+        return 1;
+    }
+    printf("test_setter: all %d checks passed\n", checks);
+    return 0;
+}

@@ -1,0 +1,54 @@
+//! {{name}}: a nodestatus setter. It labels the node with its kernel's
+//! major.minor version; change `set` to report what you need.
+//!
+//! Build, test and check it with `./build.sh`.
+use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
+
+/// The label this setter owns.
+pub const LABEL: &str = "{{name}}.nodestatus.io/kernel";
+
+pub struct Plugin;
+
+/// The kernel's `major.minor`, from a release such as `6.1.0-18-amd64`.
+pub fn major_minor(release: &str) -> Option<String> {
+    let mut parts = release.split(['.', '-']);
+    let (major, minor) = (parts.next()?, parts.next()?);
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (numeric(major) && numeric(minor)).then(|| format!("{major}.{minor}"))
+}
+
+impl Setter for Plugin {
+    fn metadata() -> Metadata {
+        Metadata::new("{{name}}", env!("CARGO_PKG_VERSION"))
+            .description("labels the node with its kernel's major.minor version")
+    }
+
+    fn set(node: &mut Node) -> Result<()> {
+        let release = host::system_info().kernel_release;
+        let version = major_minor(&release)
+            .ok_or_else(|| format!("cannot read a version from the kernel release {release:?}"))?;
+        node.set_label(LABEL, &version);
+        Ok(())
+    }
+}
+
+nodestatus_sdk::export!(Plugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_major_minor() {
+        assert_eq!(major_minor("6.1.0-18-amd64").as_deref(), Some("6.1"));
+        assert_eq!(major_minor("5.15"), Some("5.15".into()));
+        assert_eq!(major_minor("linux"), None);
+    }
+
+    #[test]
+    fn labels_the_node() {
+        let mut node = Node::named("n");
+        Plugin::set(&mut node).unwrap();
+        assert!(node.label(LABEL).is_some());
+    }
+}
