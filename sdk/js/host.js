@@ -46,15 +46,17 @@ export function config(defaults = {}) {
 export const EventType = Object.freeze({ Normal: 'normal', Warning: 'warning' });
 
 /**
- * Records a Kubernetes Event about this node. `type` is `'normal'` or
- * `'warning'`; `reason` is UpperCamelCase (at most 128 bytes); `message` at
- * most 1 KiB. The host rate-limits events per plugin.
+ * Records a Kubernetes Event about this node. `type` is `EventType.Normal` or
+ * `EventType.Warning` (as in the Python SDK; the strings `'Normal'` and
+ * `'Warning'`, in any case, work too); `reason` is UpperCamelCase (at most
+ * 128 bytes); `message` at most 1 KiB. The host rate-limits events per plugin.
  */
 export function recordEvent(type, reason, message) {
-  if (type !== 'normal' && type !== 'warning') {
-    throw new TypeError(`event type must be 'normal' or 'warning', got ${String(type)}`);
+  const t = String(type).toLowerCase();
+  if (t !== EventType.Normal && t !== EventType.Warning) {
+    throw new TypeError(`event type must be EventType.Normal or EventType.Warning, got ${String(type)}`);
   }
-  wit.recordEvent(type, String(reason), String(message));
+  wit.recordEvent(t, String(reason), String(message));
 }
 
 /**

@@ -13,12 +13,17 @@ test('log, config, events and system go to the host', () => {
   host.log('warn', 'careful');
   assert.throws(() => host.log('loud', 'x'), /log level/);
   host.recordEvent(host.EventType.Warning, 'Something', 'happened');
+  // The Python SDK's spelling works too.
+  host.recordEvent('Normal', 'Calm', 'again');
   assert.throws(() => host.recordEvent('bad', 'R', 'm'), /event type/);
   assert.deepEqual(rec.logs, [
     { level: 'info', message: 'hello' },
     { level: 'warn', message: 'careful' },
   ]);
-  assert.deepEqual(rec.events, [{ type: 'warning', reason: 'Something', message: 'happened' }]);
+  assert.deepEqual(rec.events, [
+    { type: host.EventType.Warning, reason: 'Something', message: 'happened' },
+    { type: host.EventType.Normal, reason: 'Calm', message: 'again' },
+  ]);
   assert.deepEqual(host.config({ a: 0, b: 2 }), { a: 1, b: 2 });
   assert.equal(host.system().cpus, 8);
   assert.equal(host.system().hostname, 'test-node');

@@ -53,11 +53,16 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "Error",
+    "EventType",
+    "FileError",
+    "FakeHost",
     "Metadata",
     "Node",
     "Plugin",
     "Quantity",
     "Transition",
+    "clear_fake_host",
+    "fake_host",
     "host",
     "now",
     "run",
@@ -673,10 +678,108 @@ class _Native:
     events: List[Tuple[str, str, str]] = []
     logs: List[Tuple[str, str]] = []
     echo = True
+    fake: Optional["FakeHost"] = None
 
 
 _LEVELS = ("trace", "debug", "info", "warn", "error")
-_EVENT_TYPES = ("Normal", "Warning")
+
+
+class EventType(str, enum.Enum):
+    """Event types for :meth:`host.record_event`: ``EventType.Normal`` and
+    ``EventType.Warning``, spelled as in the JavaScript SDK. The strings
+    ``"Normal"`` and ``"Warning"`` (any case) are accepted too."""
+
+    Normal = "Normal"
+    Warning = "Warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_EVENT_TYPES = tuple(t.value for t in EventType)
+
+
+# Files: what the JavaScript SDK's readFile, tryReadFile, exists and readDir do.
+
+_ERRNO = {
+    "no-entry": "no such file or directory",
+    "access": "permission denied",
+    "is-directory": "is a directory",
+    "not-directory": "not a directory",
+}
+
+
+class FileError(Error):
+    """An error from reading a file. ``code`` is ``no-entry``, ``access``,
+    ``is-directory``, ``not-directory``, ``too-large``, ``io`` or
+    ``not-granted`` (the path is outside every directory granted to the
+    plugin: ask for it in ``Metadata.paths``, and the operator grants it in
+    ``plugins.<name>.paths``)."""
+
+    def __init__(self, path: str, code: str, detail: Optional[str] = None) -> None:
+        super().__init__(f"{path}: {detail or _ERRNO.get(code, code)}")
+        self.path = path
+        self.code = code
+
+
+#: The default limit of :func:`host.read_file`, 16 MiB (memory is capped per call).
+MAX_FILE_BYTES = 16 << 20
+
+
+def _normalize(path: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise FileError(str(path), "invalid", "not an absolute path")
+    out: List[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def _granted(path: str) -> bool:
+    """Whether ``path`` lies inside a directory this plugin can read. In a
+    component, only the granted directories (and what is under them) exist,
+    so a path none of whose ancestors can be seen is outside every grant."""
+    fake = _Native.fake
+    if fake is not None:
+        return any(path == r or r == "/" or path.startswith(r + "/") for r in fake.paths)
+    p = path
+    while True:
+        try:
+            os.stat(p)
+            return True
+        except OSError:
+            pass
+        if p == "/":
+            return False
+        p = os.path.dirname(p)
+
+
+def _not_granted(path: str) -> FileError:
+    return FileError(
+        path,
+        "not-granted",
+        "not inside a directory granted to this plugin; ask for it in Metadata.paths, "
+        "and the operator grants it in plugins.<name>.paths",
+    )
+
+
+def _os_error(path: str, e: OSError) -> FileError:
+    import errno as _errno
+
+    code = {
+        _errno.ENOENT: "no-entry",
+        _errno.EACCES: "access",
+        _errno.EPERM: "access",
+        _errno.EISDIR: "is-directory",
+        _errno.ENOTDIR: "not-directory",
+    }.get(e.errno or 0, "io")
+    return FileError(path, code, None if code != "io" else (e.strerror or str(e)))
 
 
 def _read(path: str) -> str:
@@ -734,6 +837,9 @@ class host:
         if b is not None:
             b.host.log(b.host.Level[lvl.upper()], str(message))
             return
+        if _Native.fake is not None:
+            _Native.fake.logs.append(SimpleNamespace(level=lvl, message=str(message)))
+            return
         _Native.logs.append((lvl, str(message)))
         if _Native.echo and lvl in ("warn", "error"):
             print(f"{lvl}: {message}", file=sys.stderr)
@@ -764,10 +870,13 @@ class host:
         ``Normal`` or ``Warning``; ``reason`` is UpperCamelCase."""
         t = str(event_type).capitalize()
         if t not in _EVENT_TYPES:
-            raise ValueError(f"event type must be Normal or Warning, not {event_type!r}")
+            raise ValueError(f"event type must be EventType.Normal or EventType.Warning, not {event_type!r}")
         b = _bindings()
         if b is not None:
             b.host.record_event(b.host.EventType[t.upper()], reason, message)
+            return
+        if _Native.fake is not None:
+            _Native.fake.events.append(SimpleNamespace(type=EventType(t), reason=reason, message=message))
             return
         _Native.events.append((t, reason, message))
 
@@ -779,6 +888,8 @@ class host:
         b = _bindings()
         if b is not None:
             return b.host.system()
+        if _Native.fake is not None:
+            return SimpleNamespace(**_Native.fake.system)
         u = os.uname()
         return SimpleNamespace(
             hostname=u.nodename,
@@ -797,7 +908,9 @@ class host:
         """The host's network interfaces (``name``, ``up``, ``loopback``,
         ``addresses`` of ``address``/``prefix_len``). Natively: ``[]``."""
         b = _bindings()
-        return list(b.host.network_interfaces()) if b is not None else []
+        if b is not None:
+            return list(b.host.network_interfaces())
+        return list(_Native.fake.network_interfaces) if _Native.fake is not None else []
 
     @staticmethod
     def statvfs(path: str) -> Any:
@@ -811,6 +924,11 @@ class host:
                 return b.host.statvfs(path)
             except b.Err as e:
                 raise Error(str(e.value)) from None
+        if _Native.fake is not None:
+            st = _Native.fake.statvfs.get(path)
+            if st is None:
+                raise Error(f"statvfs: {path!r} is not inside a path granted to this plugin")
+            return SimpleNamespace(**st)
         try:
             st = os.statvfs(path)
         except OSError as e:
@@ -828,7 +946,175 @@ class host:
     def node_problems() -> List[str]:
         """Problems the host knows of that make the node not ready."""
         b = _bindings()
-        return list(b.host.node_problems()) if b is not None else list(_Native.problems)
+        if b is not None:
+            return list(b.host.node_problems())
+        if _Native.fake is not None:
+            return list(_Native.fake.node_problems)
+        return list(_Native.problems)
+
+    @staticmethod
+    def read_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+        """A file inside a granted directory, as bytes. Raises
+        :class:`FileError` whose message names the path and the reason;
+        ``code == "not-granted"`` when no grant covers it."""
+        abs_path = _normalize(path)
+        fake = _Native.fake
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        if fake is not None:
+            if abs_path in fake.files:
+                data = fake.files[abs_path]
+            elif fake.is_dir(abs_path):
+                raise FileError(path, "is-directory")
+            else:
+                raise FileError(path, "no-entry")
+        else:
+            try:
+                with open(abs_path, "rb") as f:
+                    data = f.read(max_bytes + 1)
+            except OSError as e:
+                raise _os_error(path, e) from None
+        if len(data) > max_bytes:
+            raise FileError(path, "too-large", f"larger than {max_bytes} bytes")
+        return data
+
+    @staticmethod
+    def read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+        """A text file (UTF-8) inside a granted directory; see :meth:`read_bytes`."""
+        return host.read_bytes(path, max_bytes).decode("utf-8", errors="replace")
+
+    @staticmethod
+    def try_read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Optional[str]:
+        """Like :meth:`read_file`, but ``None`` when the file does not exist
+        (a directory that was not granted is still an error)."""
+        try:
+            return host.read_file(path, max_bytes)
+        except FileError as e:
+            if e.code == "no-entry":
+                return None
+            raise
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        """Whether ``path`` exists. Outside every grant it is an error, not
+        ``False``: a missing grant must not read as a missing file."""
+        abs_path = _normalize(path)
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        fake = _Native.fake
+        if fake is not None:
+            return abs_path in fake.files or fake.is_dir(abs_path)
+        return os.path.exists(abs_path)
+
+    @staticmethod
+    def read_dir(path: str) -> List[str]:
+        """The names in a directory inside a granted directory, sorted."""
+        abs_path = _normalize(path)
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        fake = _Native.fake
+        if fake is not None:
+            if not fake.is_dir(abs_path):
+                raise FileError(path, "no-entry")
+            prefix = "/" if abs_path == "/" else abs_path + "/"
+            return sorted({f[len(prefix):].split("/")[0] for f in fake.files if f.startswith(prefix)})
+        try:
+            return sorted(os.listdir(abs_path))
+        except OSError as e:
+            raise _os_error(path, e) from None
+
+
+_DEFAULT_SYSTEM = dict(
+    hostname="test-node",
+    kernel_release="6.1.0-test-amd64",
+    kernel_version="#1 SMP PREEMPT_DYNAMIC Debian 6.1.0",
+    machine="x86_64",
+    os_release='PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n',
+    machine_id="0123456789abcdef0123456789abcdef",
+    system_uuid="00000000-0000-0000-0000-000000000000",
+    boot_id="11111111-2222-3333-4444-555555555555",
+    cpus=4,
+)
+
+
+class FakeHost:
+    """The fake host of :func:`fake_host`: what the setter logged
+    (``logs``: ``level``, ``message``) and recorded (``events``: ``type``,
+    ``reason``, ``message``), as the JavaScript SDK's ``fakeHost`` records
+    them."""
+
+    def __init__(
+        self,
+        config: Any,
+        system: Dict[str, Any],
+        files: Dict[str, Union[str, bytes]],
+        paths: Optional[Sequence[str]],
+        network_interfaces: Sequence[Any],
+        node_problems: Sequence[str],
+        statvfs: Dict[str, Dict[str, Any]],
+    ) -> None:
+        self.config = config
+        self.system = {**_DEFAULT_SYSTEM, **system}
+        self.files = {
+            _normalize(p): (v.encode("utf-8") if isinstance(v, str) else bytes(v)) for p, v in files.items()
+        }
+        if paths is None:
+            paths = sorted({"/" + f.split("/")[1] for f in self.files})
+        self.paths = [_normalize(p) for p in paths]
+        self.network_interfaces = list(network_interfaces)
+        self.node_problems = list(node_problems)
+        self.statvfs = dict(statvfs)
+        self.logs: List[Any] = []
+        self.events: List[Any] = []
+
+    def is_dir(self, path: str) -> bool:
+        prefix = "/" if path == "/" else path + "/"
+        return any(f.startswith(prefix) for f in self.files)
+
+
+def fake_host(
+    config: Any = None,
+    system: Optional[Dict[str, Any]] = None,
+    files: Optional[Dict[str, Union[str, bytes]]] = None,
+    paths: Optional[Sequence[str]] = None,
+    network_interfaces: Sequence[Any] = (),
+    node_problems: Sequence[str] = (),
+    statvfs: Optional[Dict[str, Dict[str, Any]]] = None,
+) -> FakeHost:
+    """Installs (or replaces) a fake host for unit tests, natively, as the
+    JavaScript SDK's ``fakeHost`` does. Every argument is optional:
+
+    - ``config``: the plugin's config (what ``plugins.<name>.config`` holds);
+    - ``system``: fields of :meth:`host.system_info` over a default (cpus 4, ...);
+    - ``files``: ``{"/abs/path": "text" or b"bytes"}``, the host's files, read
+      through :meth:`host.read_file` and friends;
+    - ``paths``: the granted directories (default: the first component of
+      every file, e.g. ``/proc``); ``[]`` grants nothing, so every read is
+      ``not-granted``;
+    - ``network_interfaces``, ``node_problems``: what those return;
+    - ``statvfs``: ``{"/path": {total_bytes: ..., ...}}``.
+
+    Returns the :class:`FakeHost`, whose ``logs`` and ``events`` fill as the
+    setter runs. Call :func:`fake_host` again to change it, and
+    :func:`clear_fake_host` to go back to the machine's answers."""
+    fake = FakeHost(
+        config if config is not None else {},
+        system or {},
+        files or {},
+        paths,
+        network_interfaces,
+        node_problems,
+        statvfs or {},
+    )
+    _Native.fake = fake
+    _Native.config = fake.config
+    return fake
+
+
+def clear_fake_host() -> None:
+    """Removes the fake host: the functions answer from this machine again."""
+    _Native.fake = None
+    _Native.config = {}
 
 
 # --------------------------------------------------------------------------

@@ -338,5 +338,63 @@ class PluginTest(unittest.TestCase):
         self.assertEqual(json.loads(out), {"metadata": {"labels": {"example.com/r": "1"}}})
 
 
+class FakeHostTest(unittest.TestCase):
+    """The fake host and the file helpers, as the JavaScript SDK's."""
+
+    def tearDown(self):
+        nodestatus.clear_fake_host()
+
+    def test_files_grants_and_the_not_granted_error(self):
+        from nodestatus import FileError, fake_host
+
+        fake_host(files={"/proc/loadavg": "0.5 0.5 0.5 1/100 42\n", "/proc/sys/x": "1"})
+        self.assertEqual(host.read_file("/proc/loadavg").split()[0], "0.5")
+        self.assertEqual(host.read_dir("/proc"), ["loadavg", "sys"])
+        self.assertTrue(host.exists("/proc/sys/x"))
+        self.assertFalse(host.exists("/proc/nope"))
+        self.assertIsNone(host.try_read_file("/proc/nope"))
+        with self.assertRaises(FileError) as e:
+            host.read_file("/proc/nope")
+        self.assertEqual(e.exception.code, "no-entry")
+        # Outside every grant: not-granted, never "missing".
+        for call in (host.read_file, host.try_read_file, host.exists, host.read_dir):
+            with self.assertRaises(FileError) as e:
+                call("/etc/hostname")
+            self.assertEqual(e.exception.code, "not-granted")
+            self.assertIn("plugins.<name>.paths", str(e.exception))
+        fake_host(files={"/proc/loadavg": "x"}, paths=[])
+        with self.assertRaises(FileError) as e:
+            host.read_file("/proc/loadavg")
+        self.assertEqual(e.exception.code, "not-granted")
+
+    def test_records_logs_events_and_answers_facts(self):
+        from nodestatus import EventType, fake_host
+
+        rec = fake_host(config={"k": 1}, system={"cpus": 16}, node_problems=["p"])
+        self.assertEqual(host.config(), {"k": 1})
+        self.assertEqual(host.system_info().cpus, 16)
+        self.assertEqual(host.system_info().hostname, "test-node")
+        self.assertEqual(host.node_problems(), ["p"])
+        host.warn("careful")
+        host.record_event(EventType.Warning, "Hot", "too hot")
+        host.record_event("normal", "Cool", "cool again")
+        self.assertEqual([(l.level, l.message) for l in rec.logs], [("warn", "careful")])
+        self.assertEqual(
+            [(e.type, e.reason) for e in rec.events],
+            [(EventType.Warning, "Hot"), (EventType.Normal, "Cool")],
+        )
+        with self.assertRaises(ValueError):
+            host.record_event("Urgent", "X", "y")
+
+    def test_the_real_machine_has_no_not_granted_paths(self):
+        # Natively every path is visible: a missing file is missing.
+        from nodestatus import FileError
+
+        with self.assertRaises(FileError) as e:
+            host.read_file("/nonexistent-dir-xyz/file")
+        self.assertEqual(e.exception.code, "no-entry")
+        self.assertTrue(host.exists("/"))
+
+
 if __name__ == "__main__":
     unittest.main()

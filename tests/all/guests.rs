@@ -135,3 +135,24 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
         "{labels}"
     );
 }
+
+#[test]
+fn python_cpu_features_without_proc_says_it_is_not_granted() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    drop_plugin(tmp.path(), "cpu-features.wasm", &guest("cpu-features"));
+    dir.rescan();
+    let (_, report) = nodestatus::pipeline::run_pass(
+        dir.runtime(),
+        &dir.current(),
+        &nodes::small_node("n1"),
+        &nodestatus::runtime::CallContext::default(),
+    );
+    let e = report.setters[0].outcome.as_ref().unwrap_err();
+    assert_eq!(e.kind.as_str(), "plugin", "{e}");
+    // The SDK's FileError, inside the sandbox: not "no such file".
+    assert!(
+        e.to_string()
+            .contains("cannot read /proc/cpuinfo: not inside a directory granted to this plugin"),
+        "{e}"
+    );
+}

@@ -241,13 +241,10 @@ def apply(node: Node, want: Dict[str, str]) -> List[str]:
 
 def read_cpuinfo(path: str = CPUINFO) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError as e:
-        raise Error(
-            f"cannot read {path}: {e.strerror or e}; grant this plugin the path /proc "
-            "(plugins: {cpu-features: {paths: [/proc]}})"
-        ) from None
+        return host.read_file(path)
+    except nodestatus.FileError as e:
+        hint = " (plugins: {cpu-features: {paths: [/proc]}})" if e.code == "not-granted" else ""
+        raise Error(f"cannot read {e}{hint}") from None
 
 
 class Setter(nodestatus.Plugin):

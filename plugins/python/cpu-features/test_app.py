@@ -141,11 +141,19 @@ class SetterTest(unittest.TestCase):
         self.assertEqual(cpuid(narrow), ["AVX2"])
         self.assertEqual(narrow[P + "model.vendor_id"], "AMD")
 
-    def test_missing_cpuinfo_is_a_clear_error(self):
+    def test_missing_or_ungranted_cpuinfo_is_a_clear_error(self):
         with self.assertRaises(Error) as e:
             app.read_cpuinfo("/does/not/exist/cpuinfo")
-        self.assertIn("cannot read /does/not/exist/cpuinfo", str(e.exception))
-        self.assertIn("grant this plugin the path /proc", str(e.exception))
+        self.assertEqual("cannot read /does/not/exist/cpuinfo: no such file or directory", str(e.exception))
+        # Not granted (the fake host grants nothing): the error says which grant.
+        nodestatus.fake_host(files={"/proc/cpuinfo": "processor: 0\n"}, paths=[])
+        try:
+            with self.assertRaises(Error) as e:
+                app.read_cpuinfo()
+        finally:
+            nodestatus.clear_fake_host()
+        self.assertIn("cannot read /proc/cpuinfo: not inside a directory granted", str(e.exception))
+        self.assertIn("(plugins: {cpu-features: {paths: [/proc]}})", str(e.exception))
 
     def test_setter_error_is_the_message(self):
         with mock.patch.object(app, "read_cpuinfo", side_effect=Error("cannot read /proc/cpuinfo: nope")):
