@@ -11,7 +11,10 @@
 //    filesystem imports that ./host.js reads granted files with (from jco's
 //    copy of the WASI WIT);
 // 3. runs componentize-js (SpiderMonkey; `http` and `fetch-event` disabled)
-//    and writes the component by write-then-rename.
+//    and writes the component by write-then-rename, and its source map
+//    beside it (OUT.map). The map is also embedded in the bundle, so the
+//    errors a setter reports name the author's file and line, not the
+//    bundle's (./sourcemap.js).
 //
 // --wit: wit/setter.wit of this repository (or a copy); default: the nearest
 //   `wit/setter.wit` or `setter.wit` above SETTER.js, else ../../wit/setter.wit
@@ -29,7 +32,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -171,7 +174,20 @@ world plugin {
     target: 'es2022',
     external: ['nodestatus:*', 'wasi:*'],
     logLevel: 'warning',
+    // The map goes into the bundle (for ./sourcemap.js, which maps the
+    // errors a setter reports back to the author's files) and beside the
+    // component (OUT.map).
+    sourcemap: 'external',
+    sourcesContent: false,
   });
+  const map = JSON.parse(readFileSync(`${bundle}.map`, 'utf8'));
+  // Sources relative to the setter's folder (`setter.js`,
+  // `../../sdk/js/host.js`), not to the temporary bundle's.
+  map.sources = map.sources.map((s) => relative(dirname(entry), resolve(dirname(bundle), s)) || s);
+  writeFileSync(
+    bundle,
+    `${readFileSync(bundle, 'utf8')}\nglobalThis[Symbol.for('nodestatus.sourceMap')] = ${JSON.stringify({ sources: map.sources, mappings: map.mappings })};\n`,
+  );
   const t1 = Date.now();
 
   const version = (name) => JSON.parse(readFileSync(join(modules, name, 'package.json'), 'utf8')).version;
@@ -225,6 +241,7 @@ world plugin {
   const tmp = join(dirname(out), `.${basename(out)}.${process.pid}.tmp`);
   writeFileSync(tmp, component);
   renameSync(tmp, out);
+  writeFileSync(`${out}.map`, JSON.stringify(map));
   say(`${out}: ${(component.length / 1048576).toFixed(1)} MiB (${how})`);
 } catch (e) {
   // esbuild has already printed its errors; others get their message only.

@@ -8,6 +8,8 @@
 // ./host.js, which only the component (or ./testing.js's fake host) can load.
 
 /** A condition's status: `True`, `False` or `Unknown`. */
+import { authorLocation, mapLocations } from './sourcemap.js';
+
 export const ConditionStatus = Object.freeze({
   True: 'True',
   False: 'False',
@@ -565,7 +567,11 @@ export function pluginInfo(m) {
 /** The message of anything thrown: an Error's message, a string as is. */
 export function errorMessage(e) {
   if (typeof e === 'string') return e;
-  if (e instanceof Error) return e.message || e.name;
+  if (e instanceof Error) {
+    // In a component built by build.mjs: where, in the author's files.
+    const at = authorLocation(e.stack);
+    return `${e.message || e.name}${at ? ` (at ${at})` : ''}`;
+  }
   if (isObject(e) && typeof e.payload === 'string') return e.payload;
   try {
     return JSON.stringify(e) ?? String(e);
@@ -596,7 +602,15 @@ export function defineSetter({ metadata, set }) {
   if (typeof metadata !== 'function') info(); // fail at once, and in unit tests, on bad metadata
   return {
     metadata() {
-      return info();
+      try {
+        return info();
+      } catch (e) {
+        // A failed metadata() traps, and the engine logs what it printed:
+        // say where, in the author's files.
+        const err = new Error(`metadata() failed: ${errorMessage(e)}`);
+        err.stack = mapLocations(String(e?.stack ?? ''));
+        throw err;
+      }
     },
     set(json) {
       // componentize-js turns a thrown string into the `err` result (a thrown

@@ -93,6 +93,23 @@ fn javascript_load_average_without_proc_fails_cleanly() {
     let e = report.setters[0].outcome.as_ref().unwrap_err();
     assert_eq!(e.kind.as_str(), "plugin", "{e}");
     assert!(e.to_string().contains("/proc/loadavg"), "{e}");
+    // Where, in the author's file (through the source map that build.mjs
+    // embeds), not in the bundle.
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../plugins/js/load-average/setter.js"
+    ))
+    .unwrap();
+    let line = source
+        .lines()
+        .position(|l| l.contains("readFile('/proc/loadavg')"))
+        .unwrap()
+        + 1;
+    assert!(
+        e.to_string().contains(&format!("(at setter.js:{line}:")),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("bundle"), "{e}");
     assert!(condition_of(&out, "HighLoad").is_none());
 }
 
