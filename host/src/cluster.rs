@@ -502,10 +502,10 @@ impl LocalCluster {
             let req = http::Request::get("/readyz")
                 .body(Vec::new())
                 .expect("a valid request");
-            if let Ok(text) = client.request_text(req).await {
-                if text.trim() == "ok" {
-                    return Ok(());
-                }
+            if let Ok(text) = client.request_text(req).await
+                && text.trim() == "ok"
+            {
+                return Ok(());
             }
             if let Some(Ok(Some(status))) = self.apiserver.as_mut().map(Child::try_wait) {
                 return Err(Error::NotReady(

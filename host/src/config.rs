@@ -996,10 +996,10 @@ impl ConfigFile {
                 format!("{max_images} must be >= -1 (-1 means no limit)"),
             ));
         }
-        if let Some(p) = &self.provider_id {
-            if p.is_empty() || p.len() > 512 {
-                return Err(invalid("providerID", "must be 1 to 512 characters"));
-            }
+        if let Some(p) = &self.provider_id
+            && (p.is_empty() || p.len() > 512)
+        {
+            return Err(invalid("providerID", "must be 1 to 512 characters"));
         }
         let companion = self.companion.unwrap_or(false);
         if companion && self.register_node == Some(true) {
@@ -1040,11 +1040,11 @@ impl ConfigFile {
                 bytes as u64
             }
         };
-        if let Some(e) = &self.container_runtime_endpoint {
-            if !e.is_empty() {
-                crate::cri::socket_path(e)
-                    .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
-            }
+        if let Some(e) = &self.container_runtime_endpoint
+            && !e.is_empty()
+        {
+            crate::cri::socket_path(e)
+                .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
         }
         let runtime_request_timeout = self
             .runtime_request_timeout

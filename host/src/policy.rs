@@ -449,7 +449,7 @@ pub fn conditions_by_type(v: Option<&Value>) -> Vec<(&str, &Value)> {
 /// touch past the policy (the API server would keep one of the two).
 fn diff_conditions(b: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldPath>) {
     use std::collections::HashMap;
-    fn by_type<'a>(v: Option<&'a Value>) -> (Vec<&'a str>, HashMap<&'a str, Vec<&'a Value>>) {
+    fn by_type(v: Option<&Value>) -> (Vec<&str>, HashMap<&str, Vec<&Value>>) {
         let list = conditions_by_type(v);
         let mut order = Vec::with_capacity(list.len());
         let mut map: HashMap<&str, Vec<&Value>> = HashMap::with_capacity(list.len());
@@ -477,10 +477,10 @@ fn diff_conditions(b: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldPath
 /// [`crate::validate`].
 pub fn validate(node: &Value) -> Result<(), String> {
     let obj = node.as_object().ok_or("the output is not a JSON object")?;
-    if let Some(kind) = obj.get("kind") {
-        if kind != "Node" {
-            return Err(format!("the output's kind is {kind}, not \"Node\""));
-        }
+    if let Some(kind) = obj.get("kind")
+        && kind != "Node"
+    {
+        return Err(format!("the output's kind is {kind}, not \"Node\""));
     }
     let meta = obj
         .get("metadata")

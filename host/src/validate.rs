@@ -338,14 +338,14 @@ impl Checker {
     }
 
     fn time(&mut self, path: impl fmt::Display, v: Option<&Value>) {
-        if let Some(t) = self.string(&path, v) {
-            if let Err(e) = go_rfc3339(t) {
-                self.push(
-                    path,
-                    Rule::Time,
-                    format!("{t:?} is not an RFC 3339 time: {e}"),
-                );
-            }
+        if let Some(t) = self.string(&path, v)
+            && let Err(e) = go_rfc3339(t)
+        {
+            self.push(
+                path,
+                Rule::Time,
+                format!("{t:?} is not an RFC 3339 time: {e}"),
+            );
         }
     }
 
@@ -413,23 +413,25 @@ impl Checker {
                     format!("invalid annotation key: {e}"),
                 );
             }
-            if k == PREFER_AVOID_PODS_ANNOTATION && !val.is_empty() {
-                if let Err(e) = prefer_avoid_pods(val) {
-                    self.push(
-                        format_args!("metadata.annotations[{k}]"),
-                        Rule::PreferAvoidPods,
-                        e,
-                    );
-                }
+            if k == PREFER_AVOID_PODS_ANNOTATION
+                && !val.is_empty()
+                && let Err(e) = prefer_avoid_pods(val)
+            {
+                self.push(
+                    format_args!("metadata.annotations[{k}]"),
+                    Rule::PreferAvoidPods,
+                    e,
+                );
             }
-            if k == TAINTS_ANNOTATION && !val.is_empty() {
-                if let Err(e) = taints_annotation(val) {
-                    self.push(
-                        format_args!("metadata.annotations[{k}]"),
-                        Rule::TaintsAnnotation,
-                        e,
-                    );
-                }
+            if k == TAINTS_ANNOTATION
+                && !val.is_empty()
+                && let Err(e) = taints_annotation(val)
+            {
+                self.push(
+                    format_args!("metadata.annotations[{k}]"),
+                    Rule::TaintsAnnotation,
+                    e,
+                );
             }
         }
         if total > TOTAL_ANNOTATION_SIZE_LIMIT {

@@ -502,13 +502,12 @@ impl Node {
             .status("conditions")
             .and_then(Value::as_array)
             .is_some_and(|l| l.iter().any(is_it));
-        if present {
-            if let Some(list) = self
+        if present
+            && let Some(list) = self
                 .status_mut("conditions", || Value::Array(Vec::new()))
                 .as_array_mut()
-            {
-                list.retain(|c| !is_it(c));
-            }
+        {
+            list.retain(|c| !is_it(c));
         }
         present
     }

@@ -326,14 +326,14 @@ impl Agent {
         }
         if !self.cfg().companion {
             let lease = Duration::from_secs(self.cfg().node_lease_duration_seconds as u64);
-            if let Some(t) = *self.last_lease_ok.lock().expect("lease time lock") {
-                if t.elapsed() > lease {
-                    return Some(format!(
-                        "no lease renewal for {:?}{}",
-                        t.elapsed(),
-                        failing("lease")
-                    ));
-                }
+            if let Some(t) = *self.last_lease_ok.lock().expect("lease time lock")
+                && t.elapsed() > lease
+            {
+                return Some(format!(
+                    "no lease renewal for {:?}{}",
+                    t.elapsed(),
+                    failing("lease")
+                ));
             }
         }
         None
@@ -497,10 +497,12 @@ impl Agent {
         let mut taints =
             serde_json::to_value(&self.cfg().register_with_taints).expect("taints serialize");
         if self.cfg().external_cloud_provider {
-            if let Some(list) = taints.as_array_mut() {
-                if !list.iter().any(|t| t["key"] == UNINITIALIZED_TAINT) {
-                    list.push(json!({"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}));
-                }
+            if let Some(list) = taints.as_array_mut()
+                && !list.iter().any(|t| t["key"] == UNINITIALIZED_TAINT)
+            {
+                list.push(
+                    json!({"key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule"}),
+                );
             }
             if let Some(ip) = self.provided_node_ip() {
                 node["metadata"]["annotations"][PROVIDED_NODE_IP] = json!(ip);
@@ -924,15 +926,15 @@ impl Agent {
     }
 
     fn note_ready_flip(&self, old: &Value, new: &Value) {
-        if let (Some(a), Some(b)) = (ready_status(old), ready_status(new)) {
-            if a != b {
-                tracing::info!(
-                    node = self.client.name(),
-                    from = a,
-                    to = b,
-                    "node Ready condition changed"
-                );
-            }
+        if let (Some(a), Some(b)) = (ready_status(old), ready_status(new))
+            && a != b
+        {
+            tracing::info!(
+                node = self.client.name(),
+                from = a,
+                to = b,
+                "node Ready condition changed"
+            );
         }
     }
 

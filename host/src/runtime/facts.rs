@@ -383,13 +383,13 @@ pub fn statvfs_beneath(root: &Path, rest: &Path) -> std::io::Result<FsStats> {
 }
 
 fn fs_stats(st: &libc::statvfs) -> FsStats {
-    let frsize = st.f_frsize as u64;
+    let frsize = st.f_frsize;
     FsStats {
-        total_bytes: st.f_blocks as u64 * frsize,
-        free_bytes: st.f_bfree as u64 * frsize,
-        available_bytes: st.f_bavail as u64 * frsize,
-        total_inodes: st.f_files as u64,
-        free_inodes: st.f_ffree as u64,
+        total_bytes: st.f_blocks * frsize,
+        free_bytes: st.f_bfree * frsize,
+        available_bytes: st.f_bavail * frsize,
+        total_inodes: st.f_files,
+        free_inodes: st.f_ffree,
         read_only: st.f_flag & libc::ST_RDONLY != 0,
     }
 }

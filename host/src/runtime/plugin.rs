@@ -480,14 +480,14 @@ impl Plugin {
                 declared: metadata.name,
             });
         }
-        if let Some(expected) = &settings.sha256 {
-            if !expected.eq_ignore_ascii_case(&sha256) {
-                return Err(LoadError::Sha256Mismatch {
-                    name: metadata.name,
-                    expected: expected.clone(),
-                    actual: sha256,
-                });
-            }
+        if let Some(expected) = &settings.sha256
+            && !expected.eq_ignore_ascii_case(&sha256)
+        {
+            return Err(LoadError::Sha256Mismatch {
+                name: metadata.name,
+                expected: expected.clone(),
+                actual: sha256,
+            });
         }
         let (grants, mut withheld) = resolve_grants(&metadata, &settings)?;
         withheld.extend(check_process_grants(&grants)?);

@@ -78,7 +78,7 @@ fn is_procfs(path: &Path) -> bool {
     // SAFETY: statfs fills the zeroed struct on success.
     unsafe {
         let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == libc::PROC_SUPER_MAGIC as i64
+        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == libc::PROC_SUPER_MAGIC
     }
 }
 
