@@ -387,6 +387,132 @@ fn cpu_by_process(markers: &[String]) -> std::collections::BTreeMap<String, f64>
     out
 }
 
+/// `nodestatus once` in a pod on the node: the DaemonSet's pod template
+/// (its image, security context and volumes) with the image's default
+/// plugin set, and the shipped ConfigMap's config (with the kubelet's
+/// `--hostname-override`) in a ConfigMap of its own. The Node it prints, and
+/// each setter failure it logs.
+async fn once_in_pod(
+    node: &Node,
+    pods: &Api<Pod>,
+    template: &Value,
+) -> anyhow::Result<(Value, Vec<String>)> {
+    let shipped = std::fs::read_to_string(repo().join("deploy/kubernetes/configmap.yaml"))?;
+    let mut cm: Value = serde_yaml::from_str(&shipped)?;
+    cm["metadata"]["name"] = json!("nodestatus-once-config");
+    let config = cm["data"]["config.yaml"]
+        .as_str()
+        .context("the shipped ConfigMap has no config.yaml")?;
+    cm["data"]["config.yaml"] = json!(format!("hostnameOverride: {NODE}\n{config}"));
+    let mut spec = template["spec"].clone();
+    spec["nodeName"] = json!(NODE);
+    spec["restartPolicy"] = json!("Never");
+    let c = &mut spec["containers"][0];
+    c["args"] = json!([
+        "once",
+        "--config=/etc/nodestatus/config/config.yaml",
+        "--plugin-dir=/usr/lib/nodestatus/plugins",
+        format!("--node-name={NODE}"),
+        "--cache-dir=/var/cache/nodestatus",
+    ]);
+    for k in ["ports", "livenessProbe", "readinessProbe"] {
+        c.as_object_mut().context("a container")?.remove(k);
+    }
+    for v in spec["volumes"].as_array_mut().context("volumes")? {
+        if v["name"] == "config" {
+            v["configMap"]["name"] = json!("nodestatus-once-config");
+        }
+    }
+    // No labels: the DaemonSet must not adopt it.
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "nodestatus-once", "namespace": "nodestatus"},
+        "spec": spec,
+    });
+    let file = node.dir.join("once-pod.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": [cm, pod]}))?,
+    )?;
+    run(node.kubectl().arg("apply").arg("-f").arg(&file))?;
+    let phase = until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || async {
+            let p = serde_json::to_value(pods.get("nodestatus-once").await.ok()?).ok()?;
+            let phase = p["status"]["phase"].as_str()?.to_owned();
+            matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+        },
+    )
+    .await
+    .context("the pod did not finish within 120 s")?;
+    let (stdout, stderr) = pod_output("nodestatus", "nodestatus-once");
+    ensure!(
+        phase == "Succeeded",
+        "the pod {phase}; its stderr:\n{}",
+        stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n")
+    );
+    let failures = stderr
+        .lines()
+        .filter(|l| l.contains("setter failed") || l.contains("plugin refused"))
+        .map(|l| format!("once in a pod: {l}"))
+        .collect();
+    let node_json = serde_json::from_str(&stdout)
+        .with_context(|| format!("its stdout is not a Node: {stdout:.300}"))?;
+    Ok((node_json, failures))
+}
+
+/// A finished pod's stdout and stderr, from the kubelet's CRI log files
+/// (`<time> <stream> <P|F> <text>`; `P` is a partial line).
+fn pod_output(namespace: &str, pod: &str) -> (String, String) {
+    let prefix = format!("{namespace}_{pod}_");
+    let (mut out, mut err) = (String::new(), String::new());
+    for d in std::fs::read_dir("/var/log/pods")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if !d.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        for c in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
+                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+                for line in text.lines() {
+                    let mut parts = line.splitn(4, ' ');
+                    let (_, stream, tag) = (parts.next(), parts.next(), parts.next());
+                    let body = parts.next().unwrap_or("");
+                    let to = if stream == Some("stdout") {
+                        &mut out
+                    } else {
+                        &mut err
+                    };
+                    to.push_str(body);
+                    if tag != Some("P") {
+                        to.push('\n');
+                    }
+                }
+            }
+        }
+    }
+    (out, err)
+}
+
+/// A written value in a line: `(removed)`, or at most 80 characters.
+fn short(v: &Option<Value>) -> String {
+    match v {
+        None => "(removed)".into(),
+        Some(v) => {
+            let s = v.to_string();
+            if s.chars().count() > 80 {
+                format!("{}…", s.chars().take(80).collect::<String>())
+            } else {
+                s
+            }
+        }
+    }
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("0.0.0.0:0")?
         .local_addr()?
@@ -657,6 +783,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     // The manifests.
     let port = free_port()?;
     let docs = manifests(&host, &kubelet_root, port)?;
+    let pod_template = docs[2]["spec"]["template"].clone();
     let manifest_file = work.join("manifests.json");
     std::fs::write(
         &manifest_file,
@@ -944,7 +1071,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
             missing.push(format!("+{at}s"));
         }
     }
-    let p = serde_json::to_value(pods.get(&pod_name).await?)?;
+    let p = serde_json::to_value(pods.get_opt(&pod_name).await?)?;
     let (readyz_code, readyz_body) = http_get(port, "/readyz").unwrap_or((0, String::new()));
     figure(
         "companion window end: the engine's /readyz",
@@ -985,19 +1112,21 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
             100.0 * total / span
         ),
     );
-    ensure!(
-        not_ready.is_empty(),
-        "the kubelet's Ready left True: {not_ready:?}"
-    );
-    ensure!(
-        missing.is_empty(),
-        "the plugins' fields went missing at {missing:?}"
-    );
-    ensure!(
-        p["status"]["phase"] == "Running" && restarts == 0,
-        "the DaemonSet's pod did not keep running: {}",
-        p["status"]
-    );
+    // Every check of the window and of the audit log is made and printed
+    // before the test fails on any of them.
+    let mut failures = Vec::new();
+    if !not_ready.is_empty() {
+        failures.push(format!("the kubelet's Ready left True: {not_ready:?}"));
+    }
+    if !missing.is_empty() {
+        failures.push(format!("the plugins' fields went missing at {missing:?}"));
+    }
+    if p["status"]["phase"] != "Running" || restarts != 0 {
+        failures.push(format!(
+            "the DaemonSet's pod did not keep running: {}",
+            p["status"]
+        ));
+    }
 
     // The audit log: who wrote what.
     let audit_path = cluster.audit_log_path().context("the audit log is on")?;
@@ -1015,26 +1144,75 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         figure(&format!("Node writes by {w:?}"), report.writes_by(w));
         println!("fields written by {w:?}: {:?}", report.paths_by(w));
     }
-    ensure!(
-        report.writes_by(Writer::Kubelet) > 0,
-        "no kubelet write in the audit log"
-    );
-    ensure!(
-        report.writes_by(Writer::Nodestatus) > 0,
-        "no nodestatus write in the audit log"
-    );
+    for w in [Writer::Kubelet, Writer::Nodestatus] {
+        if report.writes_by(w) == 0 {
+            failures.push(format!("no {w:?} write in the audit log"));
+        }
+    }
     let shared: Vec<String> = report
         .paths_by(Writer::Kubelet)
         .intersection(&report.paths_by(Writer::Nodestatus))
         .cloned()
         .collect();
-    figure("fields written by both (same value)", format!("{shared:?}"));
+    figure("fields written by both", format!("{shared:?}"));
     let undos = report.undos();
     let flaps = report.flaps();
     figure("writes that changed the other writer's field", undos.len());
     figure("flapping fields", flaps.len());
-    ensure!(undos.is_empty(), "one writer undid the other: {undos:#?}");
-    ensure!(flaps.is_empty(), "flapping writes: {flaps:#?}");
+    for u in undos.iter().take(20) {
+        failures.push(format!(
+            "{:?} changed {} that {:?} wrote: {} -> {}",
+            u.then,
+            u.path,
+            u.first,
+            short(&u.was),
+            short(&u.to)
+        ));
+    }
+    for f in flaps.iter().take(20) {
+        let values: Vec<String> = f.values.iter().map(short).collect();
+        failures.push(format!(
+            "{:?} flapped {}: {}",
+            f.writer,
+            f.path,
+            values.join(" -> ")
+        ));
+    }
+    if undos.len() + flaps.len() > 40 {
+        failures.push(format!(
+            "({} undos and {} flaps in all)",
+            undos.len(),
+            flaps.len()
+        ));
+    }
+    // The image's default set, under the DaemonSet's security context (a
+    // read-only root filesystem, every capability dropped), with the
+    // shipped ConfigMap: `nodestatus once` in a pod on the node.
+    let t = Instant::now();
+    match once_in_pod(&node, &pods, &pod_template).await {
+        Ok((ours, setter_failures)) => {
+            figure(
+                "once in a pod (image's default set, shipped config): setters failed",
+                setter_failures.len(),
+            );
+            figure(
+                "once in a pod: run time, from the pod's creation",
+                format!("{:.1} s", t.elapsed().as_secs_f64()),
+            );
+            failures.extend(setter_failures);
+            let theirs = serde_json::to_value(nodes.get(NODE).await?)?;
+            let table = parity::table(&theirs, &ours, parity::EXPECTED);
+            figure(
+                "once in a pod: parity with the kubelet's node",
+                table.lines().last().unwrap_or_default(),
+            );
+            for row in table.lines().filter(|l| l.contains("**DIFFERS**")) {
+                println!("once in a pod: {row}");
+            }
+        }
+        Err(e) => failures.push(format!("nodestatus once in a pod: {e:#}")),
+    }
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
 
     // Standalone parity, first step: `nodestatus once` on the host with the
     // default config, against the kubelet's Node (no CRI yet: the runtime
