@@ -174,10 +174,6 @@ fn flatten(v: &Value, path: &str, out: &mut Vec<(String, Option<Value>)>) {
 
 /// A field one writer set and the other then changed (or removed).
 #[derive(Debug, Clone)]
-#[expect(
-    dead_code,
-    reason = "read through Debug, in the test's failure message"
-)]
 pub struct Undo {
     pub path: String,
     pub first: Writer,
@@ -189,10 +185,6 @@ pub struct Undo {
 /// A field whose value came back to an earlier one after a change
 /// (`A, B, A`), by one writer.
 #[derive(Debug, Clone)]
-#[expect(
-    dead_code,
-    reason = "read through Debug, in the test's failure message"
-)]
 pub struct Flap {
     pub writer: Writer,
     pub path: String,

@@ -4,9 +4,10 @@
 //! the reason), or differ unexpectedly.
 //!
 //! Today the nodestatus side is `nodestatus once` on the host with
-//! `deploy/default-config.yaml` and no CRI, so the runtime facts are listed
-//! as expected differences; the standalone node B with CRI granted (issue
-//! 14) replaces it once the engine has its CRI client.
+//! `deploy/default-config.yaml` and the kubelet's containerd as its CRI
+//! endpoint, and `nodestatus once` in a pod with the shipped ConfigMap (no
+//! CRI socket there: [`WITHOUT_CRI`]); a standalone node B registered by
+//! nodestatus (issue 14) is the next step.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,14 +26,6 @@ pub const EXPECTED: &[(&str, &str)] = &[
     (
         "status.nodeInfo.kubeProxyVersion",
         "kubelet 1.20 sets its own version; empty from 1.33 on, and nodestatus leaves it empty",
-    ),
-    (
-        "status.nodeInfo.containerRuntimeVersion",
-        "no CRI client yet: nodestatus says Unknown",
-    ),
-    (
-        "status.images",
-        "no CRI client yet: nodestatus lists no images",
     ),
     (
         "status.conditions[*].lastHeartbeatTime",
@@ -78,6 +71,16 @@ pub const EXPECTED: &[(&str, &str)] = &[
         "metadata.annotations[node.alpha.kubernetes.io/ttl]",
         "set by kube-controller-manager's ttl controller when it runs, not by a node agent",
     ),
+];
+
+/// More expected differences when nodestatus has no CRI socket (the
+/// DaemonSet mounts none): the runtime's facts.
+pub const WITHOUT_CRI: &[(&str, &str)] = &[
+    (
+        "status.nodeInfo.containerRuntimeVersion",
+        "no CRI socket: nodestatus says Unknown",
+    ),
+    ("status.images", "no CRI socket: nodestatus lists no images"),
 ];
 
 /// The compared fields of a Node, flattened: labels, annotations, taints,
@@ -178,9 +181,9 @@ fn cell(s: &str) -> String {
     }
 }
 
-/// The markdown table of every field of either node, and the number of
-/// unexpected differences on its last line.
-pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> String {
+/// The markdown table of every field of either node (the number of
+/// unexpected differences on its last line), and that number.
+pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> (String, usize) {
     let (mut a, mut b) = (fields(kubelet), fields(ours));
     // The order of the conditions both nodes have.
     let types = |n: &Value| -> Vec<String> {
@@ -227,15 +230,20 @@ pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> 
         ));
     }
     out.push_str(&format!("\nunexpected differences: {unexpected}\n"));
-    out
+    (out, unexpected)
 }
 
 /// `nodestatus once` on this host with `deploy/default-config.yaml`, the
 /// default plugin set and no CRI; with the kubelet's `--hostname-override`,
 /// and its root dir `kubelet_root` as machine-info's `rootDir` and
 /// disk-pressure's `nodefsPath` (the kubelet's filesystem, where
-/// `/var/lib/kubelet` would be).
-pub fn once_on_host(bin: &Path, kubelet_root: &Path) -> anyhow::Result<Value> {
+/// `/var/lib/kubelet` would be); and the kubelet's containerd as its
+/// `containerRuntimeEndpoint` (the runtime facts over CRI).
+pub fn once_on_host(
+    bin: &Path,
+    kubelet_root: &Path,
+    runtime_endpoint: &str,
+) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins)?;
@@ -265,6 +273,7 @@ pub fn once_on_host(bin: &Path, kubelet_root: &Path) -> anyhow::Result<Value> {
     let mut c: serde_yaml::Value = serde_yaml::from_str(&default)?;
     let root = serde_yaml::Value::from(kubelet_root.display().to_string());
     c["hostnameOverride"] = super::NODE.into();
+    c["containerRuntimeEndpoint"] = runtime_endpoint.into();
     c["plugins"]["machine-info"]["config"]["rootDir"] = root.clone();
     c["plugins"]["disk-pressure"]["config"]["nodefsPath"] = root;
     std::fs::write(&config, serde_yaml::to_string(&c)?)?;
