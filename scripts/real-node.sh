@@ -5,8 +5,8 @@
 # needs on this kind of VM, are in docs/real-node.md.
 #
 #   scripts/real-node.sh prepare
-#       Installs the Debian packages (under the apt lock that
-#       scripts/ensure-apiserver.sh uses) and builds the pause and busybox
+#       Installs the Debian packages (scripts/ensure-packages.sh: under the
+#       apt lock of the other set-up scripts) and builds the pause and busybox
 #       images once, cached in $NODESTATUS_CACHE/real-node (default
 #       ~/.cache/nodestatus/real-node). Prints the cache directory.
 #   scripts/real-node.sh up DIR KUBECONFIG NODE
@@ -47,16 +47,8 @@ die() { log "$*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (containerd, runc and the kubelet need it)"
 
 prepare() {
-  local missing=() p
-  for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing ${missing[*]}"
-    flock /tmp/nodestatus-apt.lock apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive flock /tmp/nodestatus-apt.lock \
-      apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-  fi
+  # apt under the set-up scripts' lock, `apt-get update` only when needed.
+  "$here/ensure-packages.sh" "${pkgs[@]}"
   [ -x "$bindir/kubelet" ] || die "no kubelet in $bindir: run scripts/ensure-apiserver.sh first"
   mkdir -p "$images"
   if [ -f "$images/pause.tar" ] && [ -f "$images/busybox.tar" ] \

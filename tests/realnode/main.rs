@@ -307,6 +307,30 @@ fn manifests(host: &Path, kubelet_root: &Path, port: u16) -> anyhow::Result<Vec<
     Ok(vec![namespace, configmap, ds])
 }
 
+/// Waits (up to 30 s) until the serviceaccount controller has made
+/// namespace `ns`'s `default` ServiceAccount: the ServiceAccount admission
+/// refuses pods until then.
+async fn default_service_account(node: &Node, ns: &str) -> anyhow::Result<()> {
+    let made = until(
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || async {
+            let out = node
+                .kubectl()
+                .args(["get", "serviceaccount", "default", "-n", ns, "-o", "name"])
+                .output()
+                .ok()?;
+            out.status.success().then_some(())
+        },
+    )
+    .await;
+    ensure!(
+        made.is_some(),
+        "the serviceaccount controller made no default ServiceAccount in {ns} within 30 s"
+    );
+    Ok(())
+}
+
 /// A plain HTTP/1.0 GET on loopback: its status code and body.
 fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
     use std::io::{Read, Write};
@@ -331,27 +355,32 @@ fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
 /// `/var/log/pods` (the apiserver cannot reach this kubelet, which serves
 /// on loopback only).
 fn pod_log(namespace: &str, pod: &str) -> String {
+    pod_log_files(namespace, pod)
+        .iter()
+        .map(|f| format!("--- {}\n{}\n", f.display(), log_tail(f, 20)))
+        .collect()
+}
+
+/// The kubelet's log files of a pod's containers, under `/var/log/pods`.
+fn pod_log_files(namespace: &str, pod: &str) -> Vec<PathBuf> {
     let prefix = format!("{namespace}_{pod}_");
-    let mut out = String::new();
-    for d in std::fs::read_dir("/var/log/pods")
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    };
+    entries(Path::new("/var/log/pods"))
         .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if !d.file_name().to_string_lossy().starts_with(&prefix) {
-            continue;
-        }
-        for c in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
-                out.push_str(&format!(
-                    "--- {}\n{}\n",
-                    f.path().display(),
-                    log_tail(&f.path(), 20)
-                ));
-            }
-        }
-    }
-    out
+        .filter(|d| {
+            d.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .flat_map(|d| entries(&d))
+        .flat_map(|c| entries(&c))
+        .collect()
 }
 
 /// CPU seconds (user and system, the process's own and its waited-for
@@ -465,33 +494,21 @@ async fn once_in_pod(
 /// A finished pod's stdout and stderr, from the kubelet's CRI log files
 /// (`<time> <stream> <P|F> <text>`; `P` is a partial line).
 fn pod_output(namespace: &str, pod: &str) -> (String, String) {
-    let prefix = format!("{namespace}_{pod}_");
     let (mut out, mut err) = (String::new(), String::new());
-    for d in std::fs::read_dir("/var/log/pods")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if !d.file_name().to_string_lossy().starts_with(&prefix) {
-            continue;
-        }
-        for c in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
-                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
-                for line in text.lines() {
-                    let mut parts = line.splitn(4, ' ');
-                    let (_, stream, tag) = (parts.next(), parts.next(), parts.next());
-                    let body = parts.next().unwrap_or("");
-                    let to = if stream == Some("stdout") {
-                        &mut out
-                    } else {
-                        &mut err
-                    };
-                    to.push_str(body);
-                    if tag != Some("P") {
-                        to.push('\n');
-                    }
-                }
+    for f in pod_log_files(namespace, pod) {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.splitn(4, ' ');
+            let (_, stream, tag) = (parts.next(), parts.next(), parts.next());
+            let body = parts.next().unwrap_or("");
+            let to = if stream == Some("stdout") {
+                &mut out
+            } else {
+                &mut err
+            };
+            to.push_str(body);
+            if tag != Some("P") {
+                to.push('\n');
             }
         }
     }
@@ -796,31 +813,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         .arg("apply")
         .arg("-f")
         .arg(repo().join("deploy/kubernetes/namespace.yaml")))?;
-    let sa_ready = until(
-        Duration::from_secs(30),
-        Duration::from_millis(250),
-        || async {
-            let out = node
-                .kubectl()
-                .args([
-                    "get",
-                    "serviceaccount",
-                    "default",
-                    "-n",
-                    "nodestatus",
-                    "-o",
-                    "name",
-                ])
-                .output()
-                .ok()?;
-            out.status.success().then_some(())
-        },
-    )
-    .await;
-    ensure!(
-        sa_ready.is_some(),
-        "the serviceaccount controller made no default ServiceAccount in 30 s"
-    );
+    default_service_account(&node, "nodestatus").await?;
     let applied = Instant::now();
     run(node.kubectl().arg("apply").arg("-f").arg(&manifest_file))?;
 
@@ -918,31 +911,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     // The extended resource is schedulable: the real scheduler places a pod
     // that requests 1, and leaves one that requests 2 (more than the node
     // has) Pending.
-    let default_sa = until(
-        Duration::from_secs(30),
-        Duration::from_millis(250),
-        || async {
-            let out = node
-                .kubectl()
-                .args([
-                    "get",
-                    "serviceaccount",
-                    "default",
-                    "-n",
-                    "default",
-                    "-o",
-                    "name",
-                ])
-                .output()
-                .ok()?;
-            out.status.success().then_some(())
-        },
-    )
-    .await;
-    ensure!(
-        default_sa.is_some(),
-        "no default ServiceAccount in namespace default"
-    );
+    default_service_account(&node, "default").await?;
     let test_pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
     let pod_for = |name: &str, count: u32| -> anyhow::Result<Pod> {
         Ok(serde_json::from_value(json!({
