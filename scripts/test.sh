@@ -10,17 +10,23 @@
 # and the Rust build of every test binary) are independent and run side by
 # side; each writes its log under target/test-logs, printed if it fails.
 # Then the tests run: the unit tests, the integration binary (tests/all),
-# the fault rig (tests/faults) and the plugins' native tests.
+# the fault rig (tests/faults) and the plugins' native tests, with the
+# real-node suite (tests/realnode: containerd, a kubelet, the image and the
+# DaemonSet; root) beside them.
 #
 # Longer runs, off by default: NODESTATUS_PROPTEST_CASES=3000 (generated
-# patches against the real apiserver, 500 by default).
+# patches against the real apiserver, 500 by default),
+# NODESTATUS_REALNODE_SECONDS=1800 (the companion window, 180 s by default).
+# NODESTATUS_SKIP_REALNODE=1 skips the real-node suite (a machine without
+# root or cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
 
 log "rust target wasm32-wasip2; Debian packages for the build (protoc) and the tests (containerd)"
 rustup target add wasm32-wasip2
-scripts/ensure-packages.sh protobuf-compiler containerd
+scripts/ensure-packages.sh protobuf-compiler containerd \
+  runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev
 
 logs=target/test-logs
 mkdir -p "$logs"
@@ -33,7 +39,8 @@ apiserver=$!
     scripts/guests/c.sh target/guest-plugins
 ) >"$logs/guests.log" 2>&1 &
 guests=$!
-cargo test --workspace --no-run >"$logs/build.log" 2>&1 &
+{ cargo test --workspace --no-run &&
+    cargo test -p nodestatus-tests --test realnode --no-run; } >"$logs/build.log" 2>&1 &
 build=$!
 failed=0
 for job in "apiserver:$apiserver" "guests:$guests" "build:$build"; do
@@ -50,8 +57,30 @@ done
 NODESTATUS_APISERVER="$(tail -n 1 "$logs/apiserver.log")"
 export NODESTATUS_APISERVER
 
+# The real-node suite (tests/realnode, docs/real-node.md): a kubelet on
+# containerd, the image and the DaemonSet; about 4 minutes of wall time at
+# about 8% of a core, so it runs beside the other tests. Its binary runs
+# directly, so that no cargo lock is held while it waits.
+# NODESTATUS_SKIP_REALNODE=1 skips it (it needs root and cgroups).
+realnode_bin="$(sed -n 's/.*Executable realnode\/main.rs (\(.*\))$/\1/p' "$logs/build.log" | tail -n 1)"
+[ -x "$realnode_bin" ] || { log "no real-node test binary named in $logs/build.log"; exit 1; }
+log "real-node suite, in the background ($logs/realnode.log)"
+"$realnode_bin" >"$logs/realnode.log" 2>&1 &
+realnode=$!
+
+status=0
 log "cargo test (unit, integration, fault rig)"
-cargo test --workspace --no-fail-fast "$@"
+cargo test --workspace --no-fail-fast "$@" || status=1
 
 log "plugin unit tests (the setters compiled natively, on fixture trees)"
-cargo test --manifest-path plugins/Cargo.toml --workspace "$@"
+cargo test --manifest-path plugins/Cargo.toml --workspace "$@" || status=1
+
+if wait "$realnode"; then
+  log "real-node suite: ok"
+  grep '^REALNODE|' "$logs/realnode.log" >&2 || true
+else
+  log "real-node suite: FAILED; the end of $logs/realnode.log:"
+  tail -n 80 "$logs/realnode.log" >&2
+  status=1
+fi
+exit "$status"
