@@ -268,6 +268,9 @@ pub struct NodeClient {
 /// The default deadline of a call: the kubelet's default periods (10 s).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 
+/// The `User-Agent` of every API call: `nodestatus/<version>`.
+pub const USER_AGENT: &str = concat!("nodestatus/", env!("CARGO_PKG_VERSION"));
+
 impl NodeClient {
     /// Calls for node `name` through `client`, with the default deadline.
     /// Its connections cannot be reset (see [`Self::from_config`]).
@@ -287,11 +290,22 @@ impl NodeClient {
     /// bounded by `deadline` (connect, read and write timeouts, and the whole
     /// call). [`Self::reset_connections`] builds the client anew.
     pub fn from_config(
-        config: kube::Config,
+        mut config: kube::Config,
         name: &str,
         traffic: Arc<Traffic>,
         deadline: Duration,
     ) -> Result<Self> {
+        // Named in the apiserver's audit log, as the kubelet is.
+        if !config
+            .headers
+            .iter()
+            .any(|(k, _)| k == http::header::USER_AGENT)
+        {
+            config.headers.push((
+                http::header::USER_AGENT,
+                http::HeaderValue::from_static(USER_AGENT),
+            ));
+        }
         let watch = kube::Client::try_from(config.clone()).map_err(Error::Rebuild)?;
         let watch_config = Some(Arc::new(config.clone()));
         let mut heartbeat = config;
@@ -525,5 +539,42 @@ mod cause_tests {
         let text = err.to_string();
         assert!(matches!(err, Error::Transport { .. }), "{err:?}");
         assert!(text.contains("Connection refused"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn every_call_names_nodestatus_as_its_user_agent() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let _ = conn
+                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            String::from_utf8_lossy(&head).to_lowercase()
+        });
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        let client = NodeClient::from_config(
+            config,
+            "n",
+            Arc::new(Traffic::default()),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let _ = client.get_node().await;
+        let head = server.await.unwrap();
+        assert!(
+            head.contains(&format!("user-agent: {USER_AGENT}")),
+            "{head}"
+        );
     }
 }
