@@ -365,3 +365,82 @@ fn once_reads_the_configured_runtime() {
         format!("containerd://{expected}")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_engine_puts_containerds_facts_on_its_node() {
+    // `nodestatus run`, standalone, with the runtime granted: the Node in
+    // the real apiserver carries what containerd said.
+    let node = "cri-run-node";
+    let ctd = Containerd::start();
+    ctd.import_tiny_image(TINY);
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for (file, src) in [
+        ("version-info.wasm", built::VERSION_INFO),
+        ("images.wasm", built::IMAGES),
+        ("ready.wasm", built::READY),
+    ] {
+        drop_plugin(&plugins, file, Path::new(src));
+    }
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "nodeName: {node}\ncontainerRuntimeEndpoint: {}\nplugins:\n  version-info: {{containerRuntime: true}}\n  images: {{containerRuntime: true}}\n  ready: {{containerRuntime: true}}\n",
+            ctd.endpoint()
+        ),
+    )
+    .unwrap();
+    let kubeconfig = crate::kube::write_node_kubeconfig(dir.path(), node);
+    let log = dir.path().join("nodestatus.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(["run", "--node-status-update-frequency", "1s"])
+        .args(["--node-lease-duration-seconds", "4", "--address", ""])
+        .arg("--config")
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let expected = format!(
+        "containerd://{}",
+        nodestatus_sdk::host::kubelet_runtime_version(&ctd.version()).unwrap()
+    );
+    let mut seen = None;
+    crate::common::until(
+        30,
+        &log,
+        "containerd's facts never reached the node",
+        async || {
+            seen = crate::kube::server_node(node).await;
+            seen.as_ref().is_some_and(|n| {
+                n["status"]["nodeInfo"]["containerRuntimeVersion"] == expected.as_str()
+                    && n["status"]["images"].as_array().is_some_and(|l| {
+                        l.iter()
+                            .any(|i| i["names"].as_array().unwrap().iter().any(|x| x == TINY))
+                    })
+            })
+        },
+    )
+    .await;
+    // The runtime's own conditions decide Ready: no CNI, so not Ready, in
+    // the kubelet's words.
+    let n = seen.unwrap();
+    let ready = crate::kube::condition(&n, "Ready").unwrap();
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains(
+            "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady"
+        ),
+        "{ready}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

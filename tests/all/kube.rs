@@ -46,6 +46,7 @@ const NODES: &[&str] = &[
     "nologind-node",
     "nobus-node",
     "live-node",
+    "cri-run-node",
 ];
 
 pub struct Shared {
