@@ -50,6 +50,8 @@ const NODE: &str = "realnode-a";
 /// Another node, registered by the admin: the node's credential must not
 /// write it.
 const OTHER: &str = "realnode-other";
+/// The second node, registered by `nodestatus run` on the same machine.
+const NODE_B: &str = "realnode-b";
 /// The extended resource the disk reporter advertises.
 const RESOURCE: &str = "example.com/local-disk";
 /// Where the DaemonSet's pod sees the fixture mount.
@@ -665,7 +667,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     let t = Instant::now();
     let cluster = LocalCluster::start_with_parts(
         &work.join("cluster"),
-        &[NODE, OTHER],
+        &[NODE, OTHER, NODE_B],
         false,
         true,
         Extras {
@@ -1210,6 +1212,61 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
             }
         }
         Err(e) => failures.push(format!("nodestatus once on the host: {e:#}")),
+    }
+    // Standalone parity: `nodestatus run` registers node B from the same
+    // machine (same hostname, root dir and containerd), and keeps it
+    // current; node A (the kubelet's) and node B, field by field.
+    let b_kubeconfig = cluster.write_node_kubeconfig(NODE_B)?;
+    let (mut b, b_dir) = parity::run_on_host(
+        bin,
+        &kubelet_root,
+        &format!(
+            "unix://{}",
+            node_dir.join("containerd/containerd.sock").display()
+        ),
+        &b_kubeconfig,
+        NODE_B,
+    )?;
+    let t = Instant::now();
+    let mut node_b = None;
+    while t.elapsed() < Duration::from_secs(60) {
+        if let Some(n) = nodes.get_opt(NODE_B).await? {
+            let n = serde_json::to_value(n)?;
+            // Ready, and the lifecycle controller's start-up taints gone.
+            let ready = n["status"]["conditions"].as_array().is_some_and(|l| {
+                l.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            if ready && n["spec"]["taints"].is_null() {
+                node_b = Some(n);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let _ = b.kill();
+    let _ = b.wait();
+    match node_b {
+        Some(ours) => {
+            figure(
+                "node B (nodestatus run, standalone, CRI) Ready and untainted, from its start",
+                format!("{:.1} s", t.elapsed().as_secs_f64()),
+            );
+            let theirs = serde_json::to_value(nodes.get(NODE).await?)?;
+            let (table, unexpected) = parity::table(&theirs, &ours, parity::EXPECTED);
+            println!("node A (kubelet) against node B (nodestatus run):\n{table}");
+            figure(
+                "node B: unexpected differences from the kubelet's node A",
+                unexpected,
+            );
+            for row in table.lines().filter(|l| l.contains("**DIFFERS**")) {
+                failures.push(format!("node B, parity: {row}"));
+            }
+        }
+        None => failures.push(format!(
+            "node B was not Ready and untainted within 60 s: {}",
+            std::fs::read_to_string(b_dir.path().join("nodestatus.log")).unwrap_or_default()
+        )),
     }
     ensure!(failures.is_empty(), "{}", failures.join("\n"));
 

@@ -239,11 +239,12 @@ pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> 
 /// disk-pressure's `nodefsPath` (the kubelet's filesystem, where
 /// `/var/lib/kubelet` would be); and the kubelet's containerd as its
 /// `containerRuntimeEndpoint` (the runtime facts over CRI).
-pub fn once_on_host(
-    bin: &Path,
+/// The default plugin set and its config for this host (see
+/// [`once_on_host`]): a temporary directory, its plugin directory and config.
+fn host_setup(
     kubelet_root: &Path,
     runtime_endpoint: &str,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<(tempfile::TempDir, std::path::PathBuf, std::path::PathBuf)> {
     let dir = tempfile::tempdir()?;
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins)?;
@@ -277,6 +278,15 @@ pub fn once_on_host(
     c["plugins"]["machine-info"]["config"]["rootDir"] = root.clone();
     c["plugins"]["disk-pressure"]["config"]["nodefsPath"] = root;
     std::fs::write(&config, serde_yaml::to_string(&c)?)?;
+    Ok((dir, plugins, config))
+}
+
+pub fn once_on_host(
+    bin: &Path,
+    kubelet_root: &Path,
+    runtime_endpoint: &str,
+) -> anyhow::Result<Value> {
+    let (_dir, plugins, config) = host_setup(kubelet_root, runtime_endpoint)?;
     let out = Command::new(bin)
         .args(["once", "--node-name", super::NODE, "--plugin-dir"])
         .arg(&plugins)
@@ -291,4 +301,33 @@ pub fn once_on_host(
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// `nodestatus run` on this host, standalone, as node `name` with `name`'s
+/// own credential (`kubeconfig`): the same plugins and config as
+/// [`once_on_host`] (the kubelet's hostname, root dir and containerd), so it
+/// registers a second node from the same machine. Kill the child to stop it.
+pub fn run_on_host(
+    bin: &Path,
+    kubelet_root: &Path,
+    runtime_endpoint: &str,
+    kubeconfig: &Path,
+    name: &str,
+) -> anyhow::Result<(std::process::Child, tempfile::TempDir)> {
+    let (dir, plugins, config) = host_setup(kubelet_root, runtime_endpoint)?;
+    let log = std::fs::File::create(dir.path().join("nodestatus.log"))?;
+    let child = Command::new(bin)
+        .args(["run", "--node-name", name, "--address", "", "--plugin-dir"])
+        .arg(&plugins)
+        .arg("--config")
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(nodestatus_tests::built::TEST_CACHE_DIR)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    Ok((child, dir))
 }
