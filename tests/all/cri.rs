@@ -392,23 +392,8 @@ async fn a_running_engine_puts_containerds_facts_on_its_node() {
         ),
     )
     .unwrap();
-    let kubeconfig = crate::kube::write_node_kubeconfig(dir.path(), node);
-    let log = dir.path().join("nodestatus.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
-        .args(["run", "--node-status-update-frequency", "1s"])
-        .args(["--node-lease-duration-seconds", "4", "--address", ""])
-        .arg("--config")
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin-dir")
-        .arg(&plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut engine, log) = crate::kube::engine_command(dir.path(), node, &plugins);
+    let mut child = engine.arg("--config").arg(&config).spawn().unwrap();
     let expected = format!(
         "containerd://{}",
         nodestatus_sdk::host::kubelet_runtime_version(&ctd.version()).unwrap()

@@ -79,10 +79,11 @@ fn javascript_load_average_sets_high_load_from_proc_loadavg() {
     }
 }
 
-#[test]
-fn javascript_load_average_without_proc_fails_cleanly() {
+/// One pass of the guest plugin `name` alone, granted nothing: the node it
+/// left and the error it must have failed with.
+fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::CallError) {
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
-    drop_plugin(tmp.path(), "load-average.wasm", &guest("load-average"));
+    drop_plugin(tmp.path(), &format!("{name}.wasm"), &guest(name));
     dir.rescan();
     let (out, report) = nodestatus::pipeline::run_pass(
         dir.runtime(),
@@ -90,7 +91,16 @@ fn javascript_load_average_without_proc_fails_cleanly() {
         &nodes::small_node("n1"),
         &nodestatus::runtime::CallContext::default(),
     );
-    let e = report.setters[0].outcome.as_ref().unwrap_err();
+    let e = report.setters[0]
+        .outcome
+        .clone()
+        .expect_err(&format!("{name} without grants"));
+    (out, e)
+}
+
+#[test]
+fn javascript_load_average_without_proc_fails_cleanly() {
+    let (out, e) = fails_without_grants("load-average");
     assert_eq!(e.kind.as_str(), "plugin", "{e}");
     assert!(e.to_string().contains("/proc/loadavg"), "{e}");
     // Where, in the author's file (through the source map that build.mjs
@@ -155,16 +165,7 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
 
 #[test]
 fn python_cpu_features_without_proc_says_it_is_not_granted() {
-    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
-    drop_plugin(tmp.path(), "cpu-features.wasm", &guest("cpu-features"));
-    dir.rescan();
-    let (_, report) = nodestatus::pipeline::run_pass(
-        dir.runtime(),
-        &dir.current(),
-        &nodes::small_node("n1"),
-        &nodestatus::runtime::CallContext::default(),
-    );
-    let e = report.setters[0].outcome.as_ref().unwrap_err();
+    let (_, e) = fails_without_grants("cpu-features");
     assert_eq!(e.kind.as_str(), "plugin", "{e}");
     // The SDK's FileError, inside the sandbox: not "no such file".
     assert!(

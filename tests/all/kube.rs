@@ -114,6 +114,32 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
     kubeconfig
 }
 
+/// `nodestatus run` for `node` with the node's own identity on the shared
+/// apiserver, fast periods, no HTTP endpoint, the setters in `plugins`, its
+/// log in `dir`: the command to add flags or environment to and spawn, and
+/// the log's path.
+pub fn engine_command(
+    dir: &Path,
+    node: &str,
+    plugins: &Path,
+) -> (std::process::Command, std::path::PathBuf) {
+    let kubeconfig = write_node_kubeconfig(dir, node);
+    let log = dir.join("nodestatus.log");
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_nodestatus"));
+    c.args(["run", "--node-name", node])
+        .args(["--node-status-update-frequency", "1s"])
+        .args(["--node-lease-duration-seconds", "4", "--address", ""])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(plugins)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    (c, log)
+}
+
 pub fn admin() -> kube::Client {
     client(&cluster().admin_token)
 }

@@ -4,7 +4,6 @@
 //! the real apiserver.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,23 +141,8 @@ async fn a_running_engine_takes_a_new_grant_without_a_restart() {
         &config,
         &format!("nodeName: {node}\nplugins:\n  machine-info: {{}}\n"),
     );
-    let kubeconfig = crate::kube::write_node_kubeconfig(dir.path(), node);
-    let log = dir.path().join("nodestatus.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
-        .args(["run", "--node-status-update-frequency", "1s"])
-        .args(["--node-lease-duration-seconds", "4", "--address", ""])
-        .arg("--config")
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin-dir")
-        .arg(&plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut engine, log) = crate::kube::engine_command(dir.path(), node, &plugins);
+    let mut child = engine.arg("--config").arg(&config).spawn().unwrap();
     let logged = |what: &str| std::fs::read_to_string(&log).unwrap().contains(what);
     let memory = || async {
         server_node(node).await.and_then(|n| {

@@ -106,23 +106,8 @@ fn start(node: &str, bus: &str, dir: &Path) -> (Child, PathBuf) {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     drop_plugin(&plugins, "ready.wasm", Path::new(built::READY));
-    let kubeconfig = crate::kube::write_node_kubeconfig(dir, node);
-    let log = dir.join("nodestatus.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
-        .args(["run", "--node-name", node])
-        .args(["--node-status-update-frequency", "1s"])
-        .args(["--node-lease-duration-seconds", "4", "--address", ""])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin-dir")
-        .arg(&plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .env("RUST_LOG", "info")
-        .env("DBUS_SYSTEM_BUS_ADDRESS", bus)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (mut engine, log) = crate::kube::engine_command(dir, node, &plugins);
+    let child = engine.env("DBUS_SYSTEM_BUS_ADDRESS", bus).spawn().unwrap();
     (child, log)
 }
 

@@ -519,6 +519,18 @@ impl NodeClient {
 mod cause_tests {
     use super::*;
 
+    /// A client for node `n` on plain HTTP at `127.0.0.1:port`.
+    fn client_on(port: u16) -> NodeClient {
+        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+        NodeClient::from_config(
+            config,
+            "n",
+            Arc::new(Traffic::default()),
+            Duration::from_secs(5),
+        )
+        .unwrap()
+    }
+
     #[tokio::test]
     async fn a_transport_error_names_its_underlying_cause() {
         // A port nothing listens on.
@@ -527,14 +539,7 @@ mod cause_tests {
             .local_addr()
             .unwrap()
             .port();
-        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        let client = NodeClient::from_config(
-            config,
-            "n",
-            Arc::new(Traffic::default()),
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let client = client_on(port);
         let err = client.get_node().await.unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, Error::Transport { .. }), "{err:?}");
@@ -562,14 +567,7 @@ mod cause_tests {
                 .await;
             String::from_utf8_lossy(&head).to_lowercase()
         });
-        let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
-        let client = NodeClient::from_config(
-            config,
-            "n",
-            Arc::new(Traffic::default()),
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let client = client_on(port);
         let _ = client.get_node().await;
         let head = server.await.unwrap();
         assert!(
