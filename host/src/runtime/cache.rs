@@ -147,15 +147,10 @@ fn check_dir(dir: &Path) -> Result<()> {
 
 impl PrecompileCache {
     /// Opens (and creates, owner-only) the cache directory for `engine`,
-    /// capped at [`DEFAULT_MAX_BYTES`]. Refuses a directory that others could
-    /// write ([`Error::CacheUnsafe`]).
-    pub fn open(dir: PathBuf, engine: &Engine) -> Result<Self> {
-        Self::open_with_cap(dir, engine, DEFAULT_MAX_BYTES)
-    }
-
-    /// Like [`Self::open`], with at most `max_bytes` of entries. Removes
-    /// the entries no build of this engine can use, then applies the cap.
-    pub fn open_with_cap(dir: PathBuf, engine: &Engine, max_bytes: u64) -> Result<Self> {
+    /// with at most `max_bytes` of entries. Refuses a directory that others
+    /// could write ([`Error::CacheUnsafe`]). Removes the entries no build of
+    /// this engine can use, then applies the cap.
+    pub fn open(dir: PathBuf, engine: &Engine, max_bytes: u64) -> Result<Self> {
         create_private_dir(&dir).map_err(|source| Error::Cache {
             path: dir.clone(),
             source,
@@ -178,11 +173,6 @@ impl PrecompileCache {
     /// The counters of this cache.
     pub fn stats(&self) -> &CacheStats {
         &self.stats
-    }
-
-    /// The size cap.
-    pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
     }
 
     /// The entries: path, size and modification time.

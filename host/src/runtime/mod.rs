@@ -209,19 +209,18 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Linker)?;
         host_api::add_to_linker(&mut linker).map_err(Error::Linker)?;
 
-        let cache = match cache_dir
-            .map(|path| PrecompileCache::open_with_cap(path, &engine, cache_max_bytes))
-        {
-            None => None,
-            Some(Ok(cache)) => Some(cache),
-            Some(Err(err)) => {
-                tracing::warn!(
-                    "precompile cache disabled, every plugin is compiled at load: {}",
-                    crate::plugin_dir::error_chain(&err)
-                );
-                None
-            }
-        };
+        let cache =
+            match cache_dir.map(|path| PrecompileCache::open(path, &engine, cache_max_bytes)) {
+                None => None,
+                Some(Ok(cache)) => Some(cache),
+                Some(Err(err)) => {
+                    tracing::warn!(
+                        "precompile cache disabled, every plugin is compiled at load: {}",
+                        crate::plugin_dir::error_chain(&err)
+                    );
+                    None
+                }
+            };
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(engine.weak(), stop_ticker.clone());
