@@ -40,6 +40,11 @@ const DECIMAL: &[(&str, i32)] = &[
 ];
 
 impl Quantity {
+    /// A value in thousandths of a unit, written in `format`.
+    pub fn new(millis: i128, format: Format) -> Self {
+        Self { millis, format }
+    }
+
     /// Whole units, written in decimal (`cpu`, `pods`).
     pub fn units(n: i64) -> Self {
         Self {
@@ -68,7 +73,9 @@ impl Quantity {
     /// as the API server does.
     pub fn parse(s: &str) -> Result<Self, String> {
         let err = || format!("{s:?} is not a quantity (for example 2, 500m, 16Gi, 1.5G)");
-        let t = s.trim();
+        // ASCII whitespace only, as the other SDKs trim it (Kubernetes
+        // itself refuses any).
+        let t = s.trim_matches([' ', '\t', '\r', '\n']);
         if t.is_empty() || t.len() > 64 {
             return Err(err());
         }
@@ -100,10 +107,13 @@ impl Quantity {
         } else {
             return Err(err());
         };
-        let mantissa: i128 = format!("{int}{frac}")
-            .trim_start_matches('0')
-            .parse()
-            .unwrap_or(0);
+        let digits = format!("{int}{frac}");
+        let digits = digits.trim_start_matches('0');
+        let mantissa: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().map_err(|_| err())?
+        };
         // millis = mantissa * 10^(dec_exp + 3 - frac.len()) * 2^bin_exp
         let exp10 = dec_exp + 3 - frac.len() as i32;
         let scaled = if exp10 >= 0 {
@@ -157,7 +167,8 @@ impl Quantity {
 
 impl fmt::Display for Quantity {
     /// The canonical form: the largest suffix that writes the value as a
-    /// whole number.
+    /// whole number. As Kubernetes does, a binary quantity under 1Ki is
+    /// written in decimal (`1000` bytes is `1k`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.millis;
         if m % 1000 != 0 {
@@ -168,7 +179,7 @@ impl fmt::Display for Quantity {
             return f.write_str("0");
         }
         match self.format {
-            Format::BinarySI => {
+            Format::BinarySI if units.abs() >= 1024 => {
                 for (name, exp) in BINARY.iter().rev() {
                     let d = 1i128 << exp;
                     if units % d == 0 {
@@ -177,7 +188,7 @@ impl fmt::Display for Quantity {
                 }
                 write!(f, "{units}")
             }
-            Format::DecimalSI => {
+            _ => {
                 for (name, exp) in DECIMAL.iter().rev().filter(|(_, e)| *e > 0) {
                     let d = 10i128.pow(*exp as u32);
                     if units % d == 0 {
@@ -225,7 +236,8 @@ mod tests {
     fn formats_canonically() {
         assert_eq!(Quantity::bytes(16 * 1024 * 1024 * 1024).to_string(), "16Gi");
         assert_eq!(Quantity::bytes(32876232 * 1024).to_string(), "32876232Ki");
-        assert_eq!(Quantity::bytes(1000).to_string(), "1000");
+        assert_eq!(Quantity::bytes(1000).to_string(), "1k");
+        assert_eq!(Quantity::bytes(1023).to_string(), "1023");
         assert_eq!(Quantity::units(110).to_string(), "110");
         assert_eq!(Quantity::units(2000).to_string(), "2k");
         assert_eq!(Quantity::millis(1500).to_string(), "1500m");
