@@ -54,7 +54,7 @@ fi
 
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the checkout
 
-echo "== test: sdk/python"
+echo "== test: sdk/python (with the shared vectors in sdk/conformance)"
 python3 -m unittest discover -q -s "$root/sdk/python" -t "$root/sdk/python"
 
 # NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to
@@ -78,8 +78,8 @@ inputs_key() {
 import hashlib, os, sys
 plugin, root, version = sys.argv[1:]
 h = hashlib.sha256(version.encode())
-files = [os.path.join(root, "sdk/python/nodestatus.py")]
-for base in (plugin, os.path.join(root, "wit")):
+files = []
+for base in (os.path.join(root, "sdk/python/nodestatus"), plugin, os.path.join(root, "wit")):
     for d, dirs, names in os.walk(base):
         dirs[:] = sorted(x for x in dirs if x != "__pycache__")
         files += [os.path.join(d, n) for n in sorted(names) if not n.endswith(".pyc")]
@@ -107,7 +107,8 @@ for dir in "${plugins[@]}"; do
     echo "== build: $name -> $out/$name.wasm"
     mkdir -p "$stage/$name"
     cp -R "$dir/." "$stage/$name/"
-    cp "$root/sdk/python/nodestatus.py" "$stage/$name/"
+    cp -R "$root/sdk/python/nodestatus" "$stage/$name/"
+    rm -rf "$stage/$name/nodestatus/__pycache__"
     start=$SECONDS
     componentize_py -q -d "$root/wit" -w plugin componentize -p "$stage/$name" app \
       -o "$stage/$name.wasm"

@@ -68,7 +68,7 @@ class QuantityTest(unittest.TestCase):
     def test_formats_canonically(self):
         self.assertEqual(str(Quantity.bytes(16 * 1024**3)), "16Gi")
         self.assertEqual(str(Quantity.bytes(32876232 * 1024)), "32876232Ki")
-        self.assertEqual(str(Quantity.bytes(1000)), "1000")
+        self.assertEqual(str(Quantity.bytes(1000)), "1k")
         self.assertEqual(str(Quantity.units(110)), "110")
         self.assertEqual(str(Quantity.units(2000)), "2k")
         self.assertEqual(str(Quantity.units(-3000)), "-3k")
@@ -132,13 +132,16 @@ class NodeTest(unittest.TestCase):
         n.set_capacity("memory", Quantity.bytes(16 * 2**30))
         n.set_allocatable("memory", "15Gi")
         n.set_capacity("pods", 110)
+        n.set_allocatable("cpu", "1000m")
         n.set_node_info("kernelVersion", "6.1")
         out = json.loads(n.to_json())
         self.assertEqual(
             out["status"]["capacity"],
             {"example.com/dongle": "2", "memory": "16Gi", "pods": "110"},
         )
-        self.assertEqual(out["status"]["allocatable"], {"memory": "15Gi"})
+        # Written canonically, as the API server writes them back (and as
+        # the JavaScript SDK does).
+        self.assertEqual(out["status"]["allocatable"], {"memory": "15Gi", "cpu": "1"})
         self.assertEqual(out["status"]["nodeInfo"]["kernelVersion"], "6.1")
         self.assertEqual(out["status"]["images"], SAMPLE["status"]["images"])
         self.assertEqual(n.capacity("memory"), Quantity.parse("16Gi"))

@@ -1,0 +1,70 @@
+"""nodestatus: write node-status setters in Python.
+
+A setter is a WebAssembly component that the nodestatus host calls once per
+status pass with the Node as JSON; it changes its part of the node and returns
+it. This package is the Python counterpart of the Rust SDK (``sdk/src``):
+
+- :class:`Plugin`: subclass it as ``Setter`` and write ``metadata()`` and
+  ``set(node)``; the JSON, the ``result<string, string>`` and the
+  exceptions are handled for you;
+- :class:`Node`: the node, with helpers for labels, annotations, conditions
+  (with the kubelet's heartbeat and transition rules), capacity and
+  allocatable :class:`Quantity`, addresses and ``nodeInfo``;
+- :class:`host`: the host's log, your plugin's config, events, and machine
+  facts.
+
+    import os
+
+    import nodestatus
+    from nodestatus import ConditionStatus, Metadata, Node
+
+    class Setter(nodestatus.Plugin):
+        def metadata(self) -> Metadata:
+            return Metadata("maintenance", "0.1.0",
+                            description="marks the node when /run/maintenance exists",
+                            paths=["/run"])
+
+        def set(self, node: Node) -> None:
+            on = os.path.exists("/run/maintenance")
+            node.set_label("example.com/maintenance", "true" if on else "false")
+            node.set_condition("Maintenance", ConditionStatus.from_bool(on),
+                               "MaintenanceScheduled" if on else "NoMaintenance")
+
+Build it with componentize-py against ``wit/setter.wit``, world ``plugin``.
+The package is pure Python with no dependencies, one module per concern
+(``quantity``, ``timestamps``, ``condition``, ``node``, ``host``,
+``plugin``). It imports the generated bindings (``wit_world``) only when it runs inside a component, so the same
+source runs natively under ``python3 -m unittest``.
+"""
+
+from __future__ import annotations
+
+from .condition import Condition, ConditionStatus, Transition
+from .errors import Error
+from .host import MAX_FILE_BYTES, EventType, FakeHost, FileError, _Native, clear_fake_host, fake_host, host
+from .node import Node
+from .plugin import Metadata, Plugin, run
+from .quantity import Quantity
+from .timestamps import now, rfc3339
+
+__all__ = [
+    "Condition",
+    "ConditionStatus",
+    "Error",
+    "EventType",
+    "FileError",
+    "FakeHost",
+    "Metadata",
+    "Node",
+    "Plugin",
+    "Quantity",
+    "Transition",
+    "clear_fake_host",
+    "fake_host",
+    "host",
+    "now",
+    "rfc3339",
+    "run",
+]
+
+__version__ = "0.1.0"

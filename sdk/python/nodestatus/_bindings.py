@@ -1,0 +1,35 @@
+"""The componentize-py bindings, imported lazily: natively (under
+``python3 -m unittest``) they are absent and the SDK answers from this
+machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_BINDINGS: Any = None
+
+
+def _bindings() -> Any:
+    """The componentize-py bindings as a namespace, or ``None`` natively."""
+    global _BINDINGS
+    if _BINDINGS is None:
+        try:
+            from componentize_py_types import Err  # type: ignore
+            from wit_world.exports import setter as exports  # type: ignore
+            from wit_world.imports import host as imports  # type: ignore
+        except ImportError:
+            _BINDINGS = False
+        else:
+
+            class _B:
+                pass
+
+            _BINDINGS = _B()
+            _BINDINGS.Err = Err
+            _BINDINGS.setter = exports
+            _BINDINGS.host = imports
+    return _BINDINGS or None
+
+
+# Imported now, so that componentize-py's build-time snapshot holds them.
+_bindings()

@@ -1,0 +1,461 @@
+"""The host's functions (log, config, events, machine facts, files), and a
+fake host for native unit tests."""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import sys
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._bindings import _bindings
+from .errors import Error
+
+
+class _Native:
+    """What the host functions answer outside a component."""
+
+    config: Any = {}
+    problems: List[str] = []
+    events: List[Tuple[str, str, str]] = []
+    logs: List[Tuple[str, str]] = []
+    echo = True
+    fake: Optional["FakeHost"] = None
+
+
+_LEVELS = ("trace", "debug", "info", "warn", "error")
+
+
+class EventType(str, enum.Enum):
+    """Event types for :meth:`host.record_event`: ``EventType.Normal`` and
+    ``EventType.Warning``, spelled as in the JavaScript SDK. The strings
+    ``"Normal"`` and ``"Warning"`` (any case) are accepted too."""
+
+    Normal = "Normal"
+    Warning = "Warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_EVENT_TYPES = tuple(t.value for t in EventType)
+
+
+# Files: what the JavaScript SDK's readFile, tryReadFile, exists and readDir do.
+
+_ERRNO = {
+    "no-entry": "no such file or directory",
+    "access": "permission denied",
+    "is-directory": "is a directory",
+    "not-directory": "not a directory",
+}
+
+
+class FileError(Error):
+    """An error from reading a file. ``code`` is ``no-entry``, ``access``,
+    ``is-directory``, ``not-directory``, ``too-large``, ``io`` or
+    ``not-granted`` (the path is outside every directory granted to the
+    plugin: ask for it in ``Metadata.paths``, and the operator grants it in
+    ``plugins.<name>.paths``)."""
+
+    def __init__(self, path: str, code: str, detail: Optional[str] = None) -> None:
+        super().__init__(f"{path}: {detail or _ERRNO.get(code, code)}")
+        self.path = path
+        self.code = code
+
+
+#: The default limit of :func:`host.read_file`, 16 MiB (memory is capped per call).
+MAX_FILE_BYTES = 16 << 20
+
+
+def _normalize(path: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise FileError(str(path), "invalid", "not an absolute path")
+    out: List[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def _granted(path: str) -> bool:
+    """Whether ``path`` lies inside a directory this plugin can read. In a
+    component, only the granted directories (and what is under them) exist,
+    so a path none of whose ancestors can be seen is outside every grant."""
+    fake = _Native.fake
+    if fake is not None:
+        return any(path == r or r == "/" or path.startswith(r + "/") for r in fake.paths)
+    p = path
+    while True:
+        try:
+            os.stat(p)
+            return True
+        except OSError:
+            pass
+        if p == "/":
+            return False
+        p = os.path.dirname(p)
+
+
+def _not_granted(path: str) -> FileError:
+    return FileError(
+        path,
+        "not-granted",
+        "not inside a directory granted to this plugin; ask for it in Metadata.paths, "
+        "and the operator grants it in plugins.<name>.paths",
+    )
+
+
+def _os_error(path: str, e: OSError) -> FileError:
+    import errno as _errno
+
+    code = {
+        _errno.ENOENT: "no-entry",
+        _errno.EACCES: "access",
+        _errno.EPERM: "access",
+        _errno.EISDIR: "is-directory",
+        _errno.ENOTDIR: "not-directory",
+    }.get(e.errno or 0, "io")
+    return FileError(path, code, None if code != "io" else (e.strerror or str(e)))
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+class host:
+    """The host's functions. Inside a component they call the host; natively
+    (in unit tests) they answer from this machine and from
+    :meth:`host.set_native_config`."""
+
+    @staticmethod
+    def config_json() -> str:
+        """The plugin's config as raw JSON (``{}`` when none)."""
+        b = _bindings()
+        if b is not None:
+            return b.host.config()
+        c = _Native.config
+        return c if isinstance(c, str) else json.dumps(c)
+
+    @staticmethod
+    def config() -> Dict[str, Any]:
+        """The plugin's config, parsed (``{}`` when none). Raises
+        :class:`Error` when it is not a JSON object."""
+        text = host.config_json()
+        try:
+            value = json.loads(text) if text.strip() else {}
+        except ValueError as e:
+            raise Error(f"invalid plugin config: {e}") from None
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise Error(f"invalid plugin config: expected an object, got {type(value).__name__}")
+        return value
+
+    @staticmethod
+    def set_native_config(config: Union[Dict[str, Any], str]) -> None:
+        """Sets what :meth:`config` returns outside a component (tests)."""
+        _Native.config = config
+
+    @staticmethod
+    def log(level: str, message: str) -> None:
+        """Writes one line to the host's log, tagged with the plugin's name.
+        ``level``: ``trace``, ``debug``, ``info``, ``warn`` or ``error``."""
+        lvl = str(level).lower()
+        if lvl == "warning":
+            lvl = "warn"
+        if lvl not in _LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(_LEVELS)}, not {level!r}")
+        b = _bindings()
+        if b is not None:
+            b.host.log(b.host.Level[lvl.upper()], str(message))
+            return
+        if _Native.fake is not None:
+            _Native.fake.logs.append(SimpleNamespace(level=lvl, message=str(message)))
+            return
+        _Native.logs.append((lvl, str(message)))
+        if _Native.echo and lvl in ("warn", "error"):
+            print(f"{lvl}: {message}", file=sys.stderr)
+
+    @staticmethod
+    def trace(message: str) -> None:
+        host.log("trace", message)
+
+    @staticmethod
+    def debug(message: str) -> None:
+        host.log("debug", message)
+
+    @staticmethod
+    def info(message: str) -> None:
+        host.log("info", message)
+
+    @staticmethod
+    def warn(message: str) -> None:
+        host.log("warn", message)
+
+    @staticmethod
+    def error(message: str) -> None:
+        host.log("error", message)
+
+    @staticmethod
+    def record_event(event_type: str, reason: str, message: str) -> None:
+        """Records a Kubernetes Event about this node. ``event_type`` is
+        ``Normal`` or ``Warning``; ``reason`` is UpperCamelCase."""
+        t = str(event_type).capitalize()
+        if t not in _EVENT_TYPES:
+            raise ValueError(f"event type must be EventType.Normal or EventType.Warning, not {event_type!r}")
+        b = _bindings()
+        if b is not None:
+            b.host.record_event(b.host.EventType[t.upper()], reason, message)
+            return
+        if _Native.fake is not None:
+            _Native.fake.events.append(SimpleNamespace(type=EventType(t), reason=reason, message=message))
+            return
+        _Native.events.append((t, reason, message))
+
+    @staticmethod
+    def system_info() -> Any:
+        """Kernel and identity facts: ``hostname``, ``kernel_release``,
+        ``kernel_version``, ``machine``, ``os_release``, ``machine_id``,
+        ``system_uuid``, ``boot_id``, ``cpus``."""
+        b = _bindings()
+        if b is not None:
+            return b.host.system()
+        if _Native.fake is not None:
+            return SimpleNamespace(**_Native.fake.system)
+        u = os.uname()
+        return SimpleNamespace(
+            hostname=u.nodename,
+            kernel_release=u.release,
+            kernel_version=u.version,
+            machine=u.machine,
+            os_release=_read("/etc/os-release") or _read("/usr/lib/os-release"),
+            machine_id=_read("/etc/machine-id").strip(),
+            system_uuid=_read("/sys/class/dmi/id/product_uuid").strip(),
+            boot_id=_read("/proc/sys/kernel/random/boot_id").strip(),
+            cpus=os.cpu_count() or 1,
+        )
+
+    @staticmethod
+    def network_interfaces() -> List[Any]:
+        """The host's network interfaces (``name``, ``up``, ``loopback``,
+        ``addresses`` of ``address``/``prefix_len``). Natively: ``[]``."""
+        b = _bindings()
+        if b is not None:
+            return list(b.host.network_interfaces())
+        return list(_Native.fake.network_interfaces) if _Native.fake is not None else []
+
+    @staticmethod
+    def statvfs(path: str) -> Any:
+        """Filesystem statistics of a granted path (``total_bytes``,
+        ``free_bytes``, ``available_bytes``, ``total_inodes``,
+        ``free_inodes``, ``read_only``). Raises :class:`Error` when the host
+        refuses."""
+        b = _bindings()
+        if b is not None:
+            try:
+                return b.host.statvfs(path)
+            except b.Err as e:
+                raise Error(str(e.value)) from None
+        if _Native.fake is not None:
+            st = _Native.fake.statvfs.get(path)
+            if st is None:
+                raise Error(f"statvfs: {path!r} is not inside a path granted to this plugin")
+            return SimpleNamespace(**st)
+        try:
+            st = os.statvfs(path)
+        except OSError as e:
+            raise Error(f"statvfs({path!r}): {e.strerror}") from None
+        return SimpleNamespace(
+            total_bytes=st.f_blocks * st.f_frsize,
+            free_bytes=st.f_bfree * st.f_frsize,
+            available_bytes=st.f_bavail * st.f_frsize,
+            total_inodes=st.f_files,
+            free_inodes=st.f_ffree,
+            read_only=bool(st.f_flag & os.ST_RDONLY),
+        )
+
+    @staticmethod
+    def node_problems() -> List[str]:
+        """Problems the host knows of that make the node not ready."""
+        b = _bindings()
+        if b is not None:
+            return list(b.host.node_problems())
+        if _Native.fake is not None:
+            return list(_Native.fake.node_problems)
+        return list(_Native.problems)
+
+    @staticmethod
+    def read_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+        """A file inside a granted directory, as bytes. Raises
+        :class:`FileError` whose message names the path and the reason;
+        ``code == "not-granted"`` when no grant covers it."""
+        abs_path = _normalize(path)
+        fake = _Native.fake
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        if fake is not None:
+            if abs_path in fake.files:
+                data = fake.files[abs_path]
+            elif fake.is_dir(abs_path):
+                raise FileError(path, "is-directory")
+            else:
+                raise FileError(path, "no-entry")
+        else:
+            try:
+                with open(abs_path, "rb") as f:
+                    data = f.read(max_bytes + 1)
+            except OSError as e:
+                raise _os_error(path, e) from None
+        if len(data) > max_bytes:
+            raise FileError(path, "too-large", f"larger than {max_bytes} bytes")
+        return data
+
+    @staticmethod
+    def read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+        """A text file (UTF-8) inside a granted directory; see :meth:`read_bytes`."""
+        return host.read_bytes(path, max_bytes).decode("utf-8", errors="replace")
+
+    @staticmethod
+    def try_read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> Optional[str]:
+        """Like :meth:`read_file`, but ``None`` when the file does not exist
+        (a directory that was not granted is still an error)."""
+        try:
+            return host.read_file(path, max_bytes)
+        except FileError as e:
+            if e.code == "no-entry":
+                return None
+            raise
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        """Whether ``path`` exists. Outside every grant it is an error, not
+        ``False``: a missing grant must not read as a missing file."""
+        abs_path = _normalize(path)
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        fake = _Native.fake
+        if fake is not None:
+            return abs_path in fake.files or fake.is_dir(abs_path)
+        return os.path.exists(abs_path)
+
+    @staticmethod
+    def read_dir(path: str) -> List[str]:
+        """The names in a directory inside a granted directory, sorted."""
+        abs_path = _normalize(path)
+        if not _granted(abs_path):
+            raise _not_granted(path)
+        fake = _Native.fake
+        if fake is not None:
+            if not fake.is_dir(abs_path):
+                raise FileError(path, "no-entry")
+            prefix = "/" if abs_path == "/" else abs_path + "/"
+            return sorted({f[len(prefix):].split("/")[0] for f in fake.files if f.startswith(prefix)})
+        try:
+            return sorted(os.listdir(abs_path))
+        except OSError as e:
+            raise _os_error(path, e) from None
+
+
+_DEFAULT_SYSTEM = dict(
+    hostname="test-node",
+    kernel_release="6.1.0-test-amd64",
+    kernel_version="#1 SMP PREEMPT_DYNAMIC Debian 6.1.0",
+    machine="x86_64",
+    os_release='PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n',
+    machine_id="0123456789abcdef0123456789abcdef",
+    system_uuid="00000000-0000-0000-0000-000000000000",
+    boot_id="11111111-2222-3333-4444-555555555555",
+    cpus=4,
+)
+
+
+class FakeHost:
+    """The fake host of :func:`fake_host`: what the setter logged
+    (``logs``: ``level``, ``message``) and recorded (``events``: ``type``,
+    ``reason``, ``message``), as the JavaScript SDK's ``fakeHost`` records
+    them."""
+
+    def __init__(
+        self,
+        config: Any,
+        system: Dict[str, Any],
+        files: Dict[str, Union[str, bytes]],
+        paths: Optional[Sequence[str]],
+        network_interfaces: Sequence[Any],
+        node_problems: Sequence[str],
+        statvfs: Dict[str, Dict[str, Any]],
+    ) -> None:
+        self.config = config
+        self.system = {**_DEFAULT_SYSTEM, **system}
+        self.files = {
+            _normalize(p): (v.encode("utf-8") if isinstance(v, str) else bytes(v)) for p, v in files.items()
+        }
+        if paths is None:
+            paths = sorted({"/" + f.split("/")[1] for f in self.files})
+        self.paths = [_normalize(p) for p in paths]
+        self.network_interfaces = list(network_interfaces)
+        self.node_problems = list(node_problems)
+        self.statvfs = dict(statvfs)
+        self.logs: List[Any] = []
+        self.events: List[Any] = []
+
+    def is_dir(self, path: str) -> bool:
+        prefix = "/" if path == "/" else path + "/"
+        return any(f.startswith(prefix) for f in self.files)
+
+
+def fake_host(
+    config: Any = None,
+    system: Optional[Dict[str, Any]] = None,
+    files: Optional[Dict[str, Union[str, bytes]]] = None,
+    paths: Optional[Sequence[str]] = None,
+    network_interfaces: Sequence[Any] = (),
+    node_problems: Sequence[str] = (),
+    statvfs: Optional[Dict[str, Dict[str, Any]]] = None,
+) -> FakeHost:
+    """Installs (or replaces) a fake host for unit tests, natively, as the
+    JavaScript SDK's ``fakeHost`` does. Every argument is optional:
+
+    - ``config``: the plugin's config (what ``plugins.<name>.config`` holds);
+    - ``system``: fields of :meth:`host.system_info` over a default (cpus 4, ...);
+    - ``files``: ``{"/abs/path": "text" or b"bytes"}``, the host's files, read
+      through :meth:`host.read_file` and friends;
+    - ``paths``: the granted directories (default: the first component of
+      every file, e.g. ``/proc``); ``[]`` grants nothing, so every read is
+      ``not-granted``;
+    - ``network_interfaces``, ``node_problems``: what those return;
+    - ``statvfs``: ``{"/path": {total_bytes: ..., ...}}``.
+
+    Returns the :class:`FakeHost`, whose ``logs`` and ``events`` fill as the
+    setter runs. Call :func:`fake_host` again to change it, and
+    :func:`clear_fake_host` to go back to the machine's answers."""
+    fake = FakeHost(
+        config if config is not None else {},
+        system or {},
+        files or {},
+        paths,
+        network_interfaces,
+        node_problems,
+        statvfs or {},
+    )
+    _Native.fake = fake
+    _Native.config = fake.config
+    return fake
+
+
+def clear_fake_host() -> None:
+    """Removes the fake host: the functions answer from this machine again."""
+    _Native.fake = None
+    _Native.config = {}

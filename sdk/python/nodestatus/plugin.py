@@ -1,0 +1,125 @@
+"""The plugin adapter: :class:`Plugin` turns ``metadata()`` and ``set(node)``
+into the WIT world's ``setter`` export."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, List
+
+from ._bindings import _bindings
+from .errors import Error
+from .host import host
+from .node import Node
+
+
+@dataclass
+class Metadata:
+    """What a plugin is and what it asks for."""
+
+    name: str
+    """Unique: lowercase letters, digits and ``-``, at most 63 bytes."""
+    version: str
+    """The plugin's own version, ideally SemVer."""
+    description: str = ""
+    """One line on what it sets."""
+    paths: List[str] = field(default_factory=list)
+    """Absolute directories it reads, granted read-only by the operator."""
+    env: List[str] = field(default_factory=list)
+    """Environment variables it reads, granted by the operator."""
+    affects_readiness: bool = False
+    """Whether its failure should make the node not Ready."""
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, Error):
+        return str(e) or "error"
+    if isinstance(e, OSError) and e.strerror:
+        where = f": {e.filename}" if e.filename else ""
+        return f"{e.strerror}{where}"
+    text = str(e)
+    message = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    if isinstance(e, ModuleNotFoundError):
+        # componentize-py keeps only the modules imported at build time.
+        message += " (import every module at the top of the plugin's module, not inside set())"
+    return message
+
+
+def run(set_fn: Any, node_json: str) -> str:
+    """Runs a setter function over a Node's JSON: parse, ``set_fn(node)``,
+    serialize. Raises :class:`Error` with the message the host would get."""
+    try:
+        node = Node.parse(node_json)
+    except Error as e:
+        raise Error(f"the host sent a node that does not parse: {e}") from None
+    try:
+        set_fn(node)
+    except Exception as e:  # every failure becomes the setter's error
+        if not isinstance(e, Error):
+            try:
+                host.debug("".join(traceback.format_exception(type(e), e, e.__traceback__)))
+            except Exception:  # logging must never hide the error itself
+                pass
+        raise Error(_message(e)) from e
+    return node.to_json()
+
+
+def _wire_metadata(self: Any) -> Any:
+    m = type(self)._ns_metadata(self)
+    if not isinstance(m, Metadata):
+        raise TypeError(f"metadata() must return nodestatus.Metadata, not {type(m).__name__}")
+    b = _bindings()
+    if b is None:
+        return m
+    return b.setter.PluginInfo(
+        name=m.name,
+        version=m.version,
+        description=m.description,
+        paths=list(m.paths),
+        env=list(m.env),
+        affects_readiness=bool(m.affects_readiness),
+    )
+
+
+def _wire_set(self: Any, node_json: str) -> str:
+    try:
+        return run(lambda node: type(self)._ns_set(self, node), node_json)
+    except Error as e:
+        b = _bindings()
+        if b is None:
+            raise
+        raise b.Err(str(e)) from None
+
+
+class Plugin:
+    """Base class of a setter. Subclass it as ``Setter`` (the name
+    componentize-py looks for, after the exported interface ``setter``) and
+    write two methods:
+
+    - ``metadata(self) -> Metadata``: called once at load, with no grants; it
+      must not read files or the environment;
+    - ``set(self, node: Node) -> None``: change the node in place; raise
+      :class:`Error` (or any exception) to fail this pass with its message.
+
+    The class turns them into the WIT functions: ``metadata`` returns the
+    bindings' ``PluginInfo``, and ``set`` takes and returns the Node's JSON and
+    raises ``Err(message)`` for the ``result<string, string>``. Natively
+    ``Setter().set(json)`` does the same but raises :class:`Error`, and
+    ``Setter().metadata()`` returns the :class:`Metadata`.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "metadata" in own:
+            cls._ns_metadata = own["metadata"]
+            cls.metadata = _wire_metadata  # type: ignore[assignment]
+        if "set" in own:
+            cls._ns_set = own["set"]
+            cls.set = _wire_set  # type: ignore[assignment]
+
+    def metadata(self) -> Metadata:  # pragma: no cover - replaced in subclasses
+        raise NotImplementedError("a nodestatus plugin must define metadata()")
+
+    def set(self, node: Node) -> None:  # pragma: no cover - replaced in subclasses
+        raise NotImplementedError("a nodestatus plugin must define set(node)")
