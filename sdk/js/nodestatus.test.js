@@ -163,7 +163,7 @@ test('quantities parse the API syntax', () => {
 test('quantities format canonically', () => {
   assert.equal(Quantity.bytes(16 * 1024 * 1024 * 1024).toString(), '16Gi');
   assert.equal(Quantity.bytes(32876232n * 1024n).toString(), '32876232Ki');
-  assert.equal(Quantity.bytes(1000).toString(), '1000');
+  assert.equal(Quantity.bytes(1000).toString(), '1k'); // under 1Ki: decimal, as Kubernetes writes it
   assert.equal(Quantity.units(110).toString(), '110');
   assert.equal(Quantity.units(2000).toString(), '2k');
   assert.equal(Quantity.millis(1500).toString(), '1500m');

@@ -1,0 +1,78 @@
+// The shared conformance vectors in sdk/conformance/ (quantities, the
+// condition rules, RFC 3339 times), which the Rust, Python and C SDKs run too.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+
+import { Node, Quantity, rfc3339 } from './nodestatus.js';
+
+function vectors(name) {
+  const v = JSON.parse(readFileSync(new URL(`../conformance/${name}`, import.meta.url), 'utf8'));
+  return v;
+}
+
+function cases(v, key) {
+  assert.ok(Array.isArray(v[key]) && v[key].length > 0, `no ${key} case`);
+  return v[key];
+}
+
+const quantities = vectors('quantity.json');
+
+test('quantities parse as the vectors say', () => {
+  for (const c of cases(quantities, 'parse')) {
+    const q = Quantity.parse(c.input);
+    assert.deepEqual(
+      [q.asMillis(), q.format, q.toString()],
+      [BigInt(c.millis), c.format, c.canonical],
+      `parse ${JSON.stringify(c.input)}`,
+    );
+  }
+});
+
+test('quantities the vectors call invalid are refused', () => {
+  for (const c of cases(quantities, 'invalid')) {
+    assert.throws(() => Quantity.parse(c.input), undefined, `parse ${JSON.stringify(c.input)}`);
+  }
+});
+
+test('quantities are written as the vectors say', () => {
+  for (const c of cases(quantities, 'format')) {
+    const q = new Quantity(BigInt(c.millis), c.format);
+    assert.equal(q.toString(), c.canonical, `${c.millis}m ${c.format}`);
+  }
+});
+
+function nodeWith(conditions) {
+  const status = conditions === null ? {} : { conditions };
+  return Node.parse(JSON.stringify({ metadata: { name: 'n1' }, status }));
+}
+
+function conditionsOf(node) {
+  return JSON.parse(node.toString()).status.conditions ?? null;
+}
+
+const conditions = vectors('condition.json');
+
+test('conditions are set as the vectors say', () => {
+  for (const c of cases(conditions, 'set')) {
+    const node = nodeWith(c.conditions);
+    const s = c.set;
+    const t = node.setCondition(s.type, s.status, s.reason, s.message, s.now);
+    assert.deepEqual(conditionsOf(node), c.want, c.name);
+    assert.deepEqual({ ...t, previous: t.previous ?? null }, c.transition, c.name);
+  }
+});
+
+test('conditions are removed as the vectors say', () => {
+  for (const c of cases(conditions, 'remove')) {
+    const node = nodeWith(c.conditions);
+    assert.equal(node.removeCondition(c.remove), c.removed, c.name);
+    assert.deepEqual(conditionsOf(node), c.want, c.name);
+  }
+});
+
+test('times are written as the vectors say', () => {
+  for (const c of cases(vectors('time.json'), 'rfc3339')) {
+    assert.equal(rfc3339(new Date(c.seconds * 1000)), c.rfc3339, String(c.seconds));
+  }
+});
