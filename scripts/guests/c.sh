@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the C setters in plugins/c/*/ into WebAssembly components, after
-# running the C SDK's and the plugins' native unit tests.
+# running the C SDK's native unit tests, the shared conformance vectors
+# (sdk/conformance) and the plugins' native unit tests.
 #
 #   scripts/guests/c.sh [OUT_DIR]     (default: target/guest-plugins in the repository)
 #
@@ -92,15 +93,20 @@ if gcc -fsanitize=address,undefined "$build/probe.c" -o "$build/probe" 2>/dev/nu
 else
   sanitizers="without sanitizers (gcc cannot run them here)"
 fi
-step "native tests $sanitizers"
-gcc "${cflags[@]}" "$sdk/test_nodestatus.c" "$sdk/nodestatus.c" "$sdk/nodestatus_native.c" -o "$build/test_nodestatus"
+# The SDK, one file per concern (sdk/c/README.md), linked with one of the two
+# host glues: nodestatus_native.c for the tests, nodestatus_wasm.c for components.
+sdk_sources=("$sdk"/src/*.c)
+step "native tests $sanitizers (the SDK's, the shared vectors in sdk/conformance, the plugins')"
+gcc "${cflags[@]}" "$sdk/test_nodestatus.c" "${sdk_sources[@]}" "$sdk/nodestatus_native.c" -o "$build/test_nodestatus"
 "$build/test_nodestatus" >&2
+gcc "${cflags[@]}" "$sdk/test_conformance.c" "${sdk_sources[@]}" "$sdk/nodestatus_native.c" -o "$build/test_conformance"
+"$build/test_conformance" "$repo/sdk/conformance" >&2
 shopt -s nullglob
 for dir in "${dirs[@]}"; do
   dir="${dir%/}"
   name="$(basename "$dir")"
   [ -f "$dir/test_setter.c" ] || continue
-  gcc "${cflags[@]}" -I"$sdk" "$dir/test_setter.c" "$sdk/nodestatus.c" "$sdk/nodestatus_native.c" \
+  gcc "${cflags[@]}" -I"$sdk" "$dir/test_setter.c" "${sdk_sources[@]}" "$sdk/nodestatus_native.c" \
     -o "$build/test_$name"
   (cd "$dir" && "$build/test_$name" "$dir/fixtures" >&2)
 done
@@ -122,7 +128,7 @@ for dir in "${dirs[@]}"; do
   step "build $name -> $out/$name.wasm"
   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -std=c11 \
     -Wall -Wextra -Werror -Wl,--strip-debug -I"$sdk" -I"$build/gen" \
-    -o "$build/$name.core.wasm" "${sources[@]}" "$sdk/nodestatus.c" "$sdk/nodestatus_wasm.c" \
+    -o "$build/$name.core.wasm" "${sources[@]}" "${sdk_sources[@]}" "$sdk/nodestatus_wasm.c" \
     "$build/gen/plugin.c" "$build/gen/plugin_component_type.o"
   "$wasm_tools" component new "$build/$name.core.wasm" \
     --adapt "wasi_snapshot_preview1=$adapter" -o "$build/$name.wasm"

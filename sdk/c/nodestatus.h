@@ -27,7 +27,11 @@
  *
  * Files:
  *   nodestatus.h         this header
- *   nodestatus.c         JSON, Node, Quantity, conditions, time (plain C11 + libc)
+ *   src/[a-z]*.c         the SDK, one file per concern (plain C11 + libc):
+ *                          json.c (the DOM), json_text.c (parse, serialize,
+ *                          UTF-8), quantity.c, time.c, node.c, condition.c,
+ *                          run.c (ns_run), util.c (allocation, errors, files);
+ *                          src/internal.h is what they share
  *   nodestatus_wasm.c    the glue to the wit-bindgen C bindings (WebAssembly only)
  *   nodestatus_native.c  native stand-ins for the host functions, for unit tests
  *
@@ -185,8 +189,9 @@ ns_quantity ns_quantity_bytes(uint64_t b);
  * and sets err on bad syntax or a value out of range. */
 bool ns_quantity_parse(const char *s, ns_quantity *out, ns_error *err);
 /* The canonical form: "<n>m" when not whole, else the largest suffix of its
- * format that writes it as a whole number ("16Gi", "2k", "1000"). Writes at
- * most NS_QUANTITY_MAX bytes, NUL included; returns buf. */
+ * format that writes it as a whole number ("16Gi", "2k", "1500"); a binary
+ * quantity under 1Ki is written in decimal, as Kubernetes does (1000 bytes is
+ * "1k"). Writes at most NS_QUANTITY_MAX bytes, NUL included; returns buf. */
 char *ns_quantity_format_to(ns_quantity q, char buf[NS_QUANTITY_MAX]);
 /* -1, 0, 1. */
 int ns_quantity_cmp(ns_quantity a, ns_quantity b);

@@ -2,7 +2,7 @@
  * Unit tests of the C SDK, compiled natively:
  *
  *   gcc -std=c11 -Wall -Wextra -Werror -DNODESTATUS_NATIVE -fsanitize=address,undefined \
- *       test_nodestatus.c nodestatus.c nodestatus_native.c -o test_nodestatus && ./test_nodestatus
+ *       test_nodestatus.c src/[a-z]*.c nodestatus_native.c -o test_nodestatus && ./test_nodestatus
  */
 #include "nodestatus.h"
 
@@ -476,7 +476,7 @@ static void test_quantities(void) {
     char buf[NS_QUANTITY_MAX];
     CHECK_STR(ns_quantity_format_to(ns_quantity_bytes(16ull << 30), buf), "16Gi");
     CHECK_STR(ns_quantity_format_to(ns_quantity_bytes(32876232ull * 1024), buf), "32876232Ki");
-    CHECK_STR(ns_quantity_format_to(ns_quantity_bytes(1000), buf), "1000");
+    CHECK_STR(ns_quantity_format_to(ns_quantity_bytes(1000), buf), "1k"); /* under 1Ki: decimal, as Kubernetes */
     CHECK_STR(ns_quantity_format_to(ns_quantity_bytes(0), buf), "0");
     CHECK_STR(ns_quantity_format_to(ns_quantity_units(110), buf), "110");
     CHECK_STR(ns_quantity_format_to(ns_quantity_units(2000), buf), "2k");

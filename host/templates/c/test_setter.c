@@ -2,7 +2,7 @@
  * Unit tests of {{name}}, natively (./build.sh runs them):
  *
  *   gcc -std=c11 -DNODESTATUS_NATIVE -I{{repo}}/sdk/c test_setter.c \
- *       {{repo}}/sdk/c/nodestatus.c {{repo}}/sdk/c/nodestatus_native.c -o test_setter && ./test_setter
+ *       {{repo}}/sdk/c/src/[a-z]*.c {{repo}}/sdk/c/nodestatus_native.c -o test_setter && ./test_setter
  */
 #include "setter.c"
 

@@ -2,7 +2,7 @@
  * Unit tests of memory-features, natively, on fixture files:
  *
  *   gcc -std=c11 -Wall -Wextra -Werror -DNODESTATUS_NATIVE -I../../../sdk/c \
- *       test_setter.c ../../../sdk/c/nodestatus.c ../../../sdk/c/nodestatus_native.c -o test_setter
+ *       test_setter.c ../../../sdk/c/src/[a-z]*.c ../../../sdk/c/nodestatus_native.c -o test_setter
  *   ./test_setter fixtures
  *
  * fixtures/<case>/ holds proc/swaps and sys/devices/system/node/online as a

@@ -1,0 +1,58 @@
+/*
+ * run.c: running a setter over a node's JSON, and freeing what the host
+ * functions return (shared by the wasm and the native host bindings).
+ */
+
+#include "../nodestatus.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+char *ns_run(ns_set_fn set, const char *json, size_t len, size_t *out_len, ns_error *err) {
+    ns_error parse_err = {0};
+    ns_node *node = ns_node_parse(json, len, &parse_err);
+    if (!node) {
+        ns_error_set(err, "the host sent a node that does not parse: %s", parse_err.message);
+        ns_error_clear(&parse_err);
+        return NULL;
+    }
+    ns_error set_err = {0};
+    int rc = set(node, &set_err);
+    if (rc != 0) {
+        ns_node_free(node);
+        if (err) {
+            free(err->message);
+            err->message = set_err.message ? set_err.message : ns_xstrdup("setter failed");
+        } else {
+            ns_error_clear(&set_err);
+        }
+        return NULL;
+    }
+    ns_error_clear(&set_err);
+    char *out = ns_node_to_json(node, out_len);
+    ns_node_free(node);
+    return out;
+}
+
+/* Shared by the wasm and native host bindings. */
+void ns_system_info_free(ns_system_info *info) {
+    if (!info) return;
+    free(info->hostname);
+    free(info->kernel_release);
+    free(info->kernel_version);
+    free(info->machine);
+    free(info->os_release);
+    free(info->machine_id);
+    free(info->system_uuid);
+    free(info->boot_id);
+    memset(info, 0, sizeof *info);
+}
+
+void ns_network_interfaces_free(ns_network_interface *ifs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(ifs[i].name);
+        for (size_t j = 0; j < ifs[i].addresses_len; j++) free(ifs[i].addresses[j].address);
+        free(ifs[i].addresses);
+    }
+    free(ifs);
+}

@@ -1,0 +1,230 @@
+/*
+ * The shared conformance vectors in sdk/conformance/ (quantities, the
+ * condition rules, RFC 3339 times), which the Rust, Python and JS SDKs run
+ * too. Compiled natively; the argument is the vectors' folder:
+ *
+ *   gcc -std=c11 -Wall -Wextra -Werror -DNODESTATUS_NATIVE \
+ *       test_conformance.c src/[a-z]*.c nodestatus_native.c -o test_conformance &&
+ *   ./test_conformance ../conformance
+ */
+#include "nodestatus.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+static const char *dir = "../conformance";
+
+static ns_json *vectors(const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t len = 0;
+    char *text = ns_read_file(path, 0, &len);
+    if (!text) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    ns_error err = {0};
+    ns_json *v = ns_json_parse(text, len, &err);
+    free(text);
+    if (!v) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        exit(2);
+    }
+    return v;
+}
+
+static ns_json *cases(ns_json *v, const char *key) {
+    ns_json *list = ns_json_get(v, key);
+    CHECK(ns_json_typeof(list) == NS_JSON_ARRAY && ns_json_len(list) > 0);
+    return list;
+}
+
+static const char *str(const ns_json *v, const char *key) {
+    const char *s = ns_json_get_str(v, key);
+    if (!s) {
+        fprintf(stderr, "a vector has no string %s\n", key);
+        exit(2);
+    }
+    return s;
+}
+
+static i128 parse_i128(const char *s) {
+    bool neg = *s == '-';
+    i128 n = 0;
+    for (s += neg; *s; s++) n = n * 10 + (*s - '0');
+    return neg ? -n : n;
+}
+
+static char *i128_text(i128 n, char buf[48]) {
+    char tmp[48];
+    size_t k = 0;
+    u128 u = n < 0 ? -(u128)n : (u128)n;
+    do tmp[k++] = (char)('0' + (int)(u % 10)); while (u /= 10);
+    size_t j = 0;
+    if (n < 0) buf[j++] = '-';
+    while (k) buf[j++] = tmp[--k];
+    buf[j] = '\0';
+    return buf;
+}
+
+static i128 millis_of(ns_quantity q) { return (i128)q.units * 1000 + q.millis; }
+
+static ns_quantity_format format_of(const char *name) {
+    if (strcmp(name, "BinarySI") == 0) return NS_BINARY_SI;
+    if (strcmp(name, "DecimalSI") == 0) return NS_DECIMAL_SI;
+    fprintf(stderr, "unknown format %s\n", name);
+    exit(2);
+}
+
+static void test_quantities(void) {
+    ns_json *v = vectors("quantity.json");
+    ns_json *list = cases(v, "parse");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        const char *input = str(c, "input");
+        ns_quantity q;
+        ns_error err = {0};
+        checks++;
+        if (!ns_quantity_parse(input, &q, &err)) {
+            failures++;
+            fprintf(stderr, "parse \"%s\": refused: %s\n", input, err.message);
+            ns_error_clear(&err);
+            continue;
+        }
+        char got[48], text[NS_QUANTITY_MAX];
+        i128_text(millis_of(q), got);
+        ns_quantity_format_to(q, text);
+        if (strcmp(got, str(c, "millis")) != 0 || q.format != format_of(str(c, "format")) ||
+            strcmp(text, str(c, "canonical")) != 0) {
+            failures++;
+            fprintf(stderr, "parse \"%s\": got %sm %s \"%s\", want %sm %s \"%s\"\n", input, got,
+                    q.format == NS_BINARY_SI ? "BinarySI" : "DecimalSI", text, str(c, "millis"), str(c, "format"),
+                    str(c, "canonical"));
+        }
+    }
+    list = cases(v, "invalid");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        const char *input = str(ns_json_at(list, i), "input");
+        ns_quantity q;
+        ns_error err = {0};
+        checks++;
+        if (ns_quantity_parse(input, &q, &err)) {
+            char text[NS_QUANTITY_MAX];
+            failures++;
+            fprintf(stderr, "parse \"%s\": accepted as %s, want it refused\n", input, ns_quantity_format_to(q, text));
+        }
+        ns_error_clear(&err);
+    }
+    list = cases(v, "format");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        i128 m = parse_i128(str(c, "millis"));
+        i128 units = m / 1000, rem = m % 1000;
+        if (rem < 0) rem += 1000, units -= 1;
+        ns_quantity q = {(int64_t)units, (int32_t)rem, format_of(str(c, "format"))};
+        char text[NS_QUANTITY_MAX];
+        checks++;
+        if (strcmp(ns_quantity_format_to(q, text), str(c, "canonical")) != 0) {
+            failures++;
+            fprintf(stderr, "format %sm %s: got \"%s\", want \"%s\"\n", str(c, "millis"), str(c, "format"), text,
+                    str(c, "canonical"));
+        }
+    }
+    ns_json_free(v);
+}
+
+/* A node whose status.conditions is `conditions` (absent when null). */
+static ns_node *node_with(const ns_json *conditions) {
+    ns_node *node = ns_node_named("n1");
+    if (ns_json_typeof(conditions) != NS_JSON_NULL)
+        ns_node_set_status(node, "conditions", ns_json_clone(conditions));
+    return node;
+}
+
+static bool same_conditions(ns_node *node, const ns_json *want) {
+    ns_json *got = ns_json_path(ns_node_root(node), "status", "conditions", NULL);
+    if (ns_json_typeof(want) == NS_JSON_NULL) return got == NULL;
+    return ns_json_equal(got, want);
+}
+
+static void print_conditions(const char *name, ns_node *node, const ns_json *want) {
+    char *got = ns_json_serialize(ns_json_path(ns_node_root(node), "status", "conditions", NULL), NULL);
+    char *w = ns_json_serialize(want, NULL);
+    fprintf(stderr, "%s: conditions %s, want %s\n", name, got, w);
+    free(got);
+    free(w);
+}
+
+static void test_conditions(void) {
+    ns_json *v = vectors("condition.json");
+    ns_json *list = cases(v, "set");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i), *set = ns_json_get(c, "set"), *want_t = ns_json_get(c, "transition");
+        const char *name = str(c, "name");
+        ns_node *node = node_with(ns_json_get(c, "conditions"));
+        ns_transition t = ns_node_set_condition_at(node, str(set, "type"), ns_status_parse(str(set, "status")),
+                                                   str(set, "reason"), str(set, "message"), str(set, "now"));
+        checks++;
+        if (!same_conditions(node, ns_json_get(c, "want"))) {
+            failures++;
+            print_conditions(name, node, ns_json_get(c, "want"));
+        }
+        const char *want_previous = ns_json_get_str(want_t, "previous");
+        checks++;
+        if (strcmp(ns_status_str(t.previous), want_previous ? want_previous : "") != 0 ||
+            strcmp(ns_status_str(t.current), str(want_t, "current")) != 0 ||
+            t.flipped != ns_json_is_true(ns_json_get(want_t, "flipped"))) {
+            failures++;
+            fprintf(stderr, "%s: transition %s -> %s flipped %d\n", name, ns_status_str(t.previous),
+                    ns_status_str(t.current), t.flipped);
+        }
+        ns_node_free(node);
+    }
+    list = cases(v, "remove");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        const char *name = str(c, "name");
+        ns_node *node = node_with(ns_json_get(c, "conditions"));
+        bool removed = ns_node_remove_condition(node, str(c, "remove"));
+        checks++;
+        if (removed != ns_json_is_true(ns_json_get(c, "removed")) || !same_conditions(node, ns_json_get(c, "want"))) {
+            failures++;
+            fprintf(stderr, "%s: removed %d\n", name, removed);
+            print_conditions(name, node, ns_json_get(c, "want"));
+        }
+        ns_node_free(node);
+    }
+    ns_json_free(v);
+}
+
+static void test_times(void) {
+    ns_json *v = vectors("time.json");
+    ns_json *list = cases(v, "rfc3339");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        int64_t secs = 0;
+        CHECK(ns_json_int64(ns_json_get(c, "seconds"), &secs));
+        char buf[NS_TIME_MAX];
+        CHECK_STR(ns_rfc3339(secs, buf), str(c, "rfc3339"));
+    }
+    ns_json_free(v);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) dir = argv[1];
+    test_quantities();
+    test_conditions();
+    test_times();
+    if (failures) {
+        fprintf(stderr, "test_conformance: %d of %d checks FAILED\n", failures, checks);
+        return 1;
+    }
+    printf("test_conformance: all %d checks passed\n", checks);
+    return 0;
+}
