@@ -3,9 +3,9 @@
 # and run it. With no --kubeconfig (and no $KUBECONFIG), `nodestatus run`
 # starts a local etcd and kube-apiserver (built once from Debian's source
 # package and cached in ~/.cache/nodestatus) and registers this machine.
-# Extra arguments go to `nodestatus run`. deploy/default-config.yaml is used
-# unless you give your own --config, and the default setters unless you give
-# your own --plugin-dir.
+# Extra arguments go to `nodestatus run`. The embedded default config (the
+# binary's copy of deploy/default-config.yaml) is used unless you give your
+# own --config, and the default setters unless you give your own --plugin-dir.
 #
 # NODESTATUS_RUN_PRINT_ARGS=1 prints the arguments `nodestatus run` would get,
 # one a line, and exits before building anything.
@@ -13,22 +13,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '== %s\n' "$*" >&2; }
 
-user_config=false
 user_plugins=false
 for arg in "$@"; do
   case "$arg" in
-    --config | --config=*) user_config=true ;;
     --plugin-dir | --plugin-dir=*) user_plugins=true ;;
   esac
 done
-config=()
-if ! $user_config && [ -f deploy/default-config.yaml ]; then
-  config=(--config deploy/default-config.yaml)
-fi
 if [ -n "${NODESTATUS_RUN_PRINT_ARGS:-}" ]; then
   plugins=()
   $user_plugins || plugins=(--plugin-dir '<the default setters>')
-  printf '%s\n' run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"
+  printf '%s\n' run ${plugins[@]+"${plugins[@]}"} "$@"
   exit 0
 fi
 
@@ -47,5 +41,5 @@ if ! $user_plugins; then
   log "building the default setters"
   plugins=(--plugin-dir "$(scripts/build-plugins.sh target/default-plugins | tail -n 1)")
 fi
-log "starting: nodestatus run ${plugins[*]} ${config[*]} $*"
-exec target/release/nodestatus run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"
+log "starting: nodestatus run ${plugins[*]} $*"
+exec target/release/nodestatus run ${plugins[@]+"${plugins[@]}"} "$@"

@@ -12,6 +12,22 @@ pub mod built {
     include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 }
 
+/// The default setters (the kubelet's, in its order, then ready), by file
+/// name, built from `plugins/`.
+pub const DEFAULT_PLUGINS: [(&str, &str); 11] = [
+    ("node-address.wasm", built::NODE_ADDRESS),
+    ("machine-info.wasm", built::MACHINE_INFO),
+    ("version-info.wasm", built::VERSION_INFO),
+    ("daemon-endpoints.wasm", built::DAEMON_ENDPOINTS),
+    ("images.wasm", built::IMAGES),
+    ("os-arch.wasm", built::OS_ARCH),
+    ("memory-pressure.wasm", built::MEMORY_PRESSURE),
+    ("disk-pressure.wasm", built::DISK_PRESSURE),
+    ("pid-pressure.wasm", built::PID_PRESSURE),
+    ("volumes.wasm", built::VOLUMES),
+    ("ready.wasm", built::READY),
+];
+
 /// A setter written in another language, built by `scripts/guests/<lang>.sh`
 /// into `target/guest-plugins` (or `$NODESTATUS_GUEST_PLUGINS`):
 /// `cpu-features` (Python), `load-average` (JavaScript), `memory-features` (C).

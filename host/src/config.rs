@@ -208,6 +208,57 @@ impl<'de> Deserialize<'de> for GoDuration {
     }
 }
 
+impl std::str::FromStr for GoDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+    }
+}
+
+/// `nodeLabels`: in the file a map, as a flag `key=value,key=value`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Labels(pub BTreeMap<String, String>);
+
+impl std::str::FromStr for Labels {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = BTreeMap::new();
+        for pair in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            out.insert(k.to_owned(), v.to_owned());
+        }
+        Ok(Self(out))
+    }
+}
+
+/// `registerWithTaints`: in the file a list of taints, as a flag
+/// `key=value:Effect,key:Effect`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Taints(pub Vec<Taint>);
+
+impl std::str::FromStr for Taints {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for t in s.split(',').filter(|t| !t.is_empty()) {
+            let (kv, effect) = t
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{t:?} is not key=value:Effect"))?;
+            let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+            out.push(Taint {
+                key: key.into(),
+                value: value.into(),
+                effect: effect.into(),
+            });
+        }
+        Ok(Self(out))
+    }
+}
+
 /// A taint, as `registerWithTaints` lists them.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -287,64 +338,174 @@ pub struct PluginFile {
     pub on_ungranted: Option<Ungranted>,
 }
 
-/// The config file, as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The settings as one layer gives them: the config file, or the flags.
+///
+/// One shape serves both: each field is a config file key (its
+/// KubeletConfiguration name where one exists) and a flag of the same name
+/// (`nodeStatusUpdateFrequency`, `--node-status-update-frequency`).
+/// [`Layers::load`] puts the flags over the file (or over the embedded
+/// [`DEFAULT_CONFIG`] when no file is given), and [`ConfigFile::validate`]
+/// turns the result into a [`Config`].
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConfigFile {
-    /// The Node's name; defaults to the hostname (or `hostnameOverride`).
+    /// nodeName: the Node's name (default: the hostname, or
+    /// hostnameOverride).
+    #[arg(long)]
     pub node_name: Option<String>,
-    /// Replaces the hostname in the node's name and Hostname address.
+    /// hostnameOverride: replaces the hostname in the node's name and
+    /// Hostname address.
+    #[arg(long)]
     pub hostname_override: Option<String>,
-    /// The node's IP (or two, comma-separated, for dual stack).
+    /// nodeIP: the node's IP, or two comma-separated for dual stack.
     #[serde(rename = "nodeIP")]
+    #[arg(long = "node-ip")]
     pub node_ip: Option<String>,
-    /// Labels added at registration.
-    #[serde(default)]
-    pub node_labels: BTreeMap<String, String>,
-    /// Whether to create the Node.
+    /// nodeLabels: labels added at registration (flag: key=value,...).
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub node_labels: Option<Labels>,
+    /// registerNode: create the Node (true) or wait for it (false).
+    #[arg(long)]
     pub register_node: Option<bool>,
-    /// Taints added at registration.
-    #[serde(default)]
-    pub register_with_taints: Vec<Taint>,
-    /// `spec.providerID`.
+    /// registerWithTaints: taints added at registration (flag:
+    /// key=value:Effect,...).
+    #[arg(long, value_name = "KEY=VALUE:EFFECT,...")]
+    pub register_with_taints: Option<Taints>,
+    /// providerID: `spec.providerID`.
     #[serde(rename = "providerID")]
+    #[arg(long = "provider-id")]
     pub provider_id: Option<String>,
-    /// How often the setters run.
+    /// nodeStatusUpdateFrequency: how often the setters run (10s).
+    #[arg(long)]
     pub node_status_update_frequency: Option<GoDuration>,
-    /// How often an unchanged status is reported anyway.
+    /// nodeStatusReportFrequency: how often an unchanged status is
+    /// reported anyway (5m).
+    #[arg(long)]
     pub node_status_report_frequency: Option<GoDuration>,
-    /// The Lease's duration.
+    /// nodeLeaseDurationSeconds: the Lease's duration (40).
+    #[arg(long)]
     pub node_lease_duration_seconds: Option<i64>,
-    /// The most images reported; -1 for no limit.
+    /// nodeStatusMaxImages: the most images reported; -1 for no limit (50).
+    #[arg(long, allow_hyphen_values = true)]
     pub node_status_max_images: Option<i64>,
-    /// The plugin directory.
+    /// pluginDir: the directory of *.wasm setters, watched for changes.
+    #[arg(long)]
     pub plugin_dir: Option<PathBuf>,
-    /// The precompile cache directory.
+    /// cacheDir: the precompile cache directory.
+    #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// The precompile cache's size cap (default 512Mi).
+    /// cacheMaxSize: the precompile cache's size cap (512Mi).
+    #[arg(long)]
     pub cache_max_size: Option<String>,
-    /// The deadline of one plugin's compilation (default 2m).
+    /// compileTimeout: the deadline of one plugin's compilation (2m).
+    #[arg(long)]
     pub compile_timeout: Option<GoDuration>,
-    /// The memory one plugin's compilation may allocate (default 2Gi).
+    /// compileMemoryLimit: the memory one plugin's compilation may
+    /// allocate (2Gi).
+    #[arg(long)]
     pub compile_memory_limit: Option<String>,
-    /// The container runtime's CRI socket, `unix:///...`; unset: none.
+    /// containerRuntimeEndpoint: the container runtime's CRI socket,
+    /// `unix:///...`; unset: none.
+    #[arg(long)]
     pub container_runtime_endpoint: Option<String>,
-    /// The deadline of one CRI call (default 2s).
+    /// runtimeRequestTimeout: the deadline of one CRI call (2s).
+    #[arg(long)]
     pub runtime_request_timeout: Option<GoDuration>,
-    /// Companion mode, beside a real kubelet: never create the node, no
-    /// lease, no Ready at shutdown; only the plugins' own fields are patched.
+    /// companion: beside a real kubelet, never create the node, no lease,
+    /// no Ready at shutdown; only the plugins' own fields are patched.
+    #[arg(long)]
     pub companion: Option<bool>,
     // --- node loops (agent) ---
-    /// Register the node again when it is deleted while running (off by
-    /// default: the kubelet never registers twice in one run).
+    /// reRegisterDeletedNode: register the node again when it is deleted
+    /// while running (off by default: the kubelet never registers twice in
+    /// one run).
+    #[arg(long)]
     pub re_register_deleted_node: Option<bool>,
-    /// `external`: a cloud-controller-manager owns the addresses, providerID
-    /// and the cloud labels; the node registers with the `uninitialized` taint.
+    /// cloudProvider: `external` means a cloud-controller-manager owns the
+    /// addresses, providerID and the cloud labels; the node registers with
+    /// the `uninitialized` taint.
+    #[arg(long)]
     pub cloud_provider: Option<String>,
     // --- end node loops ---
-    /// Per-plugin settings, by plugin name.
+    /// Per-plugin settings, by plugin name (file only).
     #[serde(default)]
+    #[arg(skip)]
     pub plugins: BTreeMap<String, PluginFile>,
+}
+
+/// The default configuration, embedded in the binary: the grants and
+/// settings the bundled setters need (`deploy/default-config.yaml`). Used
+/// when no `--config` is given; `nodestatus config default` prints it.
+pub const DEFAULT_CONFIG: &str = include_str!("../../deploy/default-config.yaml");
+
+/// Where the settings come from: `--config FILE` (else the embedded
+/// [`DEFAULT_CONFIG`]), and the flags over it. The one place where the
+/// precedence is written: flags over file over defaults.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Layers {
+    /// Config file (YAML, KubeletConfiguration field names). Default: the
+    /// embedded default config (`nodestatus config default` prints it).
+    #[arg(long = "config", id = "config", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The flags, each over the file's field of the same name.
+    #[command(flatten)]
+    pub flags: ConfigFile,
+}
+
+impl Layers {
+    /// The file as written: `--config`, else the embedded default.
+    pub fn written(&self) -> Result<ConfigFile> {
+        match &self.file {
+            Some(p) => ConfigFile::read(p),
+            None => ConfigFile::parse(DEFAULT_CONFIG, Path::new("(embedded default config)")),
+        }
+    }
+
+    /// The flags over the file, validated.
+    pub fn load(&self) -> Result<Config> {
+        self.written()?.over(self.flags.clone()).validate()
+    }
+}
+
+impl ConfigFile {
+    /// `top` over `self`: each field that `top` sets replaces this one's.
+    /// The plugin sections are the file's alone.
+    pub fn over(self, top: ConfigFile) -> ConfigFile {
+        ConfigFile {
+            node_name: top.node_name.or(self.node_name),
+            hostname_override: top.hostname_override.or(self.hostname_override),
+            node_ip: top.node_ip.or(self.node_ip),
+            node_labels: top.node_labels.or(self.node_labels),
+            register_node: top.register_node.or(self.register_node),
+            register_with_taints: top.register_with_taints.or(self.register_with_taints),
+            provider_id: top.provider_id.or(self.provider_id),
+            node_status_update_frequency: top
+                .node_status_update_frequency
+                .or(self.node_status_update_frequency),
+            node_status_report_frequency: top
+                .node_status_report_frequency
+                .or(self.node_status_report_frequency),
+            node_lease_duration_seconds: top
+                .node_lease_duration_seconds
+                .or(self.node_lease_duration_seconds),
+            node_status_max_images: top.node_status_max_images.or(self.node_status_max_images),
+            plugin_dir: top.plugin_dir.or(self.plugin_dir),
+            cache_dir: top.cache_dir.or(self.cache_dir),
+            cache_max_size: top.cache_max_size.or(self.cache_max_size),
+            compile_timeout: top.compile_timeout.or(self.compile_timeout),
+            compile_memory_limit: top.compile_memory_limit.or(self.compile_memory_limit),
+            container_runtime_endpoint: top
+                .container_runtime_endpoint
+                .or(self.container_runtime_endpoint),
+            runtime_request_timeout: top.runtime_request_timeout.or(self.runtime_request_timeout),
+            companion: top.companion.or(self.companion),
+            re_register_deleted_node: top
+                .re_register_deleted_node
+                .or(self.re_register_deleted_node),
+            cloud_provider: top.cloud_provider.or(self.cloud_provider),
+            plugins: self.plugins,
+        }
+    }
 }
 
 const TOP_FIELDS: &[&str] = &[
@@ -534,93 +695,101 @@ pub struct Config {
     pub plugins: BTreeMap<String, PluginSettings>,
 }
 
+/// The node's hostname: `hostnameOverride`, else the kernel's hostname
+/// (from `facts`), lowercased, as the kubelet takes it. The default of
+/// `nodeName`, and the node's Hostname address and hostname label.
+pub fn hostname(hostname_override: Option<&str>, facts: &crate::runtime::facts::Facts) -> String {
+    match hostname_override {
+        Some(h) => h.to_lowercase(),
+        None => facts.system().hostname.to_lowercase(),
+    }
+}
+
 impl Config {
+    /// The node's hostname ([`hostname`]).
+    pub fn hostname(&self, facts: &crate::runtime::facts::Facts) -> String {
+        hostname(self.hostname_override.as_deref(), facts)
+    }
+
     /// Each top-level setting in force, its value, and where it came from:
-    /// `flag` (named in `flags`), `file` (set in `written`), or `default`.
+    /// `flag` (set in `flags`), `file` (set in `written`), or `default`.
     pub fn provenance(
         &self,
         written: &ConfigFile,
-        flags: &[&str],
+        flags: &ConfigFile,
     ) -> Vec<(&'static str, String, &'static str)> {
         let mut out = Vec::new();
-        let mut row = |key: &'static str, value: String, in_file: bool| {
-            let source = if flags.contains(&key) {
+        let mut row = |key: &'static str, value: String, set: fn(&ConfigFile) -> bool| {
+            let source = if set(flags) {
                 "flag"
-            } else if in_file {
+            } else if set(written) {
                 "file"
             } else {
                 "default"
             };
             out.push((key, value, source));
         };
-        let w = written;
-        row("nodeName", self.node_name.clone(), w.node_name.is_some());
-        row(
-            "pluginDir",
-            self.plugin_dir.display().to_string(),
-            w.plugin_dir.is_some(),
-        );
-        row(
-            "cacheDir",
-            self.cache_dir.display().to_string(),
-            w.cache_dir.is_some(),
-        );
+        row("nodeName", self.node_name.clone(), |c| {
+            c.node_name.is_some()
+        });
+        row("pluginDir", self.plugin_dir.display().to_string(), |c| {
+            c.plugin_dir.is_some()
+        });
+        row("cacheDir", self.cache_dir.display().to_string(), |c| {
+            c.cache_dir.is_some()
+        });
         row(
             "cacheMaxSize",
             format!("{} bytes", self.cache_max_bytes),
-            w.cache_max_size.is_some(),
+            |c| c.cache_max_size.is_some(),
         );
         row(
             "nodeStatusUpdateFrequency",
             format!("{:?}", self.node_status_update_frequency),
-            w.node_status_update_frequency.is_some(),
+            |c| c.node_status_update_frequency.is_some(),
         );
         row(
             "nodeStatusReportFrequency",
             format!("{:?}", self.node_status_report_frequency),
-            w.node_status_report_frequency.is_some(),
+            |c| c.node_status_report_frequency.is_some(),
         );
         row(
             "nodeLeaseDurationSeconds",
             self.node_lease_duration_seconds.to_string(),
-            w.node_lease_duration_seconds.is_some(),
+            |c| c.node_lease_duration_seconds.is_some(),
         );
         row(
             "nodeStatusMaxImages",
             self.node_status_max_images.to_string(),
-            w.node_status_max_images.is_some(),
+            |c| c.node_status_max_images.is_some(),
         );
-        row(
-            "registerNode",
-            self.register_node.to_string(),
-            w.register_node.is_some(),
-        );
-        row(
-            "companion",
-            self.companion.to_string(),
-            w.companion.is_some(),
-        );
+        row("registerNode", self.register_node.to_string(), |c| {
+            c.register_node.is_some()
+        });
+        row("companion", self.companion.to_string(), |c| {
+            c.companion.is_some()
+        });
         row(
             "compileTimeout",
             format!("{:?}", self.compile_limits.timeout),
-            w.compile_timeout.is_some(),
+            |c| c.compile_timeout.is_some(),
         );
         row(
             "compileMemoryLimit",
             format!("{} bytes", self.compile_limits.memory),
-            w.compile_memory_limit.is_some(),
+            |c| c.compile_memory_limit.is_some(),
         );
         row(
             "containerRuntimeEndpoint",
             self.container_runtime_endpoint
                 .clone()
                 .unwrap_or_else(|| "(none)".into()),
-            w.container_runtime_endpoint.is_some(),
+            |c| c.container_runtime_endpoint.is_some(),
         );
         row(
             "runtimeRequestTimeout",
             format!("{:?}", self.runtime_request_timeout),
-            w.runtime_request_timeout.is_some(),
+            |c| c.runtime_request_timeout.is_some(),
         );
         out
     }
@@ -890,16 +1059,12 @@ impl ConfigFile {
 
     /// Checks every value and applies the defaults.
     pub fn validate(self) -> Result<Config> {
-        let hostname = self.hostname_override.clone().unwrap_or_else(|| {
-            crate::runtime::facts::Facts::default()
-                .system()
-                .hostname
-                .clone()
+        let node_name = self.node_name.clone().unwrap_or_else(|| {
+            hostname(
+                self.hostname_override.as_deref(),
+                &crate::runtime::facts::Facts::default(),
+            )
         });
-        let node_name = self
-            .node_name
-            .clone()
-            .unwrap_or_else(|| hostname.to_lowercase());
         validate_dns_subdomain(&node_name).map_err(|m| invalid("nodeName", m))?;
         if let Some(h) = &self.hostname_override {
             validate_dns_subdomain(h).map_err(|m| invalid("hostnameOverride", m))?;
@@ -908,7 +1073,9 @@ impl ConfigFile {
             None => Vec::new(),
             Some(s) => parse_node_ips(s).map_err(|m| invalid("nodeIP", m))?,
         };
-        for (k, v) in &self.node_labels {
+        let node_labels = self.node_labels.unwrap_or_default().0;
+        let register_with_taints = self.register_with_taints.unwrap_or_default().0;
+        for (k, v) in &node_labels {
             let field = format!("nodeLabels[{k}]");
             crate::policy::validate_qualified_name(k).map_err(|m| invalid(&field, m))?;
             crate::policy::validate_label_value(v).map_err(|m| invalid(&field, m))?;
@@ -919,7 +1086,7 @@ impl ConfigFile {
                 ));
             }
         }
-        for (i, t) in self.register_with_taints.iter().enumerate() {
+        for (i, t) in register_with_taints.iter().enumerate() {
             let field = format!("registerWithTaints[{i}]");
             crate::policy::validate_qualified_name(&t.key).map_err(|m| invalid(&field, m))?;
             crate::policy::validate_label_value(&t.value).map_err(|m| invalid(&field, m))?;
@@ -935,7 +1102,7 @@ impl ConfigFile {
                     ),
                 ));
             }
-            if self.register_with_taints[..i]
+            if register_with_taints[..i]
                 .iter()
                 .any(|o| o.key == t.key && o.effect == t.effect)
             {
@@ -1066,10 +1233,10 @@ impl ConfigFile {
             node_name,
             hostname_override: self.hostname_override,
             node_ips,
-            node_labels: self.node_labels,
+            node_labels,
             register_node: !companion && self.register_node.unwrap_or(true),
             companion,
-            register_with_taints: self.register_with_taints,
+            register_with_taints,
             provider_id: self.provider_id,
             node_status_update_frequency: update,
             node_status_report_frequency: report,
@@ -1373,6 +1540,12 @@ impl Config {
             }
         }
         out
+    }
+
+    /// [`Config::plugin_settings`] as the plugin directory takes it.
+    pub fn settings_fn(self: &std::sync::Arc<Self>) -> crate::plugin_dir::SettingsFn {
+        let cfg = self.clone();
+        std::sync::Arc::new(move |name| cfg.plugin_settings(name))
     }
 
     /// The settings for a plugin name: its config section, or the defaults.

@@ -17,7 +17,7 @@
 //!    a CPU deadline, a memory cap and only the grants the operator gave
 //!    ([`runtime`]).
 //! 3. **Diff, policy and validation.** The host diffs the plugin's output
-//!    against its input ([`policy::diff`], list items by merge key), bounds
+//!    against its input ([`node::Diff`], list items by merge key), bounds
 //!    how many fields it may change, checks each against the plugin's
 //!    [`policy::Allowance`], and checks the node against the API server's
 //!    own rules ([`validate`]): nothing the API server would refuse reaches a
@@ -32,20 +32,21 @@
 //! Plugins are loaded and hot-reloaded from a directory by [`plugin_dir`].
 
 pub mod agent;
-pub mod cluster;
+pub mod cli;
 pub mod config;
 pub mod cri;
+pub mod embedded_apiserver;
 pub mod files;
 pub mod http;
 pub mod live_config;
 pub mod metrics;
+pub mod node;
 pub mod node_shutdown;
 pub mod once;
 pub mod ownership;
 pub mod pipeline;
 pub mod plugin_dir;
 pub mod policy;
-pub mod run;
 pub mod runtime;
 pub mod scaffold;
 pub mod validate;

@@ -204,6 +204,21 @@ impl PluginDir {
         })
     }
 
+    /// The plugin host as the engine opens it: a runtime with the config's
+    /// precompile cache and compile limits (plugins compiled in a child of
+    /// `compiler_exe`, the running `nodestatus`; in-process without one),
+    /// over `dir` (default: the config's `pluginDir`), with the config's
+    /// per-plugin settings. Nothing is loaded until [`PluginDir::rescan`].
+    pub fn open(
+        config: &Arc<crate::config::Config>,
+        dir: Option<PathBuf>,
+        compiler_exe: Option<PathBuf>,
+    ) -> crate::runtime::Result<Arc<Self>> {
+        let runtime = Runtime::with_options(config.runtime_options(compiler_exe))?;
+        let dir = dir.unwrap_or_else(|| config.plugin_dir.clone());
+        Ok(Self::new(dir, runtime, config.settings_fn()))
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir

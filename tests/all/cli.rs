@@ -154,6 +154,60 @@ fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.wasm"));
 }
 
+/// The README's "Try it without a cluster": `once --plugin-dir DIR` with no
+/// `--config` runs on the embedded default config, so it gives the same
+/// capacity, allocatable and conditions as `--config
+/// deploy/default-config.yaml` (it used to run with no grants: no capacity,
+/// and machine-info failing on /proc/meminfo).
+#[test]
+fn once_without_a_config_runs_the_embedded_default() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
+        drop_plugin(dir.path(), file, Path::new(src));
+    }
+    let once = |config: Option<&str>| {
+        let mut c = nodestatus();
+        c.args(["once", "--strict", "--plugin-dir"])
+            .arg(dir.path())
+            .args(["--cache-dir", built::TEST_CACHE_DIR]);
+        if let Some(f) = config {
+            c.args(["--config", f]);
+        }
+        json_of(&mut c)
+    };
+    let embedded = once(None);
+    let file = once(Some(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/default-config.yaml"
+    )));
+    let conditions = |n: &Value| -> Vec<(Value, Value, Value)> {
+        n["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["type"].clone(), c["status"].clone(), c["reason"].clone()))
+            .collect()
+    };
+    for field in ["capacity", "allocatable"] {
+        assert!(
+            embedded["status"][field]["memory"].is_string(),
+            "{field}: {}",
+            embedded["status"]
+        );
+        assert_eq!(embedded["status"][field], file["status"][field], "{field}");
+    }
+    assert_eq!(conditions(&embedded), conditions(&file));
+    assert_eq!(conditions(&embedded).len(), 4);
+    // The embedded default is the file in deploy/, printed whole.
+    let printed = stdout_of(nodestatus().args(["config", "default"]));
+    let deploy = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/default-config.yaml"
+    ))
+    .unwrap();
+    assert_eq!(printed, deploy);
+}
+
 #[test]
 fn config_check_names_the_field_of_each_mistake() {
     let dir = tempfile::tempdir().unwrap();
@@ -273,7 +327,7 @@ fn run_sh_args(args: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn run_sh_passes_the_users_config_and_uses_the_default_only_without_one() {
+fn run_sh_passes_the_users_config_and_none_without_one() {
     let dir = tempfile::tempdir().unwrap();
     let mine = dir.path().join("my.yaml");
     // A config that `run` refuses at once, so the command ends before it
@@ -292,8 +346,8 @@ fn run_sh_passes_the_users_config_and_uses_the_default_only_without_one() {
     };
     assert_eq!(
         configs(&run_sh_args(&[])),
-        ["deploy/default-config.yaml"],
-        "the default config without --config"
+        Vec::<String>::new(),
+        "no --config: the binary's embedded default"
     );
     let with_equals = format!("--config={mine}");
     for given in [vec!["--config", mine], vec![with_equals.as_str()]] {

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodestatus::agent::client::{NodeClient, RequestKind, Traffic};
 use nodestatus::agent::{Agent, SyncOutcome};
-use nodestatus::cluster::LocalCluster;
 use nodestatus::config::ConfigFile;
+use nodestatus::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -69,7 +69,7 @@ pub fn cluster() -> &'static Shared {
                 .keep();
             let rt = tokio::runtime::Runtime::new().unwrap();
             let c = rt
-                .block_on(LocalCluster::start_with(&dir, NODES, true, true))
+                .block_on(EmbeddedApiserver::start_with(&dir, NODES, true, true))
                 .expect("starting the shared kube-apiserver");
             tx.send(Shared {
                 server: c.server.clone(),
@@ -107,7 +107,7 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: n\n  user:\n    token: {}\ncontexts:\n- name: n\n  context:\n    cluster: local\n    user: n\ncurrent-context: n\n",
             cluster().server,
-            nodestatus::cluster::node_token(node)
+            nodestatus::embedded_apiserver::node_token(node)
         ),
     )
     .unwrap();
@@ -206,7 +206,7 @@ pub fn agent_via(
     );
     let (cfg, plugins) = crate::common::configured(&yaml, dir.path());
     let traffic = Arc::new(Traffic::default());
-    let token = nodestatus::cluster::node_token(identity);
+    let token = nodestatus::embedded_apiserver::node_token(identity);
     let nc = match server {
         None => NodeClient::new(client(&token), name, traffic.clone()),
         Some(server) => NodeClient::from_config(
@@ -968,22 +968,10 @@ async fn metrics_status_and_probes_move_with_the_engine() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
-    let plugins: Vec<(&str, &Path)> = [
-        ("node-address.wasm", built::NODE_ADDRESS),
-        ("machine-info.wasm", built::MACHINE_INFO),
-        ("version-info.wasm", built::VERSION_INFO),
-        ("daemon-endpoints.wasm", built::DAEMON_ENDPOINTS),
-        ("images.wasm", built::IMAGES),
-        ("os-arch.wasm", built::OS_ARCH),
-        ("memory-pressure.wasm", built::MEMORY_PRESSURE),
-        ("disk-pressure.wasm", built::DISK_PRESSURE),
-        ("pid-pressure.wasm", built::PID_PRESSURE),
-        ("volumes.wasm", built::VOLUMES),
-        ("ready.wasm", built::READY),
-    ]
-    .into_iter()
-    .map(|(f, p)| (f, Path::new(p)))
-    .collect();
+    let plugins: Vec<(&str, &Path)> = nodestatus_tests::DEFAULT_PLUGINS
+        .into_iter()
+        .map(|(f, p)| (f, Path::new(p)))
+        .collect();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/default-config.yaml");
     let t = agent_with_config("default-node", "default-node", "", Some(&config), &plugins);
     assert_eq!(t.agent.plugins().current().plugins().len(), 11);

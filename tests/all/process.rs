@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use nodestatus::cluster::LocalCluster;
+use nodestatus::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_plugin};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn survives_an_outage_restarts_invisibly_and_marks_not_ready_only_on_node_shutdown() {
     let state = tempfile::tempdir().unwrap();
     let mut cluster =
-        LocalCluster::start_with(&state.path().join("cluster"), &["term-node"], false, true)
+        EmbeddedApiserver::start_with(&state.path().join("cluster"), &["term-node"], false, true)
             .await
             .unwrap();
     let plugins = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use nodestatus::cluster::{Extras, LocalCluster, node_token};
+use nodestatus::embedded_apiserver::{EmbeddedApiserver, Extras, node_token};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::json;
 
@@ -38,7 +38,7 @@ const PROBE_CONDITION: &str = "FaultRigProbe";
 
 /// The shared control plane.
 pub struct Rig {
-    pub cluster: LocalCluster,
+    pub cluster: EmbeddedApiserver,
     pub admin: kube::Client,
     tls_cert: PathBuf,
     tls_key: PathBuf,
@@ -49,7 +49,7 @@ impl Rig {
     /// Starts etcd, kube-apiserver and kube-controller-manager with an
     /// identity for each of `nodes`.
     pub async fn start(dir: &Path, nodes: &[&str]) -> anyhow::Result<Self> {
-        let cluster = LocalCluster::start_with_extras(
+        let cluster = EmbeddedApiserver::start_with_extras(
             &dir.join("cluster"),
             nodes,
             false,

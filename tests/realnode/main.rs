@@ -40,7 +40,7 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node as KNode, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus::cluster::{Extras, LocalCluster, NodeParts, node_token};
+use nodestatus::embedded_apiserver::{Extras, EmbeddedApiserver, NodeParts, node_token};
 use serde_json::{Value, json};
 
 use audit::{TEST_AGENT, Writer};
@@ -122,7 +122,7 @@ fn preflight() -> anyhow::Result<PathBuf> {
             || Path::new("/sys/fs/cgroup/cgroup.controllers").is_file(),
         "no cgroup hierarchy under /sys/fs/cgroup: the kubelet cannot run here (set NODESTATUS_SKIP_REALNODE=1 to skip)"
     );
-    let kubelet = nodestatus::cluster::apiserver_binary().with_file_name("kubelet");
+    let kubelet = nodestatus::embedded_apiserver::apiserver_binary().with_file_name("kubelet");
     ensure!(
         kubelet.exists(),
         "no kubelet at {}: run scripts/ensure-apiserver.sh (it builds it with the apiserver)",
@@ -575,7 +575,7 @@ fn log_tail(path: &Path, lines: usize) -> String {
 
 /// A client with `token` and the test's user agent (so that its writes are
 /// told apart from the kubelet's and nodestatus's in the audit log).
-fn client(cluster: &LocalCluster, token: &str) -> anyhow::Result<kube::Client> {
+fn client(cluster: &EmbeddedApiserver, token: &str) -> anyhow::Result<kube::Client> {
     let mut config = kube::Config::new(cluster.server.parse()?);
     config.accept_invalid_certs = true;
     config.auth_info.token = Some(token.to_owned().into());
@@ -665,7 +665,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     );
 
     let t = Instant::now();
-    let cluster = LocalCluster::start_with_parts(
+    let cluster = EmbeddedApiserver::start_with_parts(
         &work.join("cluster"),
         &[NODE, OTHER, NODE_B],
         false,

@@ -17,98 +17,47 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::agent::client::{NodeClient, Traffic};
-use crate::cluster::LocalCluster;
-use crate::config::{ConfigFile, GoDuration, Taint};
+use crate::config::Layers;
+use crate::embedded_apiserver::EmbeddedApiserver;
 use crate::plugin_dir::PluginDir;
-use crate::runtime::Runtime;
 
-/// `run`'s flags; each overrides the config file.
-#[derive(Debug, Default, Clone)]
-#[allow(missing_docs)]
-pub struct Options {
-    pub config: Option<PathBuf>,
+/// Register this node and keep its status and lease current.
+///
+/// Connects with --kubeconfig, $KUBECONFIG or the in-cluster config; with
+/// none of them, starts a local etcd and kube-apiserver on loopback (the
+/// embedded default) and registers this machine with a system:node:<name>
+/// identity.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the node's identity. Default: $KUBECONFIG, then the
+    /// in-cluster config, then the embedded local apiserver.
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    pub node_name: Option<String>,
-    pub hostname_override: Option<String>,
-    pub node_ip: Option<String>,
-    pub node_labels: Vec<String>,
-    pub register_node: Option<bool>,
-    pub register_with_taints: Vec<String>,
-    pub provider_id: Option<String>,
-    pub node_status_update_frequency: Option<String>,
-    pub node_status_report_frequency: Option<String>,
-    pub node_lease_duration_seconds: Option<i64>,
-    pub node_status_max_images: Option<i64>,
-    pub plugin_dir: Option<PathBuf>,
-    pub cache_dir: Option<PathBuf>,
+    /// State directory of the embedded local apiserver.
+    #[arg(long)]
     pub embedded_dir: Option<PathBuf>,
-    pub address: Option<String>,
-    /// The binary that compiles plugins in a bounded child process (its
-    /// `compile-component` subcommand, see [`crate::runtime::compile`]):
-    /// the running `nodestatus`. `None` compiles in-process, unbounded.
-    pub compiler_exe: Option<PathBuf>,
+    /// Address of the HTTP endpoint (/livez, /readyz, /metrics, /status);
+    /// empty to disable.
+    #[arg(long, default_value = DEFAULT_ADDRESS)]
+    pub address: String,
+    /// The settings: --config (else the embedded default), each flag over
+    /// it. Read again while running when --config is given.
+    #[command(flatten)]
+    pub layers: Layers,
 }
 
 /// The default address of the HTTP endpoint.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:10258";
 
-fn flag_duration(flag: &str, v: Option<String>) -> anyhow::Result<Option<GoDuration>> {
-    v.map(|s| GoDuration::parse(&s).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
-        .transpose()
-}
-
-/// Applies the flags over the file and validates the result.
-pub fn load_config(o: &Options) -> anyhow::Result<crate::config::Config> {
-    let mut f = match &o.config {
-        Some(p) => ConfigFile::read(p)?,
-        None => ConfigFile::default(),
-    };
-    macro_rules! over {
-        ($($field:ident),*) => { $( if let Some(v) = o.$field.clone() { f.$field = Some(v); } )* };
-    }
-    over!(
-        node_name,
-        hostname_override,
-        provider_id,
-        register_node,
-        node_lease_duration_seconds,
-        node_status_max_images,
-        plugin_dir,
-        cache_dir
-    );
-    if let Some(v) = o.node_ip.clone() {
-        f.node_ip = Some(v);
-    }
-    for l in &o.node_labels {
-        let (k, v) = l
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--node-labels: {l:?} is not key=value"))?;
-        f.node_labels.insert(k.to_owned(), v.to_owned());
-    }
-    for t in &o.register_with_taints {
-        let (kv, effect) = t.rsplit_once(':').ok_or_else(|| {
-            anyhow::anyhow!("--register-with-taints: {t:?} is not key=value:Effect")
-        })?;
-        let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-        f.register_with_taints.push(Taint {
-            key: key.into(),
-            value: value.into(),
-            effect: effect.into(),
-        });
-    }
-    if let Some(d) = flag_duration(
-        "node-status-update-frequency",
-        o.node_status_update_frequency.clone(),
-    )? {
-        f.node_status_update_frequency = Some(d);
-    }
-    if let Some(d) = flag_duration(
-        "node-status-report-frequency",
-        o.node_status_report_frequency.clone(),
-    )? {
-        f.node_status_report_frequency = Some(d);
-    }
-    Ok(f.validate()?)
+/// `nodestatus run`: the engine on a tokio runtime, until SIGTERM or
+/// SIGINT.
+pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(run(args))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// How long a stop may take at most after SIGTERM: the loops drop their
@@ -124,9 +73,9 @@ async fn kubeconfig_config(path: &std::path::Path) -> anyhow::Result<kube::Confi
 }
 
 async fn connect(
-    o: &Options,
+    o: &Args,
     node_name: &str,
-) -> anyhow::Result<(kube::Config, Option<LocalCluster>)> {
+) -> anyhow::Result<(kube::Config, Option<EmbeddedApiserver>)> {
     let kubeconfig = o
         .kubeconfig
         .clone()
@@ -148,7 +97,7 @@ async fn connect(
         "no kubeconfig given: starting a local etcd and kube-apiserver in {}",
         dir.display()
     );
-    let cluster = LocalCluster::start_with(&dir, &[node_name], false, true).await?;
+    let cluster = EmbeddedApiserver::start_with(&dir, &[node_name], false, true).await?;
     let admin = cluster.write_admin_kubeconfig()?;
     let node_kubeconfig = cluster.write_node_kubeconfig(node_name)?;
     eprintln!("local kube-apiserver at {}", cluster.server);
@@ -160,19 +109,13 @@ async fn connect(
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
-pub async fn run(o: Options) -> anyhow::Result<()> {
-    let cfg = Arc::new(load_config(&o)?);
+pub async fn run(o: Args) -> anyhow::Result<()> {
+    let cfg = Arc::new(o.layers.load()?);
     for w in cfg.warnings() {
         tracing::warn!("config: {w}");
     }
     let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
-    let runtime = Runtime::with_options(cfg.runtime_options(o.compiler_exe.clone()))?;
-    let settings = cfg.clone();
-    let plugins = PluginDir::new(
-        cfg.plugin_dir.clone(),
-        runtime,
-        Arc::new(move |n| settings.plugin_settings(n)),
-    );
+    let plugins = PluginDir::open(&cfg, None, super::compiler_exe())?;
     if !cfg.plugin_dir.is_dir() {
         anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
     }
@@ -200,10 +143,7 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
     let agent = Agent::new(cfg.clone(), node_client, plugins.clone());
 
     let cancel = CancellationToken::new();
-    let address = o
-        .address
-        .clone()
-        .unwrap_or_else(|| DEFAULT_ADDRESS.to_owned());
+    let address = o.address.clone();
     let http = if address.is_empty() {
         None
     } else {
@@ -249,10 +189,10 @@ pub async fn run(o: Options) -> anyhow::Result<()> {
         })
     };
     // The config file, read again while running (crate::live_config).
-    let live = o.config.clone().map(|path| {
-        let options = o.clone();
+    let live = o.layers.file.clone().map(|path| {
+        let layers = o.layers.clone();
         let live =
-            crate::live_config::LiveConfig::new(path, cfg.clone(), move || load_config(&options));
+            crate::live_config::LiveConfig::new(path, cfg.clone(), move || Ok(layers.load()?));
         tokio::spawn(crate::live_config::watch(
             live,
             agent.clone(),

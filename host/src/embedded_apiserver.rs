@@ -171,7 +171,7 @@ fn free_port() -> Result<u16> {
 }
 
 /// A running etcd and kube-apiserver.
-pub struct LocalCluster {
+pub struct EmbeddedApiserver {
     dir: PathBuf,
     die_with_parent: bool,
     remove_dir: bool,
@@ -189,14 +189,14 @@ pub struct LocalCluster {
     pub admin_token: String,
 }
 
-impl LocalCluster {
+impl EmbeddedApiserver {
     /// Starts etcd and kube-apiserver with their state in `dir`, with a node
     /// identity for each of `nodes`. `remove_dir` deletes `dir` on drop.
     pub async fn start(dir: &Path, nodes: &[&str], remove_dir: bool) -> Result<Self> {
         Self::start_with(dir, nodes, remove_dir, false).await
     }
 
-    /// Like [`LocalCluster::start`]; with `die_with_parent`, the processes
+    /// Like [`EmbeddedApiserver::start`]; with `die_with_parent`, the processes
     /// are killed when the thread that started them ends (tests use it so
     /// that no server outlives a test binary).
     pub async fn start_with(
@@ -208,7 +208,7 @@ impl LocalCluster {
         Self::start_with_extras(dir, nodes, remove_dir, die_with_parent, Extras::default()).await
     }
 
-    /// Like [`LocalCluster::start_with`], with the [`Extras`] asked for.
+    /// Like [`EmbeddedApiserver::start_with`], with the [`Extras`] asked for.
     pub async fn start_with_extras(
         dir: &Path,
         nodes: &[&str],
@@ -227,7 +227,7 @@ impl LocalCluster {
         .await
     }
 
-    /// Like [`LocalCluster::start_with_extras`], with the [`NodeParts`] a
+    /// Like [`EmbeddedApiserver::start_with_extras`], with the [`NodeParts`] a
     /// real node needs.
     pub async fn start_with_parts(
         dir: &Path,
@@ -598,7 +598,7 @@ pub fn node_token(name: &str) -> String {
     format!("node-{name}-token")
 }
 
-impl Drop for LocalCluster {
+impl Drop for EmbeddedApiserver {
     fn drop(&mut self) {
         if let Some(mut c) = self.scheduler.take() {
             let _ = c.kill();

@@ -1,0 +1,79 @@
+//! The `nodestatus` commands, one file each; `main.rs` only defines them
+//! and dispatches.
+//!
+//! | command | file |
+//! |---|---|
+//! | `run` | [`run`]: the engine: register, status sync, lease |
+//! | `once` | [`once`]: every setter once over a node, printed |
+//! | `config check`, `config default` | [`config`] |
+//! | `plugin check`, `plugin list` | [`plugin`] |
+//! | `new` | [`new`]: a new setter from a template |
+//! | `version` | [`version`] |
+//!
+//! Every command that reads settings takes the same [`Layers`]: `--config`
+//! (else the embedded default) with each setting's flag over it.
+//!
+//! [`Layers`]: crate::config::Layers
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub mod config;
+pub mod new;
+pub mod once;
+pub mod plugin;
+pub mod run;
+pub mod version;
+
+/// The log format (`--log-format`).
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Sets up logging to stderr; a one-shot command (not `run`) also gets the
+/// default SIGPIPE action, so that piped into `head` it stops quietly, as
+/// other CLI tools do, instead of panicking on EPIPE.
+pub fn init(format: LogFormat, one_shot: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(
+            "warn,nodestatus=info,cranelift=warn,wasmtime=warn,kube_client::client::builder=off,kube_client::client::tls=error",
+        )
+    });
+    // Colour only on a terminal, and never when NO_COLOR is set
+    // (no-color.org): log files and pipes get plain text.
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(colour)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+    if one_shot {
+        // SAFETY: restores the default action before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+}
+
+/// The binary that compiles plugins in a bounded child process
+/// ([`crate::runtime::compile`]): this one.
+pub fn compiler_exe() -> Option<PathBuf> {
+    std::env::current_exe().ok()
+}
+
+/// A command's outcome as the process's exit status; an error is printed
+/// with its causes.
+pub fn exit(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,269 @@
+//! `nodestatus once`: run every setter once over a node and print the
+//! resulting Node.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::Layers;
+use crate::pipeline::{self, PassReport};
+use crate::plugin_dir::{PluginDir, ReloadEvent};
+use crate::runtime::CallContext;
+
+/// Run every setter once over a node and print the resulting Node.
+///
+/// The node comes from --node, or is a fresh initial node named after
+/// nodeName (default: this machine's hostname). What each plugin changed,
+/// or why it failed, goes to stderr.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A plugin file to run; repeatable, beside or instead of the plugin
+    /// directory (given alone, only these run). Its file name is its name,
+    /// as in a directory.
+    #[arg(long = "plugin", value_name = "FILE")]
+    plugins: Vec<PathBuf>,
+    /// Exit with status 1 when a plugin is refused at load or a setter
+    /// fails (a policy refusal included), so that CI can gate on it.
+    #[arg(long)]
+    strict: bool,
+    /// What goes to stdout: the resulting Node as JSON or YAML, or a
+    /// unified diff of the input node against it.
+    #[arg(long, value_enum, default_value_t = Output::Json)]
+    output: Output,
+    /// A Node as JSON to start from.
+    #[arg(long)]
+    node: Option<PathBuf>,
+    /// The settings, pluginDir and the plugins' grants included.
+    #[command(flatten)]
+    layers: Layers,
+}
+
+impl Args {
+    /// Loads the plugins, runs one pass and prints the result.
+    pub fn execute(self) -> anyhow::Result<ExitCode> {
+        let cfg = Arc::new(self.layers.load()?);
+        // --plugin files alone run alone; with --plugin-dir (or without
+        // files) the directory's plugins run too.
+        let dir = match (&self.layers.flags.plugin_dir, self.plugins.is_empty()) {
+            (None, false) => None,
+            _ => Some(cfg.plugin_dir.as_path()),
+        };
+        let set = PluginSet::gather(dir, &self.plugins)?;
+        let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
+        let node = match &self.node {
+            Some(p) => read_node(p)?,
+            None => crate::once::initial_node(
+                &cfg.node_name,
+                &cfg.hostname(&crate::runtime::facts::Facts::default()),
+            ),
+        };
+        let (loads, out, report) = evaluate(&plugins, &node, &context(&cfg));
+        write_report(&mut std::io::stderr(), &loads, &report)?;
+        print!("{}", self.output.render(&node, &out)?);
+        let failed = failed(&loads, &report);
+        Ok(if self.strict && failed > 0 {
+            eprintln!("--strict: {failed} plugin(s) refused or failed");
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
+}
+
+/// The context of a one-shot pass: this machine's facts, and the container
+/// runtime's when the config names one.
+fn context(cfg: &crate::config::Config) -> CallContext {
+    CallContext {
+        container_runtime: crate::cri::Client::from_config(cfg)
+            .map(|c| std::sync::Arc::new(c.facts_blocking())),
+        ..CallContext::default()
+    }
+}
+
+/// Writes, for people, what loading did and what each setter changed.
+pub fn write_report(
+    out: &mut dyn Write,
+    loads: &[ReloadEvent],
+    report: &PassReport,
+) -> std::io::Result<()> {
+    for e in loads {
+        if let ReloadEvent::Failed { file, error, .. } = e {
+            writeln!(out, "refused {}: {error}", file.display())?;
+        }
+    }
+    for s in &report.setters {
+        match &s.outcome {
+            Ok(changed) if changed.is_empty() => writeln!(
+                out,
+                "{} {}: no change ({:.1?})",
+                s.plugin, s.version, s.duration
+            )?,
+            Ok(changed) => {
+                let fields: Vec<String> = changed.iter().map(ToString::to_string).collect();
+                writeln!(
+                    out,
+                    "{} {}: set {} ({:.1?})",
+                    s.plugin,
+                    s.version,
+                    fields.join(", "),
+                    s.duration
+                )?
+            }
+            Err(e) => writeln!(
+                out,
+                "{} {}: FAILED [{}] {e}",
+                s.plugin,
+                s.version,
+                e.kind.as_str()
+            )?,
+        }
+    }
+    for (plugin, path) in &report.released {
+        writeln!(
+            out,
+            "removed {path} (owned by {plugin}, which is no longer loaded)"
+        )?;
+    }
+    for (plugin, e) in &report.events {
+        writeln!(
+            out,
+            "event from {plugin}: {} {}: {}",
+            e.event_type.as_str(),
+            e.reason,
+            e.message
+        )?;
+    }
+    Ok(())
+}
+
+/// Loads the directory, runs one pass over `node`, and returns the result.
+pub fn evaluate(
+    dir: &PluginDir,
+    node: &Value,
+    ctx: &CallContext,
+) -> (Vec<ReloadEvent>, Value, PassReport) {
+    let loads = dir.rescan();
+    let set = dir.current();
+    let (out, report) = pipeline::run_pass(dir.runtime(), &set, node, ctx);
+    (loads, out, report)
+}
+
+/// How many plugins were refused at load or failed in the pass (a policy
+/// refusal is a failure): what `once --strict` gates on.
+pub fn failed(loads: &[ReloadEvent], report: &PassReport) -> usize {
+    loads
+        .iter()
+        .filter(|e| matches!(e, ReloadEvent::Failed { .. }))
+        .count()
+        + report.failures().count()
+}
+
+/// What `once` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// The resulting Node, as pretty JSON.
+    Json,
+    /// The resulting Node, as YAML.
+    Yaml,
+    /// A unified diff of the input node's pretty JSON against the result's.
+    Diff,
+}
+
+impl Output {
+    /// `after` (from `before`) in this form, ending with a newline.
+    pub fn render(self, before: &Value, after: &Value) -> anyhow::Result<String> {
+        Ok(match self {
+            Output::Json => format!("{}\n", serde_json::to_string_pretty(after)?),
+            Output::Yaml => serde_yaml::to_string(after)?,
+            Output::Diff => {
+                let old = format!("{}\n", serde_json::to_string_pretty(before)?);
+                let new = format!("{}\n", serde_json::to_string_pretty(after)?);
+                similar::TextDiff::from_lines(&old, &new)
+                    .unified_diff()
+                    .context_radius(3)
+                    .header("node (input)", "node (after the setters)")
+                    .to_string()
+            }
+        })
+    }
+}
+
+/// The plugins of one `once`: a directory, or the files given one by one
+/// (copied into a private directory, under their own file names), or both.
+pub struct PluginSet {
+    dir: std::path::PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl PluginSet {
+    /// `dir` as it is when no `files` are given; otherwise a private
+    /// directory with `dir`'s `*.wasm` files and `files`. Two files with
+    /// one name are refused.
+    pub fn gather(dir: Option<&Path>, files: &[std::path::PathBuf]) -> anyhow::Result<Self> {
+        if files.is_empty() {
+            let dir = dir.ok_or_else(|| anyhow::anyhow!("give --plugin-dir or --plugin"))?;
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "the plugin directory {} is not a directory: give --plugin-dir DIR or --plugin FILE",
+                    dir.display()
+                );
+            }
+            return Ok(Self {
+                dir: dir.to_owned(),
+                _tmp: None,
+            });
+        }
+        let tmp = tempfile::tempdir()?;
+        let mut sources: Vec<std::path::PathBuf> = Vec::new();
+        if let Some(d) = dir {
+            for entry in std::fs::read_dir(d)
+                .map_err(|e| anyhow::anyhow!("cannot read --plugin-dir {}: {e}", d.display()))?
+            {
+                let path = entry?.path();
+                if path.extension().is_some_and(|x| x == "wasm") {
+                    sources.push(path);
+                }
+            }
+        }
+        sources.extend(files.iter().cloned());
+        for src in &sources {
+            let name = src
+                .file_name()
+                .ok_or_else(|| anyhow::anyhow!("--plugin {} names no file", src.display()))?;
+            let dest = tmp.path().join(name);
+            if dest.exists() {
+                anyhow::bail!(
+                    "two plugins named {}: {} and another; a plugin is named by its file",
+                    name.to_string_lossy(),
+                    src.display()
+                );
+            }
+            let bytes = crate::runtime::read_plugin_file(src)
+                .map_err(|e| anyhow::anyhow!("--plugin {}: {e}", src.display()))?;
+            std::fs::write(&dest, bytes)?;
+        }
+        Ok(Self {
+            dir: tmp.path().to_owned(),
+            _tmp: Some(tmp),
+        })
+    }
+
+    /// The directory to load.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Reads a node from a JSON file.
+pub fn read_node(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read node file {}: {e}", path.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
+    crate::policy::validate(&v)
+        .map_err(|e| anyhow::anyhow!("{} is not a Node: {e}", path.display()))?;
+    Ok(v)
+}
