@@ -69,6 +69,9 @@ log "real-node suite, in the background ($logs/realnode.log)"
 realnode=$!
 
 status=0
+log "SDK conformance vectors against Kubernetes' own resource.Quantity (sdk/conformance/kubernetes/check.sh)"
+sdk/conformance/kubernetes/check.sh || status=1
+
 log "cargo test (unit, integration, fault rig)"
 cargo test --workspace --no-fail-fast "$@" || status=1
 
