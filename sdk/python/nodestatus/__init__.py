@@ -33,7 +33,7 @@ it. This package is the Python counterpart of the Rust SDK (``sdk/src``):
 Build it with componentize-py against ``wit/setter.wit``, world ``plugin``.
 The package is pure Python with no dependencies, one module per concern
 (``quantity``, ``timestamps``, ``condition``, ``node``, ``host``,
-``plugin``). It imports the generated bindings (``wit_world``) only when it runs inside a component, so the same
+``testing``, ``plugin``). It imports the generated bindings (``wit_world``) only when it runs inside a component, so the same
 source runs natively under ``python3 -m unittest``.
 """
 
@@ -41,10 +41,11 @@ from __future__ import annotations
 
 from .condition import Condition, ConditionStatus, Transition
 from .errors import Error
-from .host import MAX_FILE_BYTES, EventType, FakeHost, FileError, _Native, clear_fake_host, fake_host, host
+from .host import MAX_FILE_BYTES, EventType, FileError, _Native, host
 from .node import Node
 from .plugin import Metadata, Plugin, run
 from .quantity import Quantity
+from .testing import FakeHost, clear_fake_host, fake_host
 from .timestamps import now, rfc3339
 
 __all__ = [
