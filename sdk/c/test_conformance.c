@@ -136,6 +136,23 @@ static void test_quantities(void) {
                     str(c, "canonical"));
         }
     }
+    list = cases(v, "arithmetic");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        ns_quantity a, b;
+        CHECK(ns_quantity_parse(str(c, "a"), &a, NULL) && ns_quantity_parse(str(c, "b"), &b, NULL));
+        char text[NS_QUANTITY_MAX];
+        CHECK_STR(ns_quantity_format_to(ns_quantity_add(a, b), text), str(c, "add"));
+        CHECK_STR(ns_quantity_format_to(ns_quantity_sub_floor0(a, b), text), str(c, "saturating_sub"));
+    }
+    list = cases(v, "units_ceil");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i);
+        ns_quantity q;
+        CHECK(ns_quantity_parse(str(c, "input"), &q, NULL));
+        char want[48];
+        CHECK_STR(i128_text(ns_quantity_units_ceil(q), want), str(c, "units_ceil"));
+    }
     ns_json_free(v);
 }
 

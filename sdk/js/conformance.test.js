@@ -42,6 +42,20 @@ test('quantities are written as the vectors say', () => {
   }
 });
 
+test('quantity arithmetic follows the vectors', () => {
+  for (const c of cases(quantities, 'arithmetic')) {
+    const [a, b] = [Quantity.parse(c.a), Quantity.parse(c.b)];
+    assert.deepEqual(
+      [a.add(b).toString(), a.saturatingSub(b).toString()],
+      [c.add, c.saturating_sub],
+      `${c.a} and ${c.b}`,
+    );
+  }
+  for (const c of cases(quantities, 'units_ceil')) {
+    assert.equal(Quantity.parse(c.input).asUnitsCeil(), BigInt(c.units_ceil), c.input);
+  }
+});
+
 function nodeWith(conditions) {
   const status = conditions === null ? {} : { conditions };
   return Node.parse(JSON.stringify({ metadata: { name: 'n1' }, status }));

@@ -46,6 +46,19 @@ class Quantities(unittest.TestCase):
             with self.subTest(millis=case["millis"], format=case["format"]):
                 self.assertEqual(str(Quantity(int(case["millis"]), case["format"])), case["canonical"])
 
+    def test_arithmetic(self):
+        self.assertTrue(self.v["arithmetic"])
+        for case in self.v["arithmetic"]:
+            with self.subTest(a=case["a"], b=case["b"]):
+                a, b = Quantity.parse(case["a"]), Quantity.parse(case["b"])
+                self.assertEqual((str(a.add(b)), str(a.saturating_sub(b))), (case["add"], case["saturating_sub"]))
+
+    def test_units_ceil(self):
+        self.assertTrue(self.v["units_ceil"])
+        for case in self.v["units_ceil"]:
+            with self.subTest(input=case["input"]):
+                self.assertEqual(Quantity.parse(case["input"]).as_units_ceil(), int(case["units_ceil"]))
+
 
 class Conditions(unittest.TestCase):
     v = vectors("condition.json")

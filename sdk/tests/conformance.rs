@@ -71,6 +71,28 @@ fn quantities_parse_and_format_as_the_vectors_say() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+#[test]
+fn quantity_arithmetic_follows_the_vectors() {
+    let v = vectors("quantity.json");
+    let q = |case: &Value, key: &str| Quantity::parse(str_of(case, key)).unwrap();
+    let mut failures = Vec::new();
+    for case in cases(&v, "arithmetic") {
+        let (a, b) = (q(case, "a"), q(case, "b"));
+        let got = (a.add(b).to_string(), a.saturating_sub(b).to_string());
+        let want = (str_of(case, "add"), str_of(case, "saturating_sub"));
+        if (got.0.as_str(), got.1.as_str()) != want {
+            failures.push(format!("{case}: got {got:?}"));
+        }
+    }
+    for case in cases(&v, "units_ceil") {
+        let got = q(case, "input").as_units_ceil().to_string();
+        if got != str_of(case, "units_ceil") {
+            failures.push(format!("{case}: got {got}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn status(s: &str) -> ConditionStatus {
     s.parse().unwrap()
 }
