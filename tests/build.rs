@@ -1,11 +1,12 @@
-//! Builds the guest workspace in `plugins/` for `wasm32-wasip2` (release) and
+//! Builds the guest workspaces for `wasm32-wasip2` (release): the setters in
+//! `plugins/` and the test-only components in `tests/components/`, and
 //! writes `plugins.rs` with the path of every built component.
 //!
 //! The guest build has its own target directory (`target/wasm-plugins`), so
 //! it neither fights the outer build's lock nor rebuilds when this crate's
-//! hash changes.
+//! hash changes. Both workspaces build into it, and share the SDK's build.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
@@ -16,47 +17,14 @@ fn main() {
     let target_root = out_dir.ancestors().nth(4).unwrap().to_owned();
     let guest_target = target_root.join("wasm-plugins");
 
-    for dir in ["plugins", "sdk", "wit"] {
+    for dir in ["plugins", "sdk", "wit", "tests/components"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(&cargo);
-    cmd.args([
-        "build",
-        "--release",
-        "--target",
-        "wasm32-wasip2",
-        "--manifest-path",
-    ])
-    .arg(root.join("plugins/Cargo.toml"))
-    .env("CARGO_TARGET_DIR", &guest_target);
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "CARGO_MAKEFLAGS",
-        "MAKEFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
-    let output = cmd
-        .output()
-        .expect("running cargo for the plugins workspace");
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("wasm32-wasip2")
-            && (stderr.contains("target may not be installed")
-                || stderr.contains("can't find crate for `core`")
-                || stderr.contains("can't find crate for `std`"))
-        {
-            panic!(
-                "the wasm32-wasip2 target is missing. Install it with:\n\n    rustup target add wasm32-wasip2\n\n{stderr}"
-            );
-        }
-        panic!("building plugins/ for wasm32-wasip2 failed:\n{stderr}");
+    require_wasm_target();
+    for workspace in ["plugins", "tests/components"] {
+        build(&cargo, &root.join(workspace), &guest_target);
     }
 
     let built = guest_target.join("wasm32-wasip2/release");
@@ -86,4 +54,53 @@ fn main() {
         target_root.join("nodestatus-test-cache").display().to_string()
     ));
     std::fs::write(out_dir.join("plugins.rs"), consts).unwrap();
+}
+
+/// Fails with the command that installs the `wasm32-wasip2` target when the
+/// toolchain lacks its standard library (the directory, not a message).
+fn require_wasm_target() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .expect("running rustc --print sysroot");
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    if !sysroot.join("lib/rustlib/wasm32-wasip2/lib").is_dir() {
+        panic!(
+            "the wasm32-wasip2 target is missing. Install it with:\n\n    rustup target add wasm32-wasip2\n"
+        );
+    }
+}
+
+/// Builds the guest workspace in `dir` into `target`.
+fn build(cargo: &str, dir: &Path, target: &Path) {
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--release",
+        "--target",
+        "wasm32-wasip2",
+        "--manifest-path",
+    ])
+    .arg(dir.join("Cargo.toml"))
+    .env("CARGO_TARGET_DIR", target);
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().expect("running cargo for a guest workspace");
+    if !output.status.success() {
+        panic!(
+            "building {} for wasm32-wasip2 failed:\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
