@@ -31,6 +31,8 @@
 //!
 //! Plugins are loaded and hot-reloaded from a directory by [`plugin_dir`].
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod cli;
 pub mod config;
