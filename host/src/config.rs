@@ -220,17 +220,26 @@ impl std::str::FromStr for GoDuration {
 #[serde(transparent)]
 pub struct Labels(pub BTreeMap<String, String>);
 
+/// The comma-separated items of a list flag, each cut in two by `cut`; an
+/// item it cannot cut is an error that shows the expected `form`.
+fn flag_items<'a>(
+    s: &'a str,
+    form: &'a str,
+    cut: fn(&'a str) -> Option<(&'a str, &'a str)>,
+) -> impl Iterator<Item = Result<(String, String), String>> + 'a {
+    s.split(',').filter(|i| !i.is_empty()).map(move |i| {
+        cut(i)
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .ok_or_else(|| format!("{i:?} is not {form}"))
+    })
+}
+
 impl std::str::FromStr for Labels {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let mut out = BTreeMap::new();
-        for pair in s.split(',').filter(|p| !p.is_empty()) {
-            let (k, v) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
-            out.insert(k.to_owned(), v.to_owned());
-        }
-        Ok(Self(out))
+        flag_items(s, "key=value", |i| i.split_once('='))
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 
@@ -243,19 +252,18 @@ pub struct Taints(pub Vec<Taint>);
 impl std::str::FromStr for Taints {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let mut out = Vec::new();
-        for t in s.split(',').filter(|t| !t.is_empty()) {
-            let (kv, effect) = t
-                .rsplit_once(':')
-                .ok_or_else(|| format!("{t:?} is not key=value:Effect"))?;
-            let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-            out.push(Taint {
-                key: key.into(),
-                value: value.into(),
-                effect: effect.into(),
-            });
-        }
-        Ok(Self(out))
+        flag_items(s, "key=value:Effect", |i| i.rsplit_once(':'))
+            .map(|item| {
+                let (kv, effect) = item?;
+                let (key, value) = kv.split_once('=').unwrap_or((&kv, ""));
+                Ok(Taint {
+                    key: key.into(),
+                    value: value.into(),
+                    effect,
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
     }
 }
 
@@ -1590,6 +1598,70 @@ mod tests {
 
     fn check(yaml: &str) -> Result<Config> {
         ConfigFile::parse(yaml, Path::new("c.yaml"))?.validate()
+    }
+
+    #[test]
+    fn list_flags_parse_like_the_kubelets_and_name_a_bad_item() {
+        let labels: Labels = "a=b,example.com/c=".parse().unwrap();
+        assert_eq!(labels.0["a"], "b");
+        assert_eq!(labels.0["example.com/c"], "");
+        assert_eq!(
+            "a=b,c".parse::<Labels>().unwrap_err(),
+            "\"c\" is not key=value"
+        );
+        let taints: Taints = "k=v:NoSchedule,k2:NoExecute".parse().unwrap();
+        assert_eq!(
+            taints.0,
+            [
+                Taint {
+                    key: "k".into(),
+                    value: "v".into(),
+                    effect: "NoSchedule".into()
+                },
+                Taint {
+                    key: "k2".into(),
+                    value: "".into(),
+                    effect: "NoExecute".into()
+                }
+            ]
+        );
+        assert!(
+            "k=v"
+                .parse::<Taints>()
+                .unwrap_err()
+                .contains("key=value:Effect")
+        );
+    }
+
+    #[test]
+    fn flags_replace_the_files_values_and_keep_its_plugins() {
+        let file = ConfigFile::parse(
+            "nodeName: from-file\nnodeLabels: {a: b}\nnodeLeaseDurationSeconds: 30\nplugins: {gpu: {}}\n",
+            Path::new("c.yaml"),
+        )
+        .unwrap();
+        let flags = ConfigFile {
+            node_name: Some("from-flag".into()),
+            node_labels: Some("c=d".parse().unwrap()),
+            ..ConfigFile::default()
+        };
+        let c = file.over(flags).validate().unwrap();
+        assert_eq!(c.node_name, "from-flag");
+        assert_eq!(c.node_labels, BTreeMap::from([("c".into(), "d".into())]));
+        assert_eq!(c.node_lease_duration_seconds, 30);
+        assert!(c.plugins.contains_key("gpu"));
+    }
+
+    #[test]
+    fn the_embedded_default_is_valid_and_grants_the_default_setters() {
+        let c = Layers::default().load().unwrap();
+        assert_eq!(c.plugins.len(), 11);
+        assert!(
+            c.plugin_settings("machine-info")
+                .paths
+                .iter()
+                .any(|g| g.path == Path::new("/proc"))
+        );
     }
 
     #[test]
