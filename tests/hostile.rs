@@ -4,9 +4,22 @@
 //!
 //! Every component has the same skeleton: a core module that owns the memory
 //! and `realloc`, a main core module that imports that memory (and, when a
-//! behaviour needs them, WASI's clock and poll functions or the host's `log`
-//! and `record-event`), extra core instances for the memory and table bombs,
-//! and a shim that exports `nodestatus:plugin/setter@0.1.0`.
+//! behaviour needs them, WASI's clock and poll functions or the host's `log`,
+//! `record-event` and `statvfs`), extra core instances for the memory and
+//! table bombs, and a shim that exports `nodestatus:plugin/setter@0.1.0`.
+//!
+//! Each failure at the guest boundary has a component here that causes it
+//! (the kind it gets in brackets): [`Behaviour::Trap`] and
+//! [`Behaviour::Recurse`] (`Trap`), [`Behaviour::Spin`] and
+//! [`Behaviour::Sleep`] (`Timeout`), [`Behaviour::GrowMemory`],
+//! [`Behaviour::GrowTables`] and [`Behaviour::ManyMemories`] (`Memory`),
+//! [`Behaviour::ReturnBytes`] and [`Behaviour::OutOfBounds`]
+//! (`InvalidResult`), [`Behaviour::HugeOutput`] (`OutputTooLarge`),
+//! [`Behaviour::Return`] with text that is not a Node (`Output`) or a Node
+//! that changes a protected field (`Policy`), [`Behaviour::Statvfs`] of a
+//! path not granted (`Ungranted`), and at load a `metadata` that returns an
+//! unreadable record (`OutOfBounds`) or a name that is not one
+//! ([`component`] with an invalid name: `LoadError::BadMetadata`).
 
 /// How the component's `set` (or `metadata`) misbehaves.
 #[derive(Debug, Clone)]
@@ -57,8 +70,13 @@ pub enum Behaviour {
     HugeOutput(u32),
     /// Returns `Ok` with these bytes as the string (for invalid UTF-8).
     ReturnBytes(Vec<u8>),
-    /// Returns `Ok` with a string pointer and length outside its memory.
+    /// Returns `Ok` with a string pointer and length outside its memory (as
+    /// `metadata`: a record whose name lies outside its memory).
     OutOfBounds,
+    /// Asks for this path in its metadata, and calls the host's `statvfs`
+    /// on it; returns the host's error as its own, or its input unchanged
+    /// when the call succeeds.
+    Statvfs(String),
     /// Logs `lines` lines of `text` and records `events` events with it as
     /// the message, then echoes.
     Flood {
@@ -72,7 +90,13 @@ pub enum Behaviour {
 }
 
 const META: u32 = 2048;
+/// A second `plugin-info` record, whose name lies outside the memory.
+const META_OOB: u32 = 2112;
+/// The `paths` list of the metadata: one string, the payload.
+const PATHS: u32 = 2176;
 const RET: u32 = 3072;
+/// The return area of `statvfs`: `result<fs-stats, string>`, 56 bytes.
+const STATVFS_RET: u32 = 3328;
 const REASON: u32 = 3200;
 const STR: u32 = 256;
 const PAYLOAD: u32 = 4096;
@@ -99,7 +123,7 @@ pub fn component_with_metadata(
     let version = b"0.0.1";
     let (name_off, ver_off) = (STR, STR + name.len() as u32);
     let payload: Vec<u8> = match set {
-        Behaviour::Return(s) | Behaviour::Fail(s) => s.as_bytes().to_vec(),
+        Behaviour::Return(s) | Behaviour::Fail(s) | Behaviour::Statvfs(s) => s.as_bytes().to_vec(),
         Behaviour::ReturnBytes(b) => b.clone(),
         Behaviour::Flood { text, .. } => text.as_bytes().to_vec(),
         _ => Vec::new(),
@@ -108,21 +132,33 @@ pub fn component_with_metadata(
     let heap = (PAYLOAD + payload.len() as u32 + 7).max(16384) & !7;
     let pages = (heap / 65536 + 2).max(2);
     // plugin-info: name, version, description, paths, env (ptr, len each), bool.
+    let asks_path = matches!(set, Behaviour::Statvfs(_));
+    let paths_list: Vec<u8> = match asks_path {
+        true => [PAYLOAD, payload.len() as u32]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        false => Vec::new(),
+    };
     let mut rec = Vec::new();
     for (ptr, len) in [
         (name_off, name.len() as u32),
         (ver_off, version.len() as u32),
         (0, 0),
-        (0, 0),
+        (PATHS, u32::from(asks_path)),
         (0, 0),
     ] {
         rec.extend(ptr.to_le_bytes());
         rec.extend(len.to_le_bytes());
     }
     rec.extend([0, 0, 0, 0]);
+    // The same record with the name at the top of the address space.
+    let mut rec_oob = rec.clone();
+    rec_oob[..8].copy_from_slice(&[0, 0, 0xff, 0xff, 0xe8, 0x03, 0, 0]);
     let uses = |f: &dyn Fn(&Behaviour) -> bool| f(set) || metadata.is_some_and(f);
     let needs_wasi = uses(&|b| matches!(b, Behaviour::Sleep));
     let needs_host = uses(&|b| matches!(b, Behaviour::Flood { .. }));
+    let needs_statvfs = uses(&|b| matches!(b, Behaviour::Statvfs(_)));
     let ret_ok = |ptr: &str, len: &str| {
         format!(
             "(i32.store8 (i32.const {RET}) (i32.const 0))
@@ -188,6 +224,21 @@ pub fn component_with_metadata(
             )
         }
         Behaviour::OutOfBounds => ret_ok("(i32.const -65536)", "(i32.const 1000)"),
+        Behaviour::Statvfs(_) => format!(
+            "(call $statvfs (i32.const {PAYLOAD}) (i32.const {len}) (i32.const {STATVFS_RET}))
+             (if (result i32) (i32.load8_u (i32.const {STATVFS_RET}))
+               (then
+                 (i32.store8 (i32.const {RET}) (i32.const 1))
+                 (i32.store (i32.const {r4}) (i32.load (i32.const {e8})))
+                 (i32.store (i32.const {r8}) (i32.load (i32.const {e12})))
+                 (i32.const {RET}))
+               (else {echo}))",
+            len = payload.len(),
+            r4 = RET + 4,
+            r8 = RET + 8,
+            e8 = STATVFS_RET + 8,
+            e12 = STATVFS_RET + 12,
+        ),
         Behaviour::Flood { lines, events, .. } => {
             let len = payload.len();
             format!(
@@ -212,6 +263,7 @@ pub fn component_with_metadata(
         Some(Behaviour::Spin) => "(loop $l (br $l)) unreachable".to_owned(),
         Some(Behaviour::Trap) => "unreachable".to_owned(),
         Some(Behaviour::Sleep) => sleep,
+        Some(Behaviour::OutOfBounds) => format!("(i32.const {META_OOB})"),
         Some(other) => panic!("metadata cannot do {other:?}"),
         None => format!("(i32.const {META})"),
     };
@@ -288,15 +340,16 @@ pub fn component_with_metadata(
 "#,
         );
     }
+    // The host's functions this component calls, declared in one import.
+    let mut host_exports = String::new();
     if needs_host {
-        imports.push_str(
-            r#"(import "nodestatus:plugin/host@0.1.0" (instance $host
-    (type $lvl' (enum "trace" "debug" "info" "warn" "error"))
+        host_exports.push_str(
+            r#"(type $lvl' (enum "trace" "debug" "info" "warn" "error"))
     (export "level" (type $lvl (eq $lvl')))
     (type $et' (enum "normal" "warning"))
     (export "event-type" (type $et (eq $et')))
     (export "log" (func (param "level" $lvl) (param "message" string)))
-    (export "record-event" (func (param "event-type" $et) (param "reason" string) (param "message" string)))))
+    (export "record-event" (func (param "event-type" $et) (param "reason" string) (param "message" string)))
 "#,
         );
         lowered.push_str(
@@ -310,6 +363,28 @@ pub fn component_with_metadata(
     (import "env" "event" (func $event (param i32 i32 i32 i32 i32)))
 "#,
         );
+    }
+    if needs_statvfs {
+        host_exports.push_str(
+            r#"(type $fs' (record (field "total-bytes" u64) (field "free-bytes" u64) (field "available-bytes" u64) (field "total-inodes" u64) (field "free-inodes" u64) (field "read-only" bool)))
+    (export "fs-stats" (type $fs (eq $fs')))
+    (export "statvfs" (func (param "path" string) (result (result $fs (error string)))))
+"#,
+        );
+        lowered.push_str(
+            r#"(core func $statvfs_c (canon lower (func $host "statvfs") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+"#,
+        );
+        env_exports.push_str(r#" (export "statvfs" (func $statvfs_c))"#);
+        main_imports.push_str(
+            r#"(import "env" "statvfs" (func $statvfs (param i32 i32 i32)))
+"#,
+        );
+    }
+    if !host_exports.is_empty() {
+        imports.push_str(&format!(
+            "(import \"nodestatus:plugin/host@0.1.0\" (instance $host\n    {host_exports}))\n"
+        ));
     }
 
     let info = r#"(record (field "name" string) (field "version" string) (field "description" string) (field "paths" (list string)) (field "env" (list string)) (field "affects-readiness" bool))"#;
@@ -337,6 +412,8 @@ pub fn component_with_metadata(
     (data (i32.const {name_off}) "{name}")
     (data (i32.const {ver_off}) "{ver}")
     (data (i32.const {META}) "{rec}")
+    (data (i32.const {META_OOB}) "{rec_oob}")
+    (data (i32.const {PATHS}) "{paths_list}")
     (data (i32.const {REASON}) "Flood")
     (data (i32.const {PAYLOAD}) "{payload}")
     (func $recurse (param i32) (result i32)
@@ -365,6 +442,8 @@ pub fn component_with_metadata(
   (export "nodestatus:plugin/setter@0.1.0" (instance $setter)))"#,
         ver = escape(version),
         rec = escape(&rec),
+        rec_oob = escape(&rec_oob),
+        paths_list = escape(&paths_list),
         payload = escape(&payload),
         env_with = if env_exports.is_empty() {
             String::new()

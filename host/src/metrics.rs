@@ -1,6 +1,8 @@
 //! Prometheus metrics, all named `nodestatus_*`, with bounded labels only:
 //! plugin names (validated DNS labels, one per loaded plugin), error kinds,
-//! results and request kinds, never raw error text.
+//! results and request kinds, never raw error text. The types say so: a
+//! setter's error kind is its [`CallErrorKind`] variant, and every other
+//! label value is a `&'static str` that the caller's variant names.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,13 +11,16 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
 use crate::pipeline::PassReport;
+use crate::runtime::CallErrorKind;
 
 /// `result` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// `ok`, `error`, `unchanged`, `patched`, `reported`, `loaded`, ...
-    pub result: String,
+    pub result: &'static str,
 }
 
 /// `plugin` label.
@@ -30,26 +35,32 @@ pub struct PluginLabel {
 pub struct PluginErrorLabels {
     /// The plugin's name.
     pub plugin: String,
-    /// timeout, trap, memory, policy, output, plugin or instantiate.
-    pub kind: String,
+    /// The failure's kind ([`CallErrorKind::as_str`]).
+    pub kind: CallErrorKind,
+}
+
+impl EncodeLabelValue for CallErrorKind {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
 }
 
 /// `kind` label of API requests.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// The request kind (`patch-status`, `update-lease`, ...).
-    pub kind: String,
+    pub kind: &'static str,
     /// The HTTP status class (`2xx`, `4xx`, `5xx`, `error`).
-    pub code: String,
+    pub code: &'static str,
 }
 
 /// `loop` and `kind` labels of loop errors.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LoopErrorLabels {
     /// `register`, `sync`, `lease` or `watch`.
-    pub r#loop: String,
+    pub r#loop: &'static str,
     /// The error class (`unauthorized`, `forbidden`, `timeout`, `node-gone`, ...).
-    pub kind: String,
+    pub kind: &'static str,
 }
 
 /// `version` label of build info.
@@ -222,11 +233,9 @@ impl Metrics {
     }
 
     /// Counts a change of the config file's content.
-    pub fn config_reload(&self, result: &str) {
+    pub fn config_reload(&self, result: &'static str) {
         self.config_reloads
-            .get_or_create(&ResultLabel {
-                result: result.into(),
-            })
+            .get_or_create(&ResultLabel { result })
             .inc();
     }
 
@@ -244,9 +253,7 @@ impl Metrics {
             ("stale", &stats.stale_removed),
         ] {
             self.precompile_cache
-                .get_or_create(&ResultLabel {
-                    result: result.into(),
-                })
+                .get_or_create(&ResultLabel { result })
                 .inner()
                 .store(n.load(Relaxed), Relaxed);
         }
@@ -269,7 +276,7 @@ impl Metrics {
                 self.plugin_errors
                     .get_or_create(&PluginErrorLabels {
                         plugin: s.plugin.clone(),
-                        kind: e.kind.as_str().into(),
+                        kind: e.kind,
                     })
                     .inc();
             }
@@ -277,11 +284,9 @@ impl Metrics {
     }
 
     /// Records a sync result.
-    pub fn sync_result(&self, result: &str) {
+    pub fn sync_result(&self, result: &'static str) {
         self.sync_passes
-            .get_or_create(&ResultLabel {
-                result: result.into(),
-            })
+            .get_or_create(&ResultLabel { result })
             .inc();
     }
 
@@ -289,32 +294,27 @@ impl Metrics {
     pub fn lease_result(&self, ok: bool) {
         self.lease_renewals
             .get_or_create(&ResultLabel {
-                result: if ok { "ok" } else { "error" }.into(),
+                result: if ok { "ok" } else { "error" },
             })
             .inc();
     }
 
     /// Records a failed pass of loop `l` with error class `kind`.
-    pub fn loop_error(&self, l: &str, kind: &str) {
+    pub fn loop_error(&self, l: &'static str, kind: &'static str) {
         self.loop_errors
-            .get_or_create(&LoopErrorLabels {
-                r#loop: l.into(),
-                kind: kind.into(),
-            })
+            .get_or_create(&LoopErrorLabels { r#loop: l, kind })
             .inc();
     }
 
     /// Records a reload event.
-    pub fn reload(&self, result: &str) {
+    pub fn reload(&self, result: &'static str) {
         self.plugin_reloads
-            .get_or_create(&ResultLabel {
-                result: result.into(),
-            })
+            .get_or_create(&ResultLabel { result })
             .inc();
     }
 
     /// Records an API request.
-    pub fn request(&self, kind: &str, status: u16) {
+    pub fn request(&self, kind: &'static str, status: u16) {
         let code = match status {
             200..=299 => "2xx",
             400..=499 => "4xx",
@@ -322,10 +322,7 @@ impl Metrics {
             _ => "error",
         };
         self.api_requests
-            .get_or_create(&RequestLabels {
-                kind: kind.into(),
-                code: code.into(),
-            })
+            .get_or_create(&RequestLabels { kind, code })
             .inc();
     }
 

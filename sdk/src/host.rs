@@ -100,6 +100,119 @@ impl RuntimeError {
     }
 }
 
+/// Why a file could not be read ([`read_file`], [`file_error`]). Its message
+/// says what to do about it, never a bare errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileError {
+    /// The path lies outside every directory granted to the plugin. In a
+    /// component only the granted directories exist, so a path none of whose
+    /// ancestors can be seen is outside every grant. (Compiled natively,
+    /// every path is visible, so this never happens there.)
+    NotGranted {
+        /// The path read.
+        path: String,
+        /// The plugin's name (`this plugin` outside a call).
+        plugin: String,
+        /// The innermost path the plugin's metadata asks for that holds
+        /// `path`, which the operator should grant; `None` when it asks for
+        /// none.
+        asked: Option<String>,
+    },
+    /// The path lies inside a grant, and reading it failed.
+    Io {
+        /// The path read.
+        path: String,
+        /// What went wrong.
+        kind: std::io::ErrorKind,
+    },
+}
+
+impl FileError {
+    /// The path read.
+    pub fn path(&self) -> &str {
+        match self {
+            Self::NotGranted { path, .. } | Self::Io { path, .. } => path,
+        }
+    }
+
+    /// Why it could not be read, and what to do, without the path (for a
+    /// message that already names it).
+    pub fn reason(&self) -> String {
+        use std::io::ErrorKind as K;
+        match self {
+            Self::NotGranted {
+                plugin,
+                asked: Some(dir),
+                ..
+            } => format!(
+                "{dir} is not granted to {plugin}; add it to plugins.{plugin}.paths or use the default config"
+            ),
+            Self::NotGranted {
+                plugin,
+                asked: None,
+                ..
+            } => format!(
+                "it is outside every path {plugin} asks for: ask for a directory that holds it (Metadata::path), and grant it in plugins.{plugin}.paths"
+            ),
+            Self::Io { kind, .. } => match kind {
+                K::NotFound => "it does not exist".into(),
+                K::PermissionDenied => "permission denied".into(),
+                K::IsADirectory => "it is a directory".into(),
+                K::NotADirectory => "a part of the path is not a directory".into(),
+                K::InvalidData => "it is not UTF-8 text".into(),
+                other => other.to_string(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot read {}: {}", self.path(), self.reason())
+    }
+}
+
+impl std::error::Error for FileError {}
+
+impl From<FileError> for crate::Error {
+    fn from(e: FileError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// Reads a whole text file, with an error that tells a path not granted to
+/// the plugin from one that is missing or unreadable.
+pub fn read_file(path: &str) -> Result<String, FileError> {
+    std::fs::read_to_string(path).map_err(|e| file_error(path, &e))
+}
+
+/// The [`FileError`] for `err`, met reading or listing `path`: `NotGranted`
+/// when no ancestor of `path` can be seen, else `Io`.
+pub fn file_error(path: &str, err: &std::io::Error) -> FileError {
+    let visible = std::path::Path::new(path)
+        .ancestors()
+        .any(|p| !p.as_os_str().is_empty() && std::fs::metadata(p).is_ok());
+    if visible {
+        return FileError::Io {
+            path: path.to_owned(),
+            kind: err.kind(),
+        };
+    }
+    let metadata = crate::running_metadata();
+    let asked = metadata.as_ref().and_then(|m| {
+        m.paths
+            .iter()
+            .filter(|a| std::path::Path::new(path).starts_with(a))
+            .max_by_key(|a| a.len())
+            .cloned()
+    });
+    FileError::NotGranted {
+        path: path.to_owned(),
+        plugin: metadata.map_or_else(|| "this plugin".to_owned(), |m| m.name),
+        asked,
+    }
+}
+
 /// The kubelet's spelling of a runtime version: a semantic version as it is
 /// (without a leading `v`), else the leading dotted numbers of a generic one
 /// (`1.6.20~ds1` is `1.6.20`), else `None` (the kubelet then reports
@@ -155,6 +268,31 @@ fn semver_extra(extra: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::kubelet_runtime_version as v;
+    use super::{FileError, read_file};
+
+    #[test]
+    fn a_missing_file_says_so_without_an_errno() {
+        // Natively every path is visible: a missing file is missing.
+        let e = read_file("/nonexistent-nodestatus-dir/file").unwrap_err();
+        assert!(matches!(&e, FileError::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound));
+        assert_eq!(
+            e.to_string(),
+            "cannot read /nonexistent-nodestatus-dir/file: it does not exist"
+        );
+    }
+
+    #[test]
+    fn a_path_not_granted_names_the_grant_and_the_setting() {
+        let e = FileError::NotGranted {
+            path: "/proc/meminfo".into(),
+            plugin: "machine-info".into(),
+            asked: Some("/proc".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot read /proc/meminfo: /proc is not granted to machine-info; add it to plugins.machine-info.paths or use the default config"
+        );
+    }
 
     #[test]
     fn runtime_versions_as_the_kubelet_spells_them() {

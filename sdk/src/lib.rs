@@ -174,9 +174,21 @@ pub trait Setter {
     fn set(node: &mut Node) -> Result<()>;
 }
 
+thread_local! {
+    /// The metadata of the setter [`run`] is running, for messages that name
+    /// the plugin and its grants ([`host::FileError`]).
+    static RUNNING: std::cell::Cell<Option<fn() -> Metadata>> = const { std::cell::Cell::new(None) };
+}
+
+/// The metadata of the setter running on this thread, if any.
+pub(crate) fn running_metadata() -> Option<Metadata> {
+    RUNNING.with(|r| r.get()).map(|metadata| metadata())
+}
+
 /// Runs a setter over a Node's JSON: parse, set, serialize. The export glue
 /// calls it; benchmarks and tests call it natively with the same JSON.
 pub fn run<S: Setter>(node_json: &str) -> std::result::Result<String, String> {
+    RUNNING.with(|r| r.set(Some(S::metadata)));
     let mut node = Node::parse(node_json)
         .map_err(|e| format!("the host sent a node that does not parse: {e}"))?;
     S::set(&mut node).map_err(|e| e.0)?;

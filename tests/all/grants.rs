@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use nodestatus::pipeline::run_pass;
-use nodestatus::runtime::{CallContext, PathGrant, PluginSettings, Ungranted};
+use nodestatus::plugin_dir::PluginDir;
+use nodestatus::runtime::{
+    CallContext, CallErrorKind, LoadError, PathGrant, Plugin, PluginSettings, Ungranted, Withheld,
+};
 use nodestatus_tests::{built, drop_plugin, nodes};
 use serde_json::json;
 
@@ -33,8 +36,8 @@ fn a_plugin_reads_only_what_was_granted() {
     let probe = &set.plugins()[0];
     // Asked for /tmp and /etc; granted only a directory inside /tmp.
     assert_eq!(probe.granted_paths(), &[PathGrant::same(granted.path())]);
-    assert!(probe.withheld().iter().any(|w| w == "path /etc"));
-    assert!(probe.withheld().iter().any(|w| w == "env PATH"));
+    assert!(probe.withheld().contains(&Withheld::Path("/etc".into())));
+    assert!(probe.withheld().contains(&Withheld::Env("PATH".into())));
 
     let (out, report) = run_pass(
         dir.runtime(),
@@ -107,19 +110,25 @@ fn nothing_is_granted_by_default() {
 
 #[test]
 fn an_ungranted_request_can_refuse_the_plugin() {
-    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+    let refuse = |_: &str| PluginSettings {
         paths: vec![PathGrant::same("/tmp")],
         on_ungranted: Ungranted::Refuse,
         ..Default::default()
-    }));
-    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
-    let events = dir.rescan();
-    let text = format!("{events:?}");
-    assert!(
-        text.contains("asks for path /etc, env HOME, env PATH that the config does not grant"),
-        "{text}"
-    );
+    };
+    let (tmp, dir) = plugin_dir(settings(refuse));
+    let file = drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    dir.rescan();
     assert!(dir.current().plugins().is_empty());
+    let err = Plugin::load_file(dir.runtime(), &file, &refuse).expect_err("refused");
+    let want = [
+        Withheld::Path("/etc".into()),
+        Withheld::Env("HOME".into()),
+        Withheld::Env("PATH".into()),
+    ];
+    assert!(
+        matches!(&err, LoadError::Ungranted { withheld, .. } if *withheld == want),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -222,4 +231,65 @@ fn a_granted_path_that_appears_later_is_seen_without_a_reload() {
     std::fs::write(tmp_later.join("version"), "535.104").unwrap();
     let a = probe_annotations(&dir);
     assert_eq!(a["probe.nodestatus.test/read-0"], "ok:7", "{a}");
+}
+
+/// machine-info and memory-pressure in a plugin directory, granted `paths`.
+fn proc_readers(paths: Vec<PathGrant>) -> (tempfile::TempDir, std::sync::Arc<PluginDir>) {
+    let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+        paths: paths.clone(),
+        ..Default::default()
+    }));
+    for (file, built) in [
+        ("machine-info.wasm", built::MACHINE_INFO),
+        ("memory-pressure.wasm", built::MEMORY_PRESSURE),
+    ] {
+        drop_plugin(tmp.path(), file, Path::new(built));
+    }
+    dir.rescan();
+    (tmp, dir)
+}
+
+#[test]
+fn a_setter_run_without_its_grants_says_what_to_grant() {
+    // The README's first run without a config: nothing granted. machine-info
+    // fails as ungranted, with the grant and the setting to change, never an
+    // errno; memory-pressure reports Unknown with the same advice.
+    let (_tmp, dir) = proc_readers(Vec::new());
+    let (out, report) = run_pass(
+        dir.runtime(),
+        &dir.current(),
+        &nodes::small_node("n1"),
+        &CallContext::default(),
+    );
+    let e = report
+        .setters
+        .iter()
+        .find(|s| s.plugin == "machine-info")
+        .expect("machine-info ran")
+        .outcome
+        .clone()
+        .expect_err("machine-info without /proc");
+    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
+    assert!(
+        e.message.contains(
+            "cannot read /proc/meminfo: /proc is not granted to machine-info; add it to plugins.machine-info.paths or use the default config"
+        ),
+        "{e}"
+    );
+    assert!(!e.message.contains("os error"), "{e}");
+    let memory = condition_of(&out, "MemoryPressure").expect("MemoryPressure is set");
+    assert_eq!(memory["status"], "Unknown", "{memory}");
+    assert_eq!(
+        memory["message"],
+        "cannot read /proc/meminfo: /proc is not granted to memory-pressure; add it to plugins.memory-pressure.paths or use the default config",
+    );
+
+    // Granted /proc, both work.
+    let (_tmp, dir) = proc_readers(vec![PathGrant::same("/proc")]);
+    let out = pass_ok(&dir, &nodes::small_node("n1"));
+    assert!(out["status"]["capacity"]["memory"].is_string(), "{out}");
+    assert_ne!(
+        condition_of(&out, "MemoryPressure").unwrap()["status"],
+        "Unknown"
+    );
 }

@@ -1,12 +1,16 @@
 //! Hostile plugins: each fails alone, with a clear error, while the other
-//! setters' results still reach the output.
+//! setters' results still reach the output. Every check is on the typed
+//! reason (the [`CallErrorKind`] or the [`LoadError`] variant); the messages
+//! are checked only for the setting they name.
 
 use std::path::Path;
 use std::time::Duration;
 
 use nodestatus::pipeline::run_pass;
 use nodestatus::plugin_dir::ReloadEvent;
-use nodestatus::runtime::{CallContext, CallErrorKind, PluginSettings};
+use nodestatus::runtime::{
+    CallContext, CallErrorKind, LoadError, MetadataError, PathGrant, Plugin, PluginSettings,
+};
 use nodestatus_tests::hostile::{self, Behaviour};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
 
@@ -45,6 +49,10 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
             Behaviour::Return(r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","labels":{"node-role.kubernetes.io/control-plane":""}},"spec":{},"status":{}}"#.into()),
         ),
         ("fail", Behaviour::Fail("the device is on fire".into())),
+        ("ungranted", Behaviour::Statvfs("/etc".into())),
+        ("utf8", Behaviour::ReturnBytes(vec![b'{', 0xff, 0xfe, b'}'])),
+        ("oob", Behaviour::OutOfBounds),
+        ("huge", Behaviour::HugeOutput(5 << 20)),
     ];
     for (name, b) in &cases {
         drop_bytes(d, &format!("{name}.wasm"), &hostile::component(name, b));
@@ -52,25 +60,48 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     drop_bytes(d, "wrong-world.wasm", &hostile::wrong_world());
     drop_bytes(d, "core-module.wasm", &hostile::core_module());
     drop_bytes(d, "text.wasm", b"#!/bin/sh\necho hello\n");
+    // Bad metadata: a name that is not a DNS label, and a record the host
+    // cannot read (its name outside the guest's memory).
+    drop_bytes(
+        d,
+        "bad-name.wasm",
+        &hostile::component("Bad_Name", &Behaviour::Echo),
+    );
+    drop_bytes(
+        d,
+        "garbled.wasm",
+        &hostile::component_with_metadata(
+            "garbled",
+            Some(&Behaviour::OutOfBounds),
+            &Behaviour::Echo,
+        ),
+    );
 
     let events = dir.rescan();
-    let failed = |file: &str| {
-        events
-            .iter()
-            .find_map(|e| match e {
-                ReloadEvent::Failed { file: f, error, .. } if f.ends_with(file) => {
-                    Some(error.clone())
-                }
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{file} was not refused: {events:#?}"))
+    let refused = |file: &str| {
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, ReloadEvent::Failed { file: f, .. } if f.ends_with(file))),
+            "{file} was not refused: {events:#?}"
+        );
+        Plugin::load_file(dir.runtime(), &d.join(file), &|_| PluginSettings::default())
+            .expect_err(file)
     };
-    assert!(
-        failed("wrong-world.wasm")
-            .contains("does not implement the world `nodestatus:plugin/plugin@0.1.x`")
-    );
-    assert!(failed("core-module.wasm").contains("core WebAssembly module, not a component"));
-    assert!(failed("text.wasm").contains("not a WebAssembly file"));
+    assert!(matches!(
+        refused("wrong-world.wasm"),
+        LoadError::WrongWorld(_)
+    ));
+    assert!(matches!(refused("core-module.wasm"), LoadError::CoreModule));
+    assert!(matches!(refused("text.wasm"), LoadError::NotWasm));
+    assert!(matches!(
+        refused("bad-name.wasm"),
+        LoadError::BadMetadata(MetadataError::Name(n)) if n == "Bad_Name"
+    ));
+    assert!(matches!(
+        refused("garbled.wasm"),
+        LoadError::Metadata(e) if e.kind == CallErrorKind::InvalidResult
+    ));
     assert_eq!(dir.current().plugins().len(), cases.len() + 1);
 
     let set = dir.current();
@@ -116,6 +147,14 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
         "metadata.labels[node-role.kubernetes.io/control-plane]",
     );
     error("fail", CallErrorKind::Plugin, "the device is on fire");
+    error(
+        "ungranted",
+        CallErrorKind::Ungranted,
+        "plugins.ungranted.paths",
+    );
+    error("utf8", CallErrorKind::InvalidResult, "");
+    error("oob", CallErrorKind::InvalidResult, "");
+    error("huge", CallErrorKind::OutputTooLarge, "4194304-byte limit");
 
     // kernel-check ran after the hostile ones (by name) and its work is there.
     assert!(outcome("kernel-check").is_ok());
@@ -135,15 +174,25 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
 fn a_memory_cap_is_configurable_per_plugin() {
     // With a 2 MiB cap, the component's own 2-page memory plus the node fits;
     // a 1 MiB growth step does not.
-    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+    let capped = PluginSettings {
         memory_limit: 2 << 20,
         ..Default::default()
-    }));
-    drop_bytes(
-        tmp.path(),
-        "grow.wasm",
-        &hostile::component("grow", &Behaviour::GrowMemory),
-    );
+    };
+    let grow = hostile::component("grow", &Behaviour::GrowMemory);
+    let e = run_alone("grow", &grow, capped).expect("grow fails");
+    assert_eq!(e.kind, CallErrorKind::Memory);
+    assert!(e.message.contains("2097152-byte limit"), "{e}");
+}
+
+/// Runs `bytes` as the only plugin `name` under `plugin_settings`, and
+/// returns its error, if it failed.
+fn run_alone(
+    name: &str,
+    bytes: &[u8],
+    plugin_settings: PluginSettings,
+) -> Option<nodestatus::runtime::CallError> {
+    let (tmp, dir) = plugin_dir(settings(move |_| plugin_settings.clone()));
+    drop_bytes(tmp.path(), &format!("{name}.wasm"), bytes);
     dir.rescan();
     let (_, report) = run_pass(
         dir.runtime(),
@@ -151,7 +200,27 @@ fn a_memory_cap_is_configurable_per_plugin() {
         &nodes::small_node("n1"),
         &CallContext::default(),
     );
-    let e = report.setters[0].outcome.clone().unwrap_err();
-    assert_eq!(e.kind, CallErrorKind::Memory);
-    assert!(e.message.contains("2097152-byte limit"), "{e}");
+    report.setters[0].outcome.clone().err()
+}
+
+#[test]
+fn a_setter_that_fails_for_want_of_a_grant_is_ungranted_and_runs_once_granted() {
+    // The same component: `statvfs` of /etc, its error returned as its own.
+    let statvfs = hostile::component("statvfs", &Behaviour::Statvfs("/etc".into()));
+    for (grant, want) in [(None, Some(CallErrorKind::Ungranted)), (Some("/etc"), None)] {
+        let granted = PluginSettings {
+            paths: grant.map(PathGrant::same).into_iter().collect(),
+            ..Default::default()
+        };
+        let error = run_alone("statvfs", &statvfs, granted);
+        assert_eq!(
+            error.as_ref().map(|e| e.kind),
+            want,
+            "granted {grant:?}: {error:?}"
+        );
+    }
+    // A setter that fails with nothing withheld or refused fails on its own.
+    let fail = hostile::component("fail", &Behaviour::Fail("no".into()));
+    let e = run_alone("fail", &fail, PluginSettings::default()).expect("fail fails");
+    assert_eq!(e.kind, CallErrorKind::Plugin, "{e}");
 }

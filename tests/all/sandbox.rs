@@ -17,7 +17,7 @@ use nodestatus::plugin_dir::{PluginDir, ReloadEvent};
 use nodestatus::runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
 use nodestatus::runtime::{
     CallContext, CallErrorKind, CompileLimits, Compiler, DEFAULT_MEMORY_LIMIT, LoadError,
-    PathGrant, Plugin, PluginSettings, Runtime, RuntimeOptions,
+    MetadataError, PathGrant, Plugin, PluginSettings, Runtime, RuntimeOptions,
 };
 use nodestatus_tests::hostile::{self, Behaviour};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
@@ -362,6 +362,13 @@ fn hostile_kinds_hold() {
         cap,
         CallErrorKind::Output,
     );
+    call_row(
+        "`statvfs` of a path not granted, the host's refusal returned as its error",
+        "ungranted",
+        Behaviour::Statvfs("/etc".into()),
+        cap,
+        CallErrorKind::Ungranted,
+    );
 
     // Loading.
     for (kind, name, behaviour, want) in [
@@ -404,6 +411,22 @@ fn hostile_kinds_hold() {
             },
         ),
         |e| meta_kind(e, CallErrorKind::Memory),
+    );
+    load_row(
+        "`metadata` with a name that is not a DNS label",
+        "badname.wasm",
+        &hostile::component("Bad_Name", &Behaviour::Echo),
+        |e| matches!(e, LoadError::BadMetadata(MetadataError::Name(n)) if n == "Bad_Name"),
+    );
+    load_row(
+        "`metadata` returning a record whose name lies outside its memory",
+        "garbled.wasm",
+        &hostile::component_with_metadata(
+            "garbled",
+            Some(&Behaviour::OutOfBounds),
+            &Behaviour::Echo,
+        ),
+        |e| meta_kind(e, CallErrorKind::InvalidResult),
     );
     load_row("wrong world", "world.wasm", &hostile::wrong_world(), |e| {
         matches!(e, LoadError::WrongWorld(_))

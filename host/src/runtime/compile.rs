@@ -17,14 +17,26 @@
 //! runs out of time, crashes or answers garbage is reported as a typed
 //! [`Error`], and the load of that one plugin fails.
 //!
+//! The child says how it ended by its exit status alone, never by a message
+//! the parent would have to read: 0 with the code on stdout,
+//! [`EXIT_INVALID`] for a component that does not compile (the compiler's
+//! reason on stderr, for people), [`EXIT_OUT_OF_MEMORY`] when it reached
+//! its memory limit. Rust's own answer to a failed allocation is an abort,
+//! which looks like any crash, so the engine's allocator
+//! ([`ChildAllocator`]) exits with [`EXIT_OUT_OF_MEMORY`] instead when an
+//! allocation fails in the child; a failed `mmap` in wasmtime is recognized
+//! by its error's type (an `ENOMEM` errno).
+//!
 //! [`Compiler::InProcess`] (the library's default, used by most tests)
 //! compiles in the calling thread, bounded only by [`MAX_PLUGIN_BYTES`].
 //!
 //! [`MAX_PLUGIN_BYTES`]: super::MAX_PLUGIN_BYTES
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The name of the hidden subcommand that compiles one component.
@@ -118,7 +130,56 @@ pub enum Error {
 }
 
 /// Exit status of the child for an invalid component (its stderr says why).
-const EXIT_INVALID: i32 = 2;
+pub const EXIT_INVALID: i32 = 2;
+
+/// Exit status of the child that reached its memory limit
+/// (`compileMemoryLimit`).
+pub const EXIT_OUT_OF_MEMORY: i32 = 3;
+
+/// Set once the process is the compiler child ([`child_main`]).
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// The engine's allocator: the system's, except that in the compiler child
+/// a failed allocation ends the process at once with
+/// [`EXIT_OUT_OF_MEMORY`], which the parent reads as
+/// [`Error::OutOfMemory`]. (Rust's default answer, an abort, cannot be told
+/// from a crash.) Anywhere else a failed allocation is left to Rust, as with
+/// the system allocator.
+pub struct ChildAllocator;
+
+#[global_allocator]
+static ALLOCATOR: ChildAllocator = ChildAllocator;
+
+impl ChildAllocator {
+    fn checked(ptr: *mut u8) -> *mut u8 {
+        if ptr.is_null() && IN_CHILD.load(Ordering::Relaxed) {
+            // SAFETY: `_exit` ends the process without running any more
+            // code of it (no destructor, no allocation).
+            unsafe { libc::_exit(EXIT_OUT_OF_MEMORY) }
+        }
+        ptr
+    }
+}
+
+// SAFETY: every call is the system allocator's, with the same arguments;
+// only a null answer in the child is turned into an exit.
+unsafe impl GlobalAlloc for ChildAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::checked(unsafe { System.alloc(layout) })
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        Self::checked(unsafe { System.alloc_zeroed(layout) })
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        Self::checked(unsafe { System.realloc(ptr, layout, new_size) })
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
 
 /// Compiles `bytes` in a child process `exe compile-component` under
 /// `limits`, and returns the precompiled code.
@@ -216,6 +277,8 @@ fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Option<Exit
     None
 }
 
+/// The child's outcome, from its exit status (see the module docs); its
+/// stderr is only carried into the message.
 fn classify(
     status: ExitStatus,
     code: Vec<u8>,
@@ -223,11 +286,6 @@ fn classify(
     limits: CompileLimits,
 ) -> Result<Vec<u8>, Error> {
     use std::os::unix::process::ExitStatusExt;
-    // Rust aborts on a failed allocation ("memory allocation of N bytes
-    // failed"); wasmtime reports a failed mmap as ENOMEM.
-    let out_of_memory = stderr.contains("memory allocation of")
-        || stderr.contains("Cannot allocate memory")
-        || stderr.contains("out of memory");
     if status.success() {
         if code.is_empty() || code.len() as u64 > MAX_CODE_BYTES {
             return Err(Error::Crashed {
@@ -237,13 +295,14 @@ fn classify(
         }
         return Ok(code);
     }
-    if out_of_memory {
-        return Err(Error::OutOfMemory {
-            limit: limits.memory,
-        });
-    }
-    if status.code() == Some(EXIT_INVALID) {
-        return Err(Error::Invalid(stderr));
+    match status.code() {
+        Some(EXIT_OUT_OF_MEMORY) => {
+            return Err(Error::OutOfMemory {
+                limit: limits.memory,
+            });
+        }
+        Some(EXIT_INVALID) => return Err(Error::Invalid(stderr)),
+        _ => {}
     }
     let status = match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit status {c}"),
@@ -253,10 +312,23 @@ fn classify(
     Err(Error::Crashed { status, stderr })
 }
 
+/// Whether a compile error is the child's memory running out: wasmtime's
+/// own [`wasmtime::OutOfMemory`], or an `ENOMEM` from a system call (a
+/// failed `mmap` of the code).
+fn out_of_memory(err: &wasmtime::Error) -> bool {
+    err.chain().any(|c| {
+        c.is::<wasmtime::OutOfMemory>()
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::OutOfMemory)
+            || c.downcast_ref::<rustix::io::Errno>() == Some(&rustix::io::Errno::NOMEM)
+    })
+}
+
 /// The child's side: reads a component from stdin, compiles it with the
 /// engine's configuration, writes the precompiled code to stdout. Exits 0,
-/// or [`EXIT_INVALID`] with the reason on stderr.
+/// [`EXIT_INVALID`] with the reason on stderr, or [`EXIT_OUT_OF_MEMORY`].
 pub fn child_main() -> std::process::ExitCode {
+    IN_CHILD.store(true, Ordering::Relaxed);
     let mut bytes = Vec::new();
     if let Err(err) = std::io::stdin()
         .take(super::MAX_PLUGIN_BYTES as u64 + 1)
@@ -265,13 +337,7 @@ pub fn child_main() -> std::process::ExitCode {
         eprintln!("cannot read the component from stdin: {err}");
         return std::process::ExitCode::from(EXIT_INVALID as u8);
     }
-    let result = super::compile_engine()
-        .map_err(|e| format!("{e:#}"))
-        .and_then(|engine| {
-            engine
-                .precompile_component(&bytes)
-                .map_err(|e| format!("{e:#}"))
-        });
+    let result = super::compile_engine().and_then(|engine| engine.precompile_component(&bytes));
     match result {
         Ok(code) => match std::io::stdout().lock().write_all(&code) {
             Ok(()) => std::process::ExitCode::SUCCESS,
@@ -280,9 +346,68 @@ pub fn child_main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         },
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::ExitCode::from(EXIT_INVALID as u8)
+        Err(err) => {
+            eprintln!("{err:#}");
+            let status = match out_of_memory(&err) {
+                true => EXIT_OUT_OF_MEMORY,
+                false => EXIT_INVALID,
+            };
+            std::process::ExitCode::from(status as u8)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn outcome(raw_status: i32, stderr: &str) -> Result<Vec<u8>, Error> {
+        let limits = CompileLimits::default();
+        classify(
+            ExitStatus::from_raw(raw_status),
+            Vec::new(),
+            stderr.into(),
+            limits,
+        )
+    }
+
+    #[test]
+    fn the_exit_status_alone_says_how_the_child_ended() {
+        let exit = |code: i32| code << 8;
+        assert!(matches!(
+            outcome(exit(EXIT_OUT_OF_MEMORY), ""),
+            Err(Error::OutOfMemory { limit }) if limit == DEFAULT_COMPILE_MEMORY_LIMIT
+        ));
+        assert!(matches!(
+            outcome(exit(EXIT_INVALID), "failed to parse WebAssembly module"),
+            Err(Error::Invalid(m)) if m == "failed to parse WebAssembly module"
+        ));
+        // What a message says never decides the outcome: an abort that
+        // mentions memory is a crash, an invalid component that mentions it
+        // is invalid.
+        assert!(matches!(
+            outcome(libc::SIGABRT, "memory allocation of 4096 bytes failed"),
+            Err(Error::Crashed { status, .. }) if status == "killed by signal 6"
+        ));
+        assert!(matches!(
+            outcome(exit(EXIT_INVALID), "Cannot allocate memory (out of memory)"),
+            Err(Error::Invalid(_))
+        ));
+        assert!(matches!(
+            outcome(exit(101), "thread 'main' panicked"),
+            Err(Error::Crashed { status, .. }) if status == "exit status 101"
+        ));
+    }
+
+    #[test]
+    fn an_enomem_anywhere_in_the_chain_is_out_of_memory() {
+        let io = wasmtime::Error::new(std::io::Error::from(std::io::ErrorKind::OutOfMemory))
+            .context("mmap failed");
+        assert!(out_of_memory(&io));
+        let errno = wasmtime::Error::new(rustix::io::Errno::NOMEM).context("mmap failed");
+        assert!(out_of_memory(&errno));
+        let other = wasmtime::Error::msg("out of memory").context("failed to parse");
+        assert!(!out_of_memory(&other), "text is never read");
     }
 }

@@ -105,6 +105,31 @@ pub(crate) struct Grants {
     pub container_runtime: bool,
 }
 
+/// A host function the host refused a call because the plugin was not
+/// granted what it needs. Recorded in the call's state, so that a setter
+/// failing after it is reported as [`super::CallErrorKind::Ungranted`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// `statvfs` of a path outside every path granted to the plugin.
+    Statvfs(String),
+    /// `container-runtime` without `containerRuntime: true`.
+    ContainerRuntime,
+}
+
+impl Denied {
+    /// What was refused, and the config setting that grants it.
+    pub fn advice(&self, plugin: &str) -> String {
+        match self {
+            Self::Statvfs(path) => format!(
+                "statvfs of {path:?} was refused: grant a directory that holds it in plugins.{plugin}.paths"
+            ),
+            Self::ContainerRuntime => format!(
+                "the container runtime was refused: set `containerRuntime: true` under plugins.{plugin}"
+            ),
+        }
+    }
+}
+
 /// How much a plugin logged and recorded in the current window, and in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GuestOutputCounts {
@@ -211,6 +236,8 @@ pub(crate) struct CallState {
     pub ctx: CallContext,
     pub output: GuestOutputLimits,
     pub events: Vec<EmittedEvent>,
+    /// The host functions refused in this call for want of a grant.
+    pub denied: Vec<Denied>,
     pub stderr: MemoryOutputPipe,
     /// The filtered `/proc` views this call uses (the pass's, shared).
     _proc: Vec<Arc<proc_view::Snapshot>>,
@@ -274,6 +301,7 @@ impl CallState {
             ctx,
             output,
             events: Vec::new(),
+            denied: Vec::new(),
             stderr,
             _proc: snapshots,
         })
@@ -455,6 +483,7 @@ impl host::Host for CallState {
             .filter(|g| norm.starts_with(&g.path))
             .max_by_key(|g| g.path.components().count())
         else {
+            self.denied.push(Denied::Statvfs(path.clone()));
             return Err(format!(
                 "statvfs: {path:?} is not inside a path granted to this plugin"
             ));
@@ -478,6 +507,7 @@ impl host::Host for CallState {
 
     fn container_runtime(&mut self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
         if !self.grants.container_runtime {
+            self.denied.push(Denied::ContainerRuntime);
             return Err(host::RuntimeError::NotGranted(format!(
                 "the container runtime is not granted to this plugin: set `containerRuntime: true` under plugins.{} in the config",
                 self.plugin

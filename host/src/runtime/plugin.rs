@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Store;
 use wasmtime::component::{Component, ComponentExportIndex};
 
-use super::host_api::{self, CallState, Grants, bindings};
+use super::host_api::{self, CallState, Denied, Grants, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
 use super::{CallContext, Compiler, EPOCH_TICK, EmittedEvent, Runtime, facts};
@@ -231,12 +231,13 @@ pub enum LoadError {
         "the component does not implement the world `nodestatus:plugin/plugin@0.1.x` (export `nodestatus:plugin/setter`)"
     )]
     WrongWorld(#[source] wasmtime::Error),
-    /// `metadata()` trapped, timed out or could not be called.
+    /// `metadata()` trapped, timed out, ran out of memory, or returned a
+    /// record the host could not read (its [`CallError::kind`] says which).
     #[error("calling `metadata` failed")]
     Metadata(#[source] CallError),
-    /// The metadata is invalid.
+    /// `metadata()` returned a record that breaks the rules of its fields.
     #[error("invalid metadata: {0}")]
-    BadMetadata(String),
+    BadMetadata(#[source] MetadataError),
     /// The operator disabled the plugin.
     #[error("plugin {0:?} is disabled in the config")]
     Disabled(String),
@@ -254,12 +255,15 @@ pub enum LoadError {
     },
     /// The plugin asks for capabilities the operator did not grant, and the
     /// config says to refuse it.
-    #[error("plugin {name:?} asks for {what} that the config does not grant (onUngranted: refuse)")]
+    #[error(
+        "plugin {name:?} asks for {} that the config does not grant (onUngranted: refuse)",
+        list(.withheld)
+    )]
     Ungranted {
         /// The plugin.
         name: String,
         /// What was not granted.
-        what: String,
+        withheld: Vec<Withheld>,
     },
     /// A granted path cannot be opened.
     #[error("granted path {} cannot be opened", .path.display())]
@@ -272,7 +276,86 @@ pub enum LoadError {
     },
 }
 
-/// The kind of a failed call, a bounded set fit for metric labels.
+/// What is wrong with the record a plugin's `metadata()` returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// The name is not a DNS label.
+    #[error(
+        "name {0:?} must be 1 to 63 lowercase letters, digits or '-', not starting or ending with '-'"
+    )]
+    Name(String),
+    /// The version or the description is too long.
+    #[error("version must be at most 64 bytes and description at most 1024")]
+    TooLong,
+    /// A path it asks for is not absolute and normalized.
+    #[error("path {0:?} must be absolute and normalized (no '.', '..' or trailing '/')")]
+    Path(String),
+    /// An environment variable it asks for has an invalid name.
+    #[error("environment variable name {0:?} is not valid")]
+    Env(String),
+}
+
+/// A capability a plugin asked for in its metadata and does not get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withheld {
+    /// A path that no grant covers.
+    Path(String),
+    /// A path of which the operator granted only directories inside it.
+    PartOfPath(String),
+    /// An environment variable the operator did not grant.
+    Env(String),
+    /// The files under a granted directory that holds the host's `/proc`
+    /// (see [`proc_view`]): the directory serves `statvfs` only.
+    FilesUnderProc(PathBuf),
+}
+
+impl Withheld {
+    /// Whether the operator can grant it in the plugin's `paths` or `env`
+    /// (the files under a directory holding `/proc` never are).
+    pub fn grantable(&self) -> bool {
+        !matches!(self, Self::FilesUnderProc(_))
+    }
+}
+
+impl std::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Path(p) => write!(f, "path {p}"),
+            Self::PartOfPath(p) => write!(f, "path {p} (only the granted parts inside it)"),
+            Self::Env(v) => write!(f, "env {v}"),
+            Self::FilesUnderProc(p) => write!(
+                f,
+                "reading files under {} (it holds the host's /proc; it serves statvfs only, so grant the directories to read instead)",
+                p.display()
+            ),
+        }
+    }
+}
+
+/// `a, b, c`.
+fn list(withheld: &[Withheld]) -> String {
+    withheld
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl serde::Serialize for Withheld {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The kind of a failed call, a bounded set fit for metric labels. Each
+/// failure at the guest boundary has its own: the guest trapped
+/// ([`Trap`](Self::Trap)), ran past its deadline ([`Timeout`](Self::Timeout))
+/// or its memory cap ([`Memory`](Self::Memory)), returned bad output
+/// ([`InvalidResult`](Self::InvalidResult),
+/// [`OutputTooLarge`](Self::OutputTooLarge), [`Output`](Self::Output)),
+/// changed a field it may not ([`Policy`](Self::Policy)), or failed without a
+/// capability it was not granted ([`Ungranted`](Self::Ungranted)). (Bad
+/// metadata fails the load: [`LoadError::BadMetadata`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CallErrorKind {
@@ -280,8 +363,13 @@ pub enum CallErrorKind {
     Timeout,
     /// The memory cap was reached (memories and tables together).
     Memory,
-    /// The returned string could not be read: invalid UTF-8, or a pointer or
-    /// length outside the guest's memory.
+    /// What the guest handed across the component boundary breaks the
+    /// canonical ABI: its result string is not UTF-8 or lies outside its
+    /// memory, a discriminant is out of range, its `realloc` answered an
+    /// invalid pointer, or it passed a host call an invalid value or handle.
+    /// Wasmtime reports each of these as an error that is not a trap, so this
+    /// is every such error of a call past instantiation (an `exit` is a
+    /// [`Trap`](Self::Trap)).
     InvalidResult,
     /// The output is larger than [`MAX_OUTPUT_BYTES`].
     OutputTooLarge,
@@ -289,6 +377,12 @@ pub enum CallErrorKind {
     Trap,
     /// The setter returned an error of its own.
     Plugin,
+    /// The setter returned an error while it lacked a capability it was not
+    /// granted: the host refused it a host function during the call
+    /// (`statvfs` outside its paths, `container-runtime` without
+    /// `containerRuntime`), or a path or variable its metadata asks for is
+    /// withheld by the config ([`Withheld::grantable`]).
+    Ungranted,
     /// The output is not JSON, or not a Node.
     Output,
     /// The output changes fields outside the allowance.
@@ -313,6 +407,7 @@ impl CallErrorKind {
             Self::OutputTooLarge => "output-too-large",
             Self::Trap => "trap",
             Self::Plugin => "plugin",
+            Self::Ungranted => "ungranted",
             Self::Output => "output",
             Self::Policy => "policy",
             Self::Instantiate => "instantiate",
@@ -361,7 +456,7 @@ pub struct Plugin {
     name: Arc<str>,
     pre: bindings::PluginPre<CallState>,
     set_index: ComponentExportIndex,
-    withheld: Vec<String>,
+    withheld: Vec<Withheld>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -561,7 +656,7 @@ impl Plugin {
     }
 
     /// What it asked for and was not granted, for the log and `/status`.
-    pub fn withheld(&self) -> &[String] {
+    pub fn withheld(&self) -> &[Withheld] {
         &self.withheld
     }
 
@@ -615,11 +710,54 @@ impl Plugin {
         let events = std::mem::take(&mut store.data_mut().events);
         match result? {
             Ok(json) => Ok(SetOutput { json, events }),
-            Err(message) => Err(CallError::new(
+            Err(message) => Err(self.setter_failed(&store.data().denied, message)),
+        }
+    }
+
+    /// The error of a setter that returned `Err(message)`: of kind
+    /// [`CallErrorKind::Ungranted`], with what to grant, when the host refused
+    /// it a capability in this call or a grantable capability it asks for is
+    /// withheld; else [`CallErrorKind::Plugin`].
+    fn setter_failed(&self, denied: &[Denied], message: String) -> CallError {
+        let plugin = &self.name;
+        let withheld: Vec<Withheld> = self
+            .withheld
+            .iter()
+            .filter(|w| w.grantable())
+            .cloned()
+            .collect();
+        // A refusal inside a path it asks for is said once, by that path.
+        let asked = |p: &str| {
+            withheld.iter().any(|w| match w {
+                Withheld::Path(a) | Withheld::PartOfPath(a) => Path::new(p).starts_with(a),
+                _ => false,
+            })
+        };
+        let mut missing: Vec<String> = denied
+            .iter()
+            .filter(|d| !matches!(d, Denied::Statvfs(p) if asked(p)))
+            .map(|d| d.advice(plugin))
+            .collect();
+        missing.dedup();
+        if !withheld.is_empty() {
+            missing.push(format!(
+                "it asks for {} that the config does not grant: grant them in plugins.{plugin}.paths and .env, or use the default config",
+                list(&withheld)
+            ));
+        }
+        if missing.is_empty() {
+            return CallError::new(
                 CallErrorKind::Plugin,
                 format!("the setter failed: {message}"),
-            )),
+            );
         }
+        CallError::new(
+            CallErrorKind::Ungranted,
+            format!(
+                "the setter failed without a capability it was not granted: {message} ({})",
+                missing.join("; ")
+            ),
+        )
     }
 
     fn new_store(
@@ -737,25 +875,19 @@ fn log_stderr(store: &Store<CallState>) {
     }
 }
 
-/// Whether a non-trap error from a call is the canonical ABI refusing what
-/// the guest returned (a string or list outside its memory, a bad
-/// discriminant). Wasmtime reports these as plain errors, so their text is
-/// all there is to go on.
-fn is_result_error(err: &wasmtime::Error) -> bool {
-    const SIGNS: &[&str] = &[
-        "out of bounds of memory",
-        "pointer out of bounds",
-        "not aligned",
-        "unexpected discriminant",
-        "invalid utf-8",
-        "invalid discriminant",
-    ];
-    err.chain().any(|c| {
-        let text = c.to_string().to_lowercase();
-        SIGNS.iter().any(|s| text.contains(s))
-    }) || err.chain().any(|c| c.is::<std::str::Utf8Error>())
-}
-
+/// Classifies a failed call by the error's type and the store's state, never
+/// by its text:
+/// - the memory budget refused a growth ([`CallLimits::exceeded`]):
+///   [`CallErrorKind::Memory`];
+/// - a [`wasmtime::Trap`]: the epoch's interrupt is
+///   [`CallErrorKind::Timeout`], any other [`CallErrorKind::Trap`]; so is a
+///   guest that called WASI's `exit` ([`wasmtime_wasi::I32Exit`]);
+/// - anything else while instantiating: [`CallErrorKind::Instantiate`];
+/// - anything else once the call runs is the canonical ABI refusing what the
+///   guest handed over (wasmtime has no type for these, and the host's own
+///   functions never fail): [`CallErrorKind::InvalidResult`].
+///
+/// [`CallLimits::exceeded`]: super::limits::CallLimits
 fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallError {
     let limits = &store.data().limits;
     if let Some(exceeded) = limits.exceeded {
@@ -784,12 +916,16 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
         }
         return CallError::new(CallErrorKind::Trap, format!("`{what}` trapped: {trap}"));
     }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return CallError::new(
+            CallErrorKind::Trap,
+            format!("`{what}` called exit({}) instead of returning", exit.0),
+        );
+    }
     let kind = if what == "instantiate" {
         CallErrorKind::Instantiate
-    } else if is_result_error(&err) {
-        CallErrorKind::InvalidResult
     } else {
-        CallErrorKind::Trap
+        CallErrorKind::InvalidResult
     };
     CallError::new(kind, format!("`{what}` failed: {err:#}"))
 }
@@ -876,31 +1012,21 @@ fn valid_env_name(name: &str) -> bool {
 fn validate_metadata(
     m: bindings::exports::nodestatus::plugin::setter::PluginInfo,
 ) -> Result<Metadata, LoadError> {
+    let bad = |e| Err(LoadError::BadMetadata(e));
     if !valid_name(&m.name) {
-        return Err(LoadError::BadMetadata(format!(
-            "name {:?} must be 1 to 63 lowercase letters, digits or '-', not starting or ending with '-'",
-            m.name
-        )));
+        return bad(MetadataError::Name(m.name));
     }
     if m.version.len() > 64 || m.description.len() > 1024 {
-        return Err(LoadError::BadMetadata(
-            "version must be at most 64 bytes and description at most 1024".into(),
-        ));
+        return bad(MetadataError::TooLong);
     }
     for p in &m.paths {
         match facts::normalize_abs(p) {
             Some(n) if n.to_string_lossy() == *p => {}
-            _ => {
-                return Err(LoadError::BadMetadata(format!(
-                    "path {p:?} must be absolute and normalized (no '.', '..' or trailing '/')"
-                )));
-            }
+            _ => return bad(MetadataError::Path(p.clone())),
         }
     }
-    if let Some(bad) = m.env.iter().find(|e| !valid_env_name(e)) {
-        return Err(LoadError::BadMetadata(format!(
-            "environment variable name {bad:?} is not valid"
-        )));
+    if let Some(e) = m.env.iter().find(|e| !valid_env_name(e)) {
+        return bad(MetadataError::Env(e.clone()));
     }
     Ok(Metadata {
         name: m.name,
@@ -915,7 +1041,7 @@ fn validate_metadata(
 /// Refuses grants that would expose the host's processes (see
 /// [`proc_view`]): a `/proc/<pid>` or `/proc/self`. Returns what is withheld
 /// from a directory that holds a procfs mount (served for `statvfs` only).
-fn check_process_grants(grants: &Grants) -> Result<Vec<String>, LoadError> {
+fn check_process_grants(grants: &Grants) -> Result<Vec<Withheld>, LoadError> {
     let mut withheld = Vec::new();
     for g in &grants.paths {
         if !host_api::path_exists(&g.from) {
@@ -928,10 +1054,7 @@ fn check_process_grants(grants: &Grants) -> Result<Vec<String>, LoadError> {
                     reason,
                 });
             }
-            ProcGrant::HoldsProc => withheld.push(format!(
-                "reading files under {} (it holds the host's /proc; it serves statvfs only, so grant the directories to read instead)",
-                g.path.display()
-            )),
+            ProcGrant::HoldsProc => withheld.push(Withheld::FilesUnderProc(g.path.clone())),
             ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed => {}
         }
     }
@@ -939,7 +1062,7 @@ fn check_process_grants(grants: &Grants) -> Result<Vec<String>, LoadError> {
 }
 
 /// Grants = what the plugin asks for ∩ what the operator granted.
-fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<String>), LoadError> {
+fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Withheld>), LoadError> {
     let mut withheld = Vec::new();
     let mut paths = Vec::new();
     for asked in &m.paths {
@@ -965,10 +1088,10 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
             .filter(|g| g.path.starts_with(&asked_path))
             .collect();
         if narrower.is_empty() {
-            withheld.push(format!("path {asked}"));
+            withheld.push(Withheld::Path(asked.clone()));
         } else {
             paths.extend(narrower.into_iter().cloned());
-            withheld.push(format!("path {asked} (only the granted parts inside it)"));
+            withheld.push(Withheld::PartOfPath(asked.clone()));
         }
     }
     paths.sort_by(|a, b| a.path.cmp(&b.path));
@@ -980,13 +1103,13 @@ fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Strin
                 env.push((var.clone(), value));
             }
         } else {
-            withheld.push(format!("env {var}"));
+            withheld.push(Withheld::Env(var.clone()));
         }
     }
     if !withheld.is_empty() && s.on_ungranted == Ungranted::Refuse {
         return Err(LoadError::Ungranted {
             name: m.name.clone(),
-            what: withheld.join(", "),
+            withheld,
         });
     }
     Ok((
@@ -1053,7 +1176,10 @@ mod tests {
         );
         assert_eq!(
             withheld,
-            vec!["path /etc".to_string(), "env SECRET".to_string()]
+            vec![
+                Withheld::Path("/etc".into()),
+                Withheld::Env("SECRET".into())
+            ]
         );
 
         let refuse = PluginSettings {
@@ -1061,6 +1187,9 @@ mod tests {
             ..s
         };
         let err = resolve_grants(&meta(&["/etc"], &[]), &refuse).unwrap_err();
-        assert!(err.to_string().contains("path /etc"), "{err}");
+        assert!(
+            matches!(&err, LoadError::Ungranted { withheld, .. } if *withheld == [Withheld::Path("/etc".into())]),
+            "{err}"
+        );
     }
 }

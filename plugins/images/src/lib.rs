@@ -159,8 +159,7 @@ impl Setter for Images {
                 return Err("give imagesFile or images, not both".into());
             }
             (Some(path), None) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read imagesFile {path}: {e}"))?;
+                let text = host::read_file(path).map_err(|e| format!("imagesFile: {e}"))?;
                 serde_json::from_str(&text)
                     .map_err(|e| format!("imagesFile {path} is not JSON: {e}"))?
             }

@@ -276,8 +276,7 @@ impl Setter for MachineInfo {
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
         let info = host::system_info();
-        let meminfo = std::fs::read_to_string("/proc/meminfo")
-            .map_err(|e| format!("cannot read /proc/meminfo: {e}"))?;
+        let meminfo = host::read_file("/proc/meminfo")?;
         let ephemeral_storage = match host::fs_stats(&config.root_dir) {
             Ok(s) => Some(s.total_bytes),
             Err(e) => match host::fs_stats("/") {

@@ -97,7 +97,7 @@ impl Setter for MemoryPressure {
 
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
-        let text = std::fs::read_to_string(MEMINFO).map_err(|e| e.to_string());
+        let text = host::read_file(MEMINFO).map_err(|e| e.reason());
         let outcome = evaluate(text.as_deref().map_err(Clone::clone), &config)?;
         if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
             host::record_event(EventType::Normal, reason, &message);

@@ -115,7 +115,7 @@ pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, S
 }
 
 fn read(path: &str) -> std::result::Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))
+    host::read_file(path).map_err(|e| e.to_string())
 }
 
 pub struct PidPressure;
@@ -138,8 +138,12 @@ impl Setter for PidPressure {
         );
         let in_use = read(LOADAVG).and_then(|t| loadavg_tasks(&t)).or_else(|e| {
             host::debug(&format!("{e}; counting /proc instead"));
-            let entries =
-                std::fs::read_dir("/proc").map_err(|e2| format!("{e}; cannot list /proc: {e2}"))?;
+            let entries = std::fs::read_dir("/proc").map_err(|e2| {
+                format!(
+                    "{e}; cannot list /proc: {}",
+                    host::file_error("/proc", &e2).reason()
+                )
+            })?;
             let names: Vec<String> = entries
                 .filter_map(|d| d.ok()?.file_name().into_string().ok())
                 .collect();
