@@ -172,7 +172,7 @@ fn read(path: &Path, problems: &mut Vec<String>) -> Option<String> {
         Ok(s) => Some(s.trim().to_owned()),
         Err(e) if e.kind() == ErrorKind::NotFound => None,
         Err(e) => {
-            problems.push(format!("{}: {e}", path.display()));
+            problems.push(host::file_error(&path.display().to_string(), &e).to_string());
             None
         }
     }
@@ -184,7 +184,7 @@ fn list(dir: &Path, problems: &mut Vec<String>) -> Vec<String> {
         Ok(e) => e,
         Err(e) => {
             if e.kind() != ErrorKind::NotFound {
-                problems.push(format!("{}: {e}", dir.display()));
+                problems.push(host::file_error(&dir.display().to_string(), &e).to_string());
             }
             return Vec::new();
         }

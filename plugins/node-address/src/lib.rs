@@ -213,10 +213,10 @@ impl Setter for NodeAddress {
 
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
-        let read = |p: &str| match std::fs::read_to_string(p) {
+        let read = |p: &str| match host::read_file(p) {
             Ok(s) => Some(s),
             Err(e) => {
-                host::debug(&format!("cannot read {p} ({e}); choosing without routes"));
+                host::debug(&format!("{e}; choosing without routes"));
                 None
             }
         };
