@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::policy::FieldPath;
+use crate::node::FieldPath;
 
 /// The annotation that holds the ownership record.
 pub const OWNED_FIELDS_ANNOTATION: &str = "nodestatus.io/owned-fields";
@@ -143,7 +143,7 @@ impl Ownership {
             let fields = self.0.remove(&plugin).unwrap_or_default();
             for path in fields {
                 let shared = self.0.values().any(|owned| owned.contains(&path));
-                if !shared && remove(node, &path) {
+                if !shared && path.remove_from(node) {
                     removed.push((plugin.clone(), path));
                 }
             }
@@ -176,35 +176,12 @@ impl Ownership {
     }
 }
 
-fn map_of<'a>(node: &'a Value, pointer: &str) -> Option<&'a Map<String, Value>> {
-    node.pointer(pointer).and_then(Value::as_object)
-}
-
-fn map_of_mut<'a>(node: &'a mut Value, pointer: &str) -> Option<&'a mut Map<String, Value>> {
-    node.pointer_mut(pointer).and_then(Value::as_object_mut)
-}
-
-fn container(path: &FieldPath) -> Option<(&'static str, &str)> {
-    Some(match path {
-        FieldPath::Label(k) => ("/metadata/labels", k),
-        FieldPath::Annotation(k) => ("/metadata/annotations", k),
-        FieldPath::Capacity(k) => ("/status/capacity", k),
-        FieldPath::Allocatable(k) => ("/status/allocatable", k),
-        FieldPath::NodeInfo(k) => ("/status/nodeInfo", k),
-        FieldPath::Status(k) => ("/status", k),
-        FieldPath::Meta(k) => ("/metadata", k),
-        FieldPath::Spec(k) => ("/spec", k),
-        FieldPath::Top(k) => ("", k),
-        FieldPath::Condition(_) => return None,
-    })
-}
-
 /// Whether each of `paths` is present in `node`, reading the conditions
 /// once (so many condition paths cost one pass over the list).
 fn present(node: &Value, paths: &[FieldPath]) -> Vec<bool> {
     let types: std::collections::HashSet<&str> =
         if paths.iter().any(|p| matches!(p, FieldPath::Condition(_))) {
-            crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+            crate::node::conditions_by_type(node.pointer("/status/conditions"))
                 .into_iter()
                 .map(|(t, _)| t)
                 .collect()
@@ -215,47 +192,9 @@ fn present(node: &Value, paths: &[FieldPath]) -> Vec<bool> {
         .iter()
         .map(|p| match p {
             FieldPath::Condition(t) => types.contains(t.as_str()),
-            _ => exists(node, p),
+            _ => p.exists_in(node),
         })
         .collect()
-}
-
-/// Whether the field is present (and not null) in `node`.
-pub fn exists(node: &Value, path: &FieldPath) -> bool {
-    match path {
-        FieldPath::Condition(t) => {
-            crate::policy::conditions_by_type(node.pointer("/status/conditions"))
-                .iter()
-                .any(|(k, _)| k == t)
-        }
-        _ => {
-            let (ptr, key) = container(path).expect("non-condition paths have a container");
-            map_of(node, ptr)
-                .and_then(|m| m.get(key))
-                .is_some_and(|v| !v.is_null())
-        }
-    }
-}
-
-/// Removes the field from `node`; returns whether it was there.
-pub fn remove(node: &mut Value, path: &FieldPath) -> bool {
-    match path {
-        FieldPath::Condition(t) => {
-            let Some(list) = node
-                .pointer_mut("/status/conditions")
-                .and_then(Value::as_array_mut)
-            else {
-                return false;
-            };
-            let before = list.len();
-            list.retain(|c| c.get("type").and_then(Value::as_str) != Some(t.as_str()));
-            list.len() != before
-        }
-        _ => {
-            let (ptr, key) = container(path).expect("non-condition paths have a container");
-            map_of_mut(node, ptr).is_some_and(|m| m.remove(key).is_some())
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,21 @@
-//! One pass of the setters over a node: node in, setters in order, diff,
-//! policy check, ownership, node out.
+//! One pass of the setters over a node: node in, setters in order (each
+//! output diffed against its input, checked by the policy and the API
+//! server's rules, its conditions' times stamped), the host's built-in
+//! steps, ownership, node out.
 //!
 //! Like the kubelet's `setNodeStatus`, each setter sees the node as the
 //! previous one left it, and a setter that fails is logged and skipped while
 //! the others go on. Unlike the kubelet, a failed setter cannot leave half its
 //! changes behind: its whole output is discarded.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::node::{self, Diff, FieldPath};
 use crate::ownership::{self, Ownership};
-use crate::policy::{self, FieldPath};
+use crate::policy::{self, Allowance};
 use crate::runtime::{CallContext, CallError, CallErrorKind, EmittedEvent, Plugin, Runtime};
 use crate::validate::{self, Problem};
 
@@ -92,11 +94,18 @@ pub struct SetterReport {
     pub affects_readiness: bool,
 }
 
+/// The name of the built-in step that writes the `kubernetes.io/os` and
+/// `kubernetes.io/arch` labels.
+pub const OS_ARCH_LABELS: &str = "os-arch-labels";
+
 /// What a pass did.
 #[derive(Debug, Clone, Default)]
 pub struct PassReport {
     /// One entry per setter, in run order.
     pub setters: Vec<SetterReport>,
+    /// One entry per built-in step of the host ([`OS_ARCH_LABELS`]), in run
+    /// order, after the setters.
+    pub builtins: Vec<SetterReport>,
     /// Fields removed because the plugin that owned them is gone.
     pub released: Vec<(String, FieldPath)>,
     /// Events the setters asked for, with the plugin that asked.
@@ -124,7 +133,8 @@ impl PassReport {
 /// 1. its size ([`validate::MAX_NODE_BYTES`], kind `Limit`), before parsing;
 /// 2. JSON, a Node, `metadata.name` (kind `Output`);
 /// 3. the number of fields it changes ([`ownership::MAX_FIELDS_PER_PLUGIN`],
-///    kind `Limit`), before the policy and validation look at each;
+///    kind `Limit`), from the one [`Diff`] of output and input, before the
+///    policy and validation look at each;
 /// 4. the policy: each changed field against its [`policy::Allowance`]
 ///    (kind `Policy`); list items count by merge key, so a second entry of a
 ///    condition type is a change of that type;
@@ -132,12 +142,25 @@ impl PassReport {
 ///    problems the output adds to its input (kind `Invalid`): a plugin is
 ///    not blamed for what the node already held;
 /// 6. the ownership record's bounds (kind `Limit`).
+///
+/// Once accepted, the conditions it wrote get their times from the host's
+/// clock ([`node::stamp_times`]: heartbeat now, transition kept unless the
+/// status flipped), whatever times it wrote (valid ones: a bad time is
+/// refused by step 5 like any bad field).
+///
+/// After the setters, the fields of plugins no longer loaded are removed,
+/// then the host's built-in steps run, through the same diff, policy and
+/// validation (with the default allowance) and into
+/// [`PassReport::builtins`]: the `kubernetes.io/os` and `kubernetes.io/arch`
+/// labels, forced when missing or wrong as the kubelet does after its
+/// setters. They own no fields: the host writes them on every pass.
 pub fn run_pass(
     runtime: &Runtime,
     set: &PluginSet,
     node: &Value,
     ctx: &CallContext,
 ) -> (Value, PassReport) {
+    let now = node::condition_time(SystemTime::now());
     let mut report = PassReport::default();
     let mut ownership = Ownership::from_node(node);
     let mut current = node.clone();
@@ -153,6 +176,7 @@ pub fn run_pass(
             &current,
             &known,
             ctx.clone(),
+            &now,
         )
         .and_then(|acc| {
             if let Some(next) = &acc.node {
@@ -195,9 +219,84 @@ pub fn run_pass(
     for (plugin, path) in &report.released {
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
     }
+    report
+        .builtins
+        .push(builtin(OS_ARCH_LABELS, os_arch_labels, &mut current, &now));
     ownership.write(&mut current);
-    crate::agent::patch::server_address_order(&mut current);
+    node::patch::server_address_order(&mut current);
     (current, report)
+}
+
+/// Runs one built-in step of the host over `current`, with the checks of a
+/// plugin's output and the default allowance. `step` returns the new node,
+/// or `None` when it changes nothing (the steady state, which costs no copy).
+fn builtin(
+    name: &str,
+    step: fn(&Value) -> Option<Value>,
+    current: &mut Value,
+    now: &str,
+) -> SetterReport {
+    let started = Instant::now();
+    let outcome = match step(current) {
+        None => Ok(Vec::new()),
+        Some(output) => {
+            let known = validate::problems(current);
+            check(current, output, &Allowance::default(), &known, now).map(|c| {
+                *current = c.node;
+                c.changed
+            })
+        }
+    };
+    if let Err(e) = &outcome {
+        tracing::warn!(
+            step = name,
+            kind = e.kind.as_str(),
+            "built-in step failed: {e}"
+        );
+    }
+    SetterReport {
+        plugin: name.to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        outcome,
+        duration: started.elapsed(),
+        affects_readiness: false,
+    }
+}
+
+/// The kubelet's labels of the operating system and architecture it runs
+/// on (`GOOS` and `GOARCH`), which it forces after its setters when they
+/// are missing or wrong: the node with them set, or `None` when they are
+/// right already (or the node has no labels map to put them in).
+pub fn os_arch_labels(node: &Value) -> Option<Value> {
+    let want = [
+        ("kubernetes.io/os", std::env::consts::OS),
+        ("kubernetes.io/arch", crate::once::go_arch()),
+    ];
+    let meta = node.get("metadata")?.as_object()?;
+    match meta.get("labels") {
+        None => {}
+        Some(Value::Object(l))
+            if want
+                .iter()
+                .all(|(k, v)| l.get(*k).and_then(Value::as_str) == Some(v)) =>
+        {
+            return None;
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => return None,
+    }
+    let mut out = node.clone();
+    let labels = out["metadata"]
+        .as_object_mut()
+        .expect("checked above")
+        .entry("labels")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .expect("checked above");
+    for (k, v) in want {
+        labels.insert(k.to_owned(), json!(v));
+    }
+    Some(out)
 }
 
 /// A plugin's output that passed every check.
@@ -221,6 +320,7 @@ fn run_one(
     input: &Value,
     known: &[Problem],
     ctx: CallContext,
+    now: &str,
 ) -> Result<Accepted, CallError> {
     let out = plugin.call_set(runtime, input_json, ctx)?;
     if out.json == input_json {
@@ -254,7 +354,43 @@ fn run_one(
             format!("the output is not a valid Node: {e}"),
         )
     })?;
-    let changed = policy::diff(input, &output);
+    let checked = check(input, output, &plugin.settings().fields, known, now)?;
+    let json = if checked.stamped {
+        serde_json::to_string(&checked.node).expect("a Value serializes")
+    } else {
+        out.json
+    };
+    Ok(Accepted {
+        json,
+        node: Some(checked.node),
+        changed: checked.changed,
+        events: out.events,
+        problems: checked.problems,
+    })
+}
+
+/// A new node that passed the checks of a write.
+struct Checked {
+    /// The node, its conditions' times stamped.
+    node: Value,
+    /// The fields that changed.
+    changed: Vec<FieldPath>,
+    /// The node's problems (all already in the input).
+    problems: Vec<Problem>,
+    /// Whether stamping the times changed the node.
+    stamped: bool,
+}
+
+/// The checks of every write, a plugin's or a built-in step's: the diff,
+/// its bound, the policy, the API server's rules; then the condition times.
+fn check(
+    input: &Value,
+    mut output: Value,
+    allowance: &Allowance,
+    known: &[Problem],
+    now: &str,
+) -> Result<Checked, CallError> {
+    let changed = Diff::new(input, &output).paths();
     if changed.len() > ownership::MAX_FIELDS_PER_PLUGIN {
         return Err(CallError::new(
             CallErrorKind::Limit,
@@ -264,19 +400,9 @@ fn run_one(
             .to_string(),
         ));
     }
-    let refused: BTreeSet<String> = changed
-        .iter()
-        .filter_map(|p| plugin.settings().fields.check(p).err())
-        .collect();
-    if !refused.is_empty() {
-        return Err(CallError::new(
-            CallErrorKind::Policy,
-            format!(
-                "output discarded: {}",
-                refused.into_iter().collect::<Vec<_>>().join("; ")
-            ),
-        ));
-    }
+    allowance
+        .check_all(&changed)
+        .map_err(|e| CallError::new(CallErrorKind::Policy, e.to_string()))?;
     let problems = validate::problems(&output);
     let added = validate::introduced(known, problems.clone());
     if !added.is_empty() {
@@ -293,12 +419,14 @@ fn run_one(
             format!("output discarded: {who}: {}", validate::describe(&added)),
         ));
     }
-    Ok(Accepted {
-        json: out.json,
-        node: Some(output),
+    // Stamping writes valid times only, so it adds no problem (the list may
+    // keep one that it fixed, which only spares a later setter the blame).
+    let stamped = node::stamp_times(input, &mut output, &changed, now);
+    Ok(Checked {
+        node: output,
         changed,
-        events: out.events,
         problems,
+        stamped,
     })
 }
 
@@ -312,5 +440,73 @@ mod tests {
         assert!(default_order("pid-pressure") < default_order("volumes"));
         assert!(default_order("volumes") < default_order("gpu"));
         assert!(default_order("gpu") < default_order("ready"));
+    }
+
+    #[test]
+    fn os_and_arch_labels_are_forced_when_missing_or_wrong() {
+        let os = std::env::consts::OS;
+        let arch = crate::once::go_arch();
+        let right = json!({"metadata": {"name": "n", "labels": {
+            "kubernetes.io/os": os, "kubernetes.io/arch": arch, "a": "1"
+        }}});
+        assert_eq!(os_arch_labels(&right), None);
+        let mut wrong = right.clone();
+        wrong["metadata"]["labels"]["kubernetes.io/os"] = json!("plan9");
+        assert_eq!(os_arch_labels(&wrong).as_ref(), Some(&right));
+        let bare = json!({"metadata": {"name": "n"}});
+        assert_eq!(
+            os_arch_labels(&bare).unwrap()["metadata"]["labels"],
+            json!({"kubernetes.io/os": os, "kubernetes.io/arch": arch})
+        );
+        // Not the beta labels: the kubelet forces only these two.
+        let labels = os_arch_labels(&bare).unwrap()["metadata"]["labels"].clone();
+        assert_eq!(labels.as_object().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_built_in_step_is_diffed_and_reported_like_a_plugin() {
+        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}});
+        let r = builtin(
+            OS_ARCH_LABELS,
+            os_arch_labels,
+            &mut node,
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(
+            r.outcome.unwrap(),
+            vec![
+                FieldPath::Label("kubernetes.io/os".into()),
+                FieldPath::Label("kubernetes.io/arch".into())
+            ]
+        );
+        assert_eq!(
+            node["metadata"]["labels"]["kubernetes.io/os"],
+            std::env::consts::OS
+        );
+        // The steady state changes nothing.
+        let again = builtin(
+            OS_ARCH_LABELS,
+            os_arch_labels,
+            &mut node,
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(again.outcome.unwrap(), Vec::<FieldPath>::new());
+    }
+
+    #[test]
+    fn a_built_in_step_goes_through_the_policy() {
+        // A step that writes a label NodeRestriction refuses is refused,
+        // and the node is left as it was.
+        fn bad(node: &Value) -> Option<Value> {
+            let mut n = node.clone();
+            n["metadata"]["labels"]["node-role.kubernetes.io/master"] = json!("");
+            Some(n)
+        }
+        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {}}});
+        let before = node.clone();
+        let r = builtin("bad", bad, &mut node, "2026-01-01T00:00:00Z");
+        let e = r.outcome.unwrap_err();
+        assert_eq!(e.kind, CallErrorKind::Policy, "{e}");
+        assert_eq!(node, before);
     }
 }

@@ -382,7 +382,7 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
                 assert_eq!(keys, vec!["lastHeartbeatTime", "type"], "{}", p.body);
             }
         }
-        current = nodestatus::agent::patch::apply(&current, &p.body);
+        current = nodestatus::node::patch::apply(&current, &p.body);
         current["metadata"]["resourceVersion"] = json!((4 + i).to_string());
         // The heartbeat is wall-clock time, to the second, and virtual time
         // runs minutes in a real second: keep the stored one old, so that

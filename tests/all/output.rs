@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use nodestatus::agent::patch;
+use nodestatus::node::patch;
 use nodestatus::pipeline::run_pass;
 use nodestatus::policy::Allowance;
 use nodestatus::runtime::{CallContext, CallErrorKind, PluginSettings};

@@ -1,5 +1,5 @@
 //! Generated tests of the hand-written strategic merge patch
-//! ([`nodestatus::agent::patch::two_way`]) against the real API server.
+//! ([`nodestatus::node::patch::two_way`]) against the real API server.
 //!
 //! Each case is a pair of nodes, old and new, with random labels,
 //! annotations, conditions (reordered, added, removed, fields dropped),
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus::agent::patch;
+use nodestatus::node::patch;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};

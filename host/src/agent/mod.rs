@@ -23,7 +23,6 @@
 
 pub mod client;
 pub mod decide;
-pub mod patch;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::node::{Diff, patch};
 use crate::pipeline::{self, PassReport};
 use crate::plugin_dir::PluginDir;
 use crate::runtime::facts::{FactSource, Facts};
@@ -360,12 +360,7 @@ impl Agent {
     }
 
     fn hostname(&self) -> String {
-        self.cfg().hostname_override.clone().unwrap_or_else(|| {
-            Facts::new(self.facts.clone())
-                .system()
-                .hostname
-                .to_lowercase()
-        })
+        self.cfg().hostname(&Facts::new(self.facts.clone()))
     }
 
     /// Problems that make the node not ready: the node's own shutdown, and
@@ -425,7 +420,6 @@ impl Agent {
         self.metrics.observe_pass(&report, started.elapsed());
         self.metrics.observe_cache(self.plugins.runtime().cache());
         self.metrics.plugins_loaded.set(loaded as i64);
-        force_os_arch_labels(&mut node);
         allocatable_for_every_capacity_key(&mut node);
         if self.cfg().external_cloud_provider {
             self.leave_cloud_fields(base, &mut node);
@@ -850,7 +844,8 @@ impl Agent {
         };
         let (new, report) = self.run_setters(&base).await?;
         *pass = Some(report);
-        let changed = patch::changed(&base, &new);
+        let diff = Diff::new(&base, &new);
+        let changed = diff.status_changed();
         let now = Instant::now();
         let write = decide::write(
             kind,
@@ -862,7 +857,7 @@ impl Agent {
             decide::Write::Skip => None,
             _ => {
                 crate::validate::update(&base, &new).map_err(crate::validate::Error::Refused)?;
-                patch::two_way(&base, &new)
+                diff.patch()
             }
         };
         let Some(p) = patch else {
@@ -1337,7 +1332,7 @@ pub fn reconcile(existing: &Value, initial: &Value) -> Value {
 
 /// The status of the node's Ready condition.
 pub fn ready_status(node: &Value) -> Option<String> {
-    crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+    crate::node::conditions_by_type(node.pointer("/status/conditions"))
         .into_iter()
         .find(|(t, _)| *t == "Ready")
         .and_then(|(_, c)| c.get("status").and_then(Value::as_str).map(str::to_owned))
@@ -1400,28 +1395,9 @@ pub fn allocatable_for_every_capacity_key(node: &mut Value) {
 
 /// Whether the node's Ready condition is True.
 pub fn is_ready(node: &Value) -> bool {
-    crate::policy::conditions_by_type(node.pointer("/status/conditions"))
+    crate::node::conditions_by_type(node.pointer("/status/conditions"))
         .iter()
         .any(|(t, c)| *t == "Ready" && c.get("status").and_then(Value::as_str) == Some("True"))
-}
-
-/// The kubelet forces `kubernetes.io/os` and `kubernetes.io/arch` when they
-/// are missing or wrong.
-fn force_os_arch_labels(node: &mut Value) {
-    let Some(meta) = node.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let labels = meta.entry("labels").or_insert_with(|| json!({}));
-    if let Some(l) = labels.as_object_mut() {
-        for (k, v) in [
-            ("kubernetes.io/os", std::env::consts::OS),
-            ("kubernetes.io/arch", crate::once::go_arch()),
-        ] {
-            if l.get(k).and_then(Value::as_str) != Some(v) {
-                l.insert(k.to_owned(), json!(v));
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The status patch: a two-way strategic merge patch from the node on the
 //! server to the node the setters computed, as the kubelet sends it to
-//! `nodes/<name>/status`.
+//! `nodes/<name>/status`, built from the one [`Diff`].
 //!
 //! - Maps (labels, annotations, capacity, allocatable, nodeInfo, ...) carry
 //!   only changed keys; a removed key is `null`.
@@ -18,34 +18,183 @@
 //!
 //! [`apply`] is the server's side of the same rules, for tests.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
-use crate::policy::conditions_by_type;
+use super::diff::conditions_of;
+use super::{Change, Diff, FieldPath, conditions_by_type};
 
 /// The patch from `old` to `new`, or `None` when nothing differs.
 pub fn two_way(old: &Value, new: &Value) -> Option<Value> {
-    let mut patch = Map::new();
-    let mut meta = Map::new();
-    for key in ["labels", "annotations"] {
-        if let Some(d) = diff_object(
-            old.pointer(&format!("/metadata/{key}")),
-            new.pointer(&format!("/metadata/{key}")),
-        ) {
-            meta.insert(key.to_owned(), d);
+    Diff::new(old, new).patch()
+}
+
+/// Whether the status changed in a way the kubelet reports at once; see
+/// [`Diff::status_changed`].
+pub fn changed(old: &Value, new: &Value) -> bool {
+    Diff::new(old, new).status_changed()
+}
+
+impl Diff<'_> {
+    /// The strategic merge patch from the old node to the new one, or
+    /// `None` when it would carry nothing.
+    pub fn patch(&self) -> Option<Value> {
+        let mut meta = Map::new();
+        let mut status = Map::new();
+        let mut conditions = false;
+        for c in &self.changes {
+            match &c.path {
+                FieldPath::Label(k) => self.meta_key(&mut meta, "labels", k, c),
+                FieldPath::Annotation(k) => self.meta_key(&mut meta, "annotations", k, c),
+                FieldPath::Capacity(k) => self.status_key(&mut status, "capacity", k, c),
+                FieldPath::Allocatable(k) => self.status_key(&mut status, "allocatable", k, c),
+                FieldPath::NodeInfo(k) => self.status_key(&mut status, "nodeInfo", k, c),
+                FieldPath::Status(k) => status_field(&mut status, k, c),
+                FieldPath::Condition(_) => conditions = true,
+                FieldPath::Top(_) | FieldPath::Meta(_) | FieldPath::Spec(_) => {}
+            }
+        }
+        if conditions || self.conditions_reordered {
+            self.conditions_patch(&mut status);
+        }
+        let mut patch = Map::new();
+        if !meta.is_empty() {
+            patch.insert("metadata".into(), Value::Object(meta));
+        }
+        if !status.is_empty() {
+            patch.insert("status".into(), Value::Object(status));
+        }
+        if patch.is_empty() {
+            return None;
+        }
+        let mut patch = Value::Object(patch);
+        sort_keys(&mut patch);
+        Some(patch)
+    }
+
+    /// One key of `metadata.<map>`. A map of another shape on either side
+    /// is diffed whole, as empty where it is not an object.
+    fn meta_key(&self, meta: &mut Map<String, Value>, map: &str, key: &str, c: &Change) {
+        let (b, a) = (
+            self.before.get("metadata").and_then(|m| m.get(map)),
+            self.after.get("metadata").and_then(|m| m.get(map)),
+        );
+        let is_map = |v: Option<&Value>| v.is_none_or(|v| v.is_object() || v.is_null());
+        let entry = meta.entry(map).or_insert_with(|| json!({}));
+        if !(is_map(b) && is_map(a)) {
+            *entry = diff_object(b, a).unwrap_or_else(|| json!({}));
+            return;
+        }
+        entry
+            .as_object_mut()
+            .expect("made an object")
+            .insert(key.to_owned(), merge_value(c.before, c.after));
+    }
+
+    /// One key of `status.<map>`: the key's change when the map is an
+    /// object on both sides, else the whole new map (`null` when gone).
+    fn status_key(&self, status: &mut Map<String, Value>, map: &str, key: &str, c: &Change) {
+        let (b, a) = (
+            status_of(self.before).and_then(|s| s.get(map)),
+            status_of(self.after).and_then(|s| s.get(map)),
+        );
+        match (b, a) {
+            (Some(b), Some(a)) if b.is_object() && a.is_object() => {
+                status
+                    .entry(map)
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .expect("made an object")
+                    .insert(key.to_owned(), merge_value(c.before, c.after));
+            }
+            (_, a) => {
+                status.insert(map.to_owned(), a.cloned().unwrap_or(Value::Null));
+            }
         }
     }
-    if !meta.is_empty() {
-        patch.insert("metadata".into(), Value::Object(meta));
+
+    /// The conditions' part of the patch: the changed entries in the new
+    /// order, deletions, and the new order of the types.
+    fn conditions_patch(&self, out: &mut Map<String, Value>) {
+        let changed: HashMap<&str, &Change> = self
+            .changes
+            .iter()
+            .filter_map(|c| match &c.path {
+                FieldPath::Condition(t) => Some((t.as_str(), c)),
+                _ => None,
+            })
+            .collect();
+        let (oc, nc) = (
+            conditions_by_type(conditions_of(self.before)),
+            conditions_by_type(conditions_of(self.after)),
+        );
+        let mut entries = Vec::new();
+        for (t, n) in &nc {
+            match changed.get(t).map(|c| c.before) {
+                None => {}
+                Some(Some(o)) if o == *n => {}
+                Some(Some(o)) => {
+                    let mut d = match diff_object(Some(o), Some(n)) {
+                        Some(Value::Object(m)) => m,
+                        _ => Map::new(),
+                    };
+                    d.insert("type".into(), Value::String((*t).to_owned()));
+                    entries.push(Value::Object(d));
+                }
+                Some(None) => entries.push((*n).clone()),
+            }
+        }
+        for (t, _) in &oc {
+            if changed.get(t).is_some_and(|c| c.after.is_none()) {
+                entries.push(json!({"$patch": "delete", "type": t}));
+            }
+        }
+        if entries.is_empty() && !self.conditions_reordered {
+            return;
+        }
+        let order: Vec<Value> = nc.iter().map(|(t, _)| json!({"type": t})).collect();
+        out.insert("$setElementOrder/conditions".into(), Value::Array(order));
+        if !entries.is_empty() {
+            out.insert("conditions".into(), Value::Array(entries));
+        }
     }
-    if let Some(status) = diff_status(old.get("status"), new.get("status")) {
-        patch.insert("status".into(), status);
+}
+
+fn status_of(node: &Value) -> Option<&Map<String, Value>> {
+    node.get("status").and_then(Value::as_object)
+}
+
+/// A whole status field (addresses, images, daemonEndpoints, ...).
+fn status_field(status: &mut Map<String, Value>, key: &str, c: &Change) {
+    let value = match (key, c.after) {
+        // As the kubelet's `preparePatchBytesforNodeStatus`: the replace
+        // directive only when the server has addresses to replace. With
+        // none there, the server stores the directive as an empty address.
+        ("addresses", Some(Value::Array(list)))
+            if c.before
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty()) =>
+        {
+            let mut l = list.clone();
+            l.push(json!({"$patch": "replace"}));
+            Value::Array(l)
+        }
+        _ => merge_value(c.before, c.after),
+    };
+    status.insert(key.to_owned(), value);
+}
+
+/// What a merge patch sends for one changed value: `null` when removed, the
+/// changed keys when both sides are objects, else the new value.
+fn merge_value(before: Option<&Value>, after: Option<&Value>) -> Value {
+    match (before, after) {
+        (_, None) => Value::Null,
+        (Some(b), Some(a)) if b.is_object() && a.is_object() => {
+            diff_object(Some(b), Some(a)).unwrap_or_else(|| json!({}))
+        }
+        (_, Some(a)) => a.clone(),
     }
-    if patch.is_empty() {
-        return None;
-    }
-    let mut patch = Value::Object(patch);
-    sort_keys(&mut patch);
-    Some(patch)
 }
 
 /// Puts `status.addresses` in the order the API server stores them: entries
@@ -124,79 +273,6 @@ fn diff_object(old: Option<&Value>, new: Option<&Value>) -> Option<Value> {
         }
     }
     (!out.is_empty()).then_some(Value::Object(out))
-}
-
-fn diff_status(old: Option<&Value>, new: Option<&Value>) -> Option<Value> {
-    let empty = Map::new();
-    let (o, n) = (obj(old).unwrap_or(&empty), obj(new).unwrap_or(&empty));
-    let mut out = Map::new();
-    let mut keys: Vec<&String> = n.keys().collect();
-    keys.extend(o.keys().filter(|k| !n.contains_key(*k)));
-    for k in keys {
-        let (ov, nv) = (o.get(k), n.get(k));
-        if ov == nv {
-            continue;
-        }
-        match (k.as_str(), nv) {
-            ("conditions", _) => diff_conditions(ov, nv, &mut out),
-            (_, None) => {
-                out.insert(k.clone(), Value::Null);
-            }
-            // As the kubelet's `preparePatchBytesforNodeStatus`: the replace
-            // directive only when the server has addresses to replace. With
-            // none there, the server stores the directive as an empty address.
-            ("addresses", Some(Value::Array(list)))
-                if ov.and_then(Value::as_array).is_some_and(|l| !l.is_empty()) =>
-            {
-                let mut l = list.clone();
-                l.push(json!({"$patch": "replace"}));
-                out.insert(k.clone(), Value::Array(l));
-            }
-            (_, Some(nv)) if nv.is_object() && ov.is_some_and(Value::is_object) => {
-                if let Some(d) = diff_object(ov, Some(nv)) {
-                    out.insert(k.clone(), d);
-                }
-            }
-            (_, Some(nv)) => {
-                out.insert(k.clone(), nv.clone());
-            }
-        }
-    }
-    (!out.is_empty()).then_some(Value::Object(out))
-}
-
-fn diff_conditions(old: Option<&Value>, new: Option<&Value>, out: &mut Map<String, Value>) {
-    let (oc, nc) = (conditions_by_type(old), conditions_by_type(new));
-    let mut entries = Vec::new();
-    for (t, n) in &nc {
-        match oc.iter().find(|(k, _)| k == t).map(|(_, v)| *v) {
-            Some(o) if o == *n => {}
-            Some(o) => {
-                let mut d = match diff_object(Some(o), Some(n)) {
-                    Some(Value::Object(m)) => m,
-                    _ => Map::new(),
-                };
-                d.insert("type".into(), Value::String((*t).to_owned()));
-                entries.push(Value::Object(d));
-            }
-            None => entries.push((*n).clone()),
-        }
-    }
-    for (t, _) in &oc {
-        if !nc.iter().any(|(k, _)| k == t) {
-            entries.push(json!({"$patch": "delete", "type": t}));
-        }
-    }
-    let order_changed =
-        oc.iter().map(|c| c.0).collect::<Vec<_>>() != nc.iter().map(|c| c.0).collect::<Vec<_>>();
-    if entries.is_empty() && !order_changed {
-        return;
-    }
-    let order: Vec<Value> = nc.iter().map(|(t, _)| json!({"type": t})).collect();
-    out.insert("$setElementOrder/conditions".into(), Value::Array(order));
-    if !entries.is_empty() {
-        out.insert("conditions".into(), Value::Array(entries));
-    }
 }
 
 /// Applies a patch made by [`two_way`] the way the API server applies a
@@ -318,43 +394,6 @@ fn merge_object(target: &mut Value, patch: &Value) {
             t.insert(k.clone(), v.clone());
         }
     }
-}
-
-/// Whether the status changed in a way the kubelet reports at once: the
-/// conditions compared by type with `lastHeartbeatTime` blanked, every other
-/// status field compared deeply, and labels or annotations.
-pub fn changed(old: &Value, new: &Value) -> bool {
-    let blank = |v: Option<&Value>| -> Vec<Value> {
-        let mut list: Vec<Value> = conditions_by_type(v)
-            .into_iter()
-            .map(|(_, c)| {
-                let mut c = c.clone();
-                if let Some(o) = c.as_object_mut() {
-                    o.remove("lastHeartbeatTime");
-                }
-                c
-            })
-            .collect();
-        list.sort_by(|a, b| {
-            a.get("type")
-                .and_then(Value::as_str)
-                .cmp(&b.get("type").and_then(Value::as_str))
-        });
-        list
-    };
-    let without_conditions = |v: Option<&Value>| -> Option<Value> {
-        v.cloned().map(|mut s| {
-            if let Some(o) = s.as_object_mut() {
-                o.remove("conditions");
-            }
-            s
-        })
-    };
-    let (os, ns) = (old.get("status"), new.get("status"));
-    blank(os.and_then(|s| s.get("conditions"))) != blank(ns.and_then(|s| s.get("conditions")))
-        || without_conditions(os) != without_conditions(ns)
-        || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
-        || old.pointer("/metadata/annotations") != new.pointer("/metadata/annotations")
 }
 
 #[cfg(test)]
