@@ -213,6 +213,26 @@ pub fn file_error(path: &str, err: &std::io::Error) -> FileError {
     }
 }
 
+/// A field of `/proc/meminfo` (the text [`read_file`] returns): a `kB` field
+/// in bytes, a field without a unit (`HugePages_Total`) as it is. `None`
+/// when the field is missing, is not a whole number, has another unit, or
+/// does not fit in a u64.
+pub fn meminfo_field(meminfo: &str, key: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| {
+        let (k, rest) = l.split_once(':')?;
+        if k.trim() != key {
+            return None;
+        }
+        let mut parts = rest.split_whitespace();
+        let n: u64 = parts.next()?.parse().ok()?;
+        match parts.next() {
+            Some("kB") => n.checked_mul(1024),
+            None => Some(n),
+            Some(_) => None,
+        }
+    })
+}
+
 /// The kubelet's spelling of a runtime version: a semantic version as it is
 /// (without a leading `v`), else the leading dotted numbers of a generic one
 /// (`1.6.20~ds1` is `1.6.20`), else `None` (the kubelet then reports
@@ -268,7 +288,19 @@ fn semver_extra(extra: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::kubelet_runtime_version as v;
-    use super::{FileError, read_file};
+    use super::{FileError, meminfo_field, read_file};
+
+    #[test]
+    fn meminfo_fields_in_bytes_or_as_counts() {
+        let m = "MemTotal:       24684096 kB\nHugePages_Total:     512\nHugepagesize:       2048 kB\nOdd: 1 MB\nBig: 18014398509481984 kB\n";
+        assert_eq!(meminfo_field(m, "MemTotal"), Some(24_684_096 * 1024));
+        assert_eq!(meminfo_field(m, "HugePages_Total"), Some(512));
+        assert_eq!(meminfo_field(m, "Hugepagesize"), Some(2 << 20));
+        assert_eq!(meminfo_field(m, "Odd"), None, "another unit");
+        assert_eq!(meminfo_field(m, "Big"), None, "over u64 in bytes");
+        assert_eq!(meminfo_field(m, "Mem"), None, "a whole key only");
+        assert_eq!(meminfo_field(m, "Nope"), None);
+    }
 
     #[test]
     fn a_missing_file_says_so_without_an_errno() {

@@ -46,22 +46,31 @@ impl Threshold {
     /// Parses a quantity (`100Mi`, `5Gi`, `1k`, `1000`) or a percentage
     /// (`10%`). An error names `field`, the config field it came from.
     pub fn parse(field: &str, spec: &str) -> Result<Self, String> {
-        let spec = spec.trim();
-        if let Some(p) = spec.strip_suffix('%') {
-            return p
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| (0.0..=100.0).contains(v))
-                .map(Self::Percent)
-                .ok_or_else(|| {
-                    format!("{field}: {spec:?} is not a percentage between 0% and 100%")
-                });
+        if let Some(p) = Self::percentage(spec) {
+            return p.map(Self::Percent).map_err(|e| format!("{field}: {e}"));
         }
+        let spec = spec.trim();
         let q = Quantity::parse(spec).map_err(|e| format!("{field}: {e}"))?;
         u128::try_from(q.as_units_ceil())
             .map(Self::Absolute)
             .map_err(|_| format!("{field}: {spec:?} is negative"))
+    }
+
+    /// The percentage of a threshold written `N%` (space around it is
+    /// ignored), between 0 and 100: `None` when `spec` is not a percentage,
+    /// an error when it is one out of that range or not a number. For a
+    /// caller that computes the amount its own way (machine-info, in float32
+    /// as the kubelet's allocatable does).
+    pub fn percentage(spec: &str) -> Option<Result<f64, String>> {
+        let spec = spec.trim();
+        let p = spec.strip_suffix('%')?;
+        Some(
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..=100.0).contains(v))
+                .ok_or_else(|| format!("{spec:?} is not a percentage between 0% and 100%")),
+        )
     }
 
     /// The threshold's amount for this total (the total matters only for a
@@ -156,6 +165,17 @@ impl PressureCondition {
                 format!("Node {} status is now: {event}", node.name()),
             )
         })
+    }
+
+    /// What a pressure setter does with its outcome: [`apply`](Self::apply)
+    /// it now, and record the event, if any, as a Normal event (the
+    /// kubelet's type for these). Returns that event.
+    pub fn set(&self, node: &mut Node, o: &Outcome) -> Option<(&'static str, String)> {
+        let event = self.apply(node, o, &crate::time::now());
+        if let Some((reason, message)) = &event {
+            crate::host::record_event(crate::EventType::Normal, reason, message);
+        }
+        event
     }
 }
 
@@ -292,6 +312,48 @@ mod tests {
         assert_eq!(
             Threshold::parse("nodefsAvailable", "101%"),
             Err("nodefsAvailable: \"101%\" is not a percentage between 0% and 100%".into())
+        );
+    }
+
+    #[test]
+    fn percentages_apart_from_quantities() {
+        assert_eq!(Threshold::percentage(" 10% "), Some(Ok(10.0)));
+        assert_eq!(Threshold::percentage("7.5 %"), Some(Ok(7.5)));
+        assert_eq!(Threshold::percentage("100Mi"), None);
+        assert_eq!(Threshold::percentage("10"), None);
+        assert_eq!(
+            Threshold::percentage(" 150% "),
+            Some(Err(
+                "\"150%\" is not a percentage between 0% and 100%".into()
+            ))
+        );
+        assert_eq!(
+            Threshold::percentage("x%"),
+            Some(Err("\"x%\" is not a percentage between 0% and 100%".into()))
+        );
+    }
+
+    #[test]
+    fn set_applies_now_and_returns_the_event() {
+        let mut node = Node::named("n1");
+        let before = crate::time::now();
+        assert_eq!(
+            MEMORY.set(&mut node, &MEMORY.outcome(false)),
+            Some((
+                "NodeHasSufficientMemory",
+                "Node n1 status is now: NodeHasSufficientMemory".into()
+            ))
+        );
+        let c = node.condition(MEMORY.condition).unwrap();
+        let heartbeat = c.last_heartbeat_time.unwrap();
+        assert!(
+            heartbeat >= before && heartbeat <= crate::time::now(),
+            "{heartbeat}"
+        );
+        assert_eq!(MEMORY.set(&mut node, &MEMORY.outcome(false)), None);
+        assert_eq!(
+            MEMORY.set(&mut node, &MEMORY.outcome(true)).map(|e| e.0),
+            Some("NodeHasInsufficientMemory")
         );
     }
 

@@ -13,7 +13,7 @@
 use nodestatus_sdk::host::FsStats;
 use nodestatus_sdk::pressure::PressureCondition;
 pub use nodestatus_sdk::pressure::{Outcome, Threshold};
-use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
+use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "DiskPressure";
@@ -71,12 +71,6 @@ pub fn evaluate(stats: std::result::Result<&FsStats, String>, config: &Config) -
     Ok(PRESSURE.outcome(low_space || low_inodes))
 }
 
-/// Sets the condition at `now`; returns the event to record on a flip
-/// between True and False.
-pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    PRESSURE.apply(node, o, now)
-}
-
 pub struct DiskPressure;
 
 impl Setter for DiskPressure {
@@ -94,9 +88,7 @@ impl Setter for DiskPressure {
         let config: Config = host::config()?;
         let stats = host::fs_stats(&config.nodefs_path);
         let outcome = evaluate(stats.as_ref().map_err(Clone::clone), &config)?;
-        if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
-            host::record_event(EventType::Normal, reason, &message);
-        }
+        PRESSURE.set(node, &outcome);
         Ok(())
     }
 }
@@ -130,6 +122,11 @@ mod tests {
         }
     }
 
+    /// The status for these statistics and thresholds.
+    fn status(s: &FsStats, space: &str, inodes: &str) -> ConditionStatus {
+        evaluate(Ok(s), &cfg(space, inodes)).unwrap().status
+    }
+
     #[test]
     fn default_thresholds_on_this_machine() {
         let o = evaluate(Ok(&root()), &Config::default()).unwrap();
@@ -143,53 +140,30 @@ mod tests {
         let s = root();
         let at = s.available_bytes.to_string();
         let above = (s.available_bytes + 1).to_string();
-        assert_eq!(
-            evaluate(Ok(&s), &cfg(&at, "5%")).unwrap().status,
-            ConditionStatus::False
-        );
+        assert_eq!(status(&s, &at, "5%"), ConditionStatus::False);
         let o = evaluate(Ok(&s), &cfg(&above, "5%")).unwrap();
         assert_eq!(o.status, ConditionStatus::True);
         assert_eq!(o.reason, "KubeletHasDiskPressure");
         assert_eq!(o.message, "kubelet has disk pressure");
         // 68561858560 / 270553174016 = 25.3% available
-        assert_eq!(
-            evaluate(Ok(&s), &cfg("25%", "5%")).unwrap().status,
-            ConditionStatus::False
-        );
-        assert_eq!(
-            evaluate(Ok(&s), &cfg("26%", "5%")).unwrap().status,
-            ConditionStatus::True
-        );
+        assert_eq!(status(&s, "25%", "5%"), ConditionStatus::False);
+        assert_eq!(status(&s, "26%", "5%"), ConditionStatus::True);
     }
 
     #[test]
     fn inode_threshold_true_and_false_across_it() {
         let mut s = root();
         // 16301078 / 16777216 = 97.2% free
-        assert_eq!(
-            evaluate(Ok(&s), &cfg("10%", "97%")).unwrap().status,
-            ConditionStatus::False
-        );
-        assert_eq!(
-            evaluate(Ok(&s), &cfg("10%", "98%")).unwrap().status,
-            ConditionStatus::True
-        );
-        assert_eq!(
-            evaluate(Ok(&s), &cfg("10%", "16301079")).unwrap().status,
-            ConditionStatus::True
-        );
+        assert_eq!(status(&s, "10%", "97%"), ConditionStatus::False);
+        assert_eq!(status(&s, "10%", "98%"), ConditionStatus::True);
+        assert_eq!(status(&s, "10%", "16301079"), ConditionStatus::True);
         s.free_inodes = 5;
-        assert_eq!(
-            evaluate(Ok(&s), &Config::default()).unwrap().status,
-            ConditionStatus::True
-        );
+        // The defaults, 10% and 5%.
+        assert_eq!(status(&s, "10%", "5%"), ConditionStatus::True);
         // No inode table: only space counts.
         s.total_inodes = 0;
         s.free_inodes = 0;
-        assert_eq!(
-            evaluate(Ok(&s), &Config::default()).unwrap().status,
-            ConditionStatus::False
-        );
+        assert_eq!(status(&s, "10%", "5%"), ConditionStatus::False);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!   below 0.
 use std::collections::BTreeMap;
 
+use nodestatus_sdk::pressure::Threshold;
 use nodestatus_sdk::{EventType, Metadata, Node, Quantity, Result, Setter, host};
 
 /// The plugin's config, with the KubeletConfiguration names.
@@ -99,23 +100,6 @@ pub fn read_hugepages(dir: &std::path::Path) -> Option<Vec<(u64, u64)>> {
     Some(out)
 }
 
-/// A field of `/proc/meminfo` in bytes (`kB` fields) or as a count.
-pub fn meminfo_field(meminfo: &str, key: &str) -> Option<u64> {
-    meminfo.lines().find_map(|l| {
-        let (k, rest) = l.split_once(':')?;
-        if k.trim() != key {
-            return None;
-        }
-        let mut parts = rest.split_whitespace();
-        let n: u64 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") => n.checked_mul(1024),
-            None => Some(n),
-            Some(_) => None,
-        }
-    })
-}
-
 /// A huge page size in the kubelet's resource spelling (`2Mi`, `1Gi`).
 pub fn hugepage_resource(size_bytes: u64) -> String {
     format!("hugepages-{}", Quantity::bytes(size_bytes))
@@ -123,8 +107,8 @@ pub fn hugepage_resource(size_bytes: u64) -> String {
 
 /// The capacity of the machine, in the kubelet's order.
 pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)>> {
-    let mem =
-        meminfo_field(&facts.meminfo, "MemTotal").ok_or("/proc/meminfo has no MemTotal line")?;
+    let mem = host::meminfo_field(&facts.meminfo, "MemTotal")
+        .ok_or("/proc/meminfo has no MemTotal line")?;
     let mut out = vec![
         ("cpu".to_owned(), Quantity::units(facts.cpus.into())),
         ("memory".to_owned(), Quantity::bytes(mem)),
@@ -132,8 +116,8 @@ pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)
     let sizes = match &facts.hugepages {
         Some(sizes) => sizes.clone(),
         None => match (
-            meminfo_field(&facts.meminfo, "HugePages_Total"),
-            meminfo_field(&facts.meminfo, "Hugepagesize"),
+            host::meminfo_field(&facts.meminfo, "HugePages_Total"),
+            host::meminfo_field(&facts.meminfo, "Hugepagesize"),
         ) {
             (Some(pages), Some(size)) => vec![(size, pages)],
             _ => Vec::new(),
@@ -162,18 +146,12 @@ pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)
 /// 0.100000001490116, which takes 403 bytes more of a 270 GB filesystem
 /// than an exact tenth.
 pub fn threshold(spec: &str, total: &Quantity) -> Result<Quantity, String> {
-    let spec = spec.trim();
-    if let Some(p) = spec.strip_suffix('%') {
-        let pct: f64 = p
-            .trim()
-            .parse()
-            .ok()
-            .filter(|v: &f64| (0.0..=100.0).contains(v))
-            .ok_or_else(|| format!("{spec:?} is not a percentage between 0% and 100%"))?;
-        let fraction = pct as f32 / 100.0f32;
+    if let Some(pct) = Threshold::percentage(spec) {
+        let fraction = pct? as f32 / 100.0f32;
         let units = (total.as_units_ceil() as f64 * f64::from(fraction)) as u64;
         return Ok(Quantity::bytes(units));
     }
+    let spec = spec.trim();
     let q = Quantity::parse(spec)?;
     if q.as_millis() < 0 {
         return Err(format!("{spec:?} is negative"));
@@ -341,10 +319,13 @@ mod tests {
 
     #[test]
     fn meminfo_fields_are_bytes() {
-        assert_eq!(meminfo_field(MEMINFO, "MemTotal"), Some(24_684_096 * 1024));
-        assert_eq!(meminfo_field(MEMINFO, "HugePages_Total"), Some(0));
-        assert_eq!(meminfo_field(MEMINFO, "Hugepagesize"), Some(2 << 20));
-        assert_eq!(meminfo_field(MEMINFO, "Nope"), None);
+        assert_eq!(
+            host::meminfo_field(MEMINFO, "MemTotal"),
+            Some(24_684_096 * 1024)
+        );
+        assert_eq!(host::meminfo_field(MEMINFO, "HugePages_Total"), Some(0));
+        assert_eq!(host::meminfo_field(MEMINFO, "Hugepagesize"), Some(2 << 20));
+        assert_eq!(host::meminfo_field(MEMINFO, "Nope"), None);
     }
 
     #[test]
@@ -432,11 +413,24 @@ mod tests {
             ..Config::default()
         };
         assert!(allocatable(&cap, &c).is_err());
-        let c = Config {
-            eviction_hard: [("memory.available".into(), "150%".into())].into(),
-            ..Config::default()
-        };
-        assert!(allocatable(&cap, &c).is_err());
+        for (signal, spec, message) in [
+            (
+                "memory.available",
+                " 150% ",
+                "evictionHard.memory.available: \"150%\" is not a percentage between 0% and 100%",
+            ),
+            (
+                "nodefs.available",
+                "-1Gi",
+                "evictionHard.nodefs.available: \"-1Gi\" is negative",
+            ),
+        ] {
+            let c = Config {
+                eviction_hard: [(signal.into(), spec.into())].into(),
+                ..Config::default()
+            };
+            assert_eq!(allocatable(&cap, &c).unwrap_err().to_string(), message);
+        }
         assert!(capacity(&facts("MemFree: 1 kB\n"), &Config::default()).is_err());
     }
 

@@ -10,7 +10,7 @@
 //! is Unknown, with the no-pressure reason and a message naming the input.
 use nodestatus_sdk::pressure::PressureCondition;
 pub use nodestatus_sdk::pressure::{Outcome, Threshold};
-use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
+use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "MemoryPressure";
@@ -43,23 +43,6 @@ pub const PRESSURE: PressureCondition = PressureCondition {
     ok_event: "NodeHasSufficientMemory",
 };
 
-/// A `kB` field of `/proc/meminfo`, in bytes.
-pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u128> {
-    meminfo.lines().find_map(|l| {
-        let (k, rest) = l.split_once(':')?;
-        if k.trim() != key {
-            return None;
-        }
-        let mut parts = rest.split_whitespace();
-        let n: u128 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") => Some(n * 1024),
-            None => Some(n),
-            Some(_) => None,
-        }
-    })
-}
-
 /// The condition for this `/proc/meminfo` (or the error reading it).
 pub fn evaluate(meminfo: std::result::Result<&str, String>, config: &Config) -> Result<Outcome> {
     let threshold = Threshold::parse("memoryAvailable", &config.memory_available)?;
@@ -67,23 +50,17 @@ pub fn evaluate(meminfo: std::result::Result<&str, String>, config: &Config) -> 
         Ok(m) => m,
         Err(e) => return Ok(PRESSURE.unknown(format!("cannot read {MEMINFO}: {e}"))),
     };
-    let Some(available) = meminfo_bytes(meminfo, "MemAvailable") else {
+    let Some(available) = host::meminfo_field(meminfo, "MemAvailable") else {
         return Ok(PRESSURE.unknown(format!("{MEMINFO} has no MemAvailable")));
     };
     let total = match threshold {
         Threshold::Absolute(_) => 0,
-        Threshold::Percent(_) => match meminfo_bytes(meminfo, "MemTotal") {
+        Threshold::Percent(_) => match host::meminfo_field(meminfo, "MemTotal") {
             Some(t) => t,
             None => return Ok(PRESSURE.unknown(format!("{MEMINFO} has no MemTotal"))),
         },
     };
-    Ok(PRESSURE.outcome(available < threshold.amount(total)))
-}
-
-/// Sets the condition at `now`; returns the event to record on a flip
-/// between True and False.
-pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    PRESSURE.apply(node, o, now)
+    Ok(PRESSURE.outcome(u128::from(available) < threshold.amount(total.into())))
 }
 
 pub struct MemoryPressure;
@@ -99,9 +76,7 @@ impl Setter for MemoryPressure {
         let config: Config = host::config()?;
         let text = host::read_file(MEMINFO).map_err(|e| e.reason());
         let outcome = evaluate(text.as_deref().map_err(Clone::clone), &config)?;
-        if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
-            host::record_event(EventType::Normal, reason, &message);
-        }
+        PRESSURE.set(node, &outcome);
         Ok(())
     }
 }
@@ -114,7 +89,7 @@ mod tests {
     /// `/proc/meminfo` of the development machine: MemTotal 24684096 kB,
     /// MemAvailable 22830212 kB.
     const MEMINFO_FIXTURE: &str = include_str!("../tests/fixtures/meminfo");
-    const AVAILABLE_KB: u128 = 22_830_212;
+    const AVAILABLE_KB: u64 = 22_830_212;
 
     fn cfg(t: &str) -> Config {
         Config {
@@ -125,7 +100,7 @@ mod tests {
     #[test]
     fn fixture_is_read() {
         assert_eq!(
-            meminfo_bytes(MEMINFO_FIXTURE, "MemAvailable"),
+            host::meminfo_field(MEMINFO_FIXTURE, "MemAvailable"),
             Some(AVAILABLE_KB * 1024)
         );
     }

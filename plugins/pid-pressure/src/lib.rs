@@ -13,7 +13,7 @@
 //! reason and a message naming the input.
 use nodestatus_sdk::pressure::PressureCondition;
 pub use nodestatus_sdk::pressure::{Outcome, Threshold};
-use nodestatus_sdk::{EventType, Metadata, Node, Result, Setter, host};
+use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
 /// The condition type.
 pub const CONDITION: &str = "PIDPressure";
@@ -108,12 +108,6 @@ pub fn evaluate(
     Ok(PRESSURE.outcome(available < threshold.amount(max.into())))
 }
 
-/// Sets the condition at `now`; returns the event to record on a flip
-/// between True and False.
-pub fn apply(node: &mut Node, o: &Outcome, now: &str) -> Option<(&'static str, String)> {
-    PRESSURE.apply(node, o, now)
-}
-
 fn read(path: &str) -> std::result::Result<String, String> {
     host::read_file(path).map_err(|e| e.to_string())
 }
@@ -150,9 +144,7 @@ impl Setter for PidPressure {
             Ok::<u64, String>(count_processes(names.iter().map(String::as_str)))
         });
         let outcome = evaluate(max, in_use, &config)?;
-        if let Some((reason, message)) = apply(node, &outcome, &nodestatus_sdk::time::now()) {
-            host::record_event(EventType::Normal, reason, &message);
-        }
+        PRESSURE.set(node, &outcome);
         Ok(())
     }
 }
