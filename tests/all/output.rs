@@ -692,3 +692,83 @@ fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
     assert!(!e.message.contains("bad label"), "{e}");
     assert!(out["metadata"]["labels"]["kernel.example.com/version"].is_string());
 }
+
+/// A setter says only type, status and reason: the host stamps the times of
+/// each condition it wrote (heartbeat now; transition kept while the status
+/// holds, now on a flip or for a new type), over any time the setter wrote.
+/// The os and arch labels are the host's built-in step, diffed and
+/// reported like a setter's write.
+#[test]
+fn the_host_stamps_condition_times_and_forces_os_and_arch_as_a_reported_step() {
+    use nodestatus::node::{FieldPath, condition_time};
+    use nodestatus::pipeline::OS_ARCH_LABELS;
+
+    let node = base_node("host-stamps");
+    let mut bare = node.clone();
+    conditions(&mut bare)[0] = json!({"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory", "message": "ok"});
+    conditions(&mut bare)[1] =
+        json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "down"});
+    conditions(&mut bare).push(json!({"type": "GPU", "status": "True", "reason": "Fine", "message": "m", "lastHeartbeatTime": "1999-01-01T00:00:00Z"}));
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    drop_bytes(
+        tmp.path(),
+        "bare.wasm",
+        &hostile::component("bare", &Behaviour::Return(bare.to_string())),
+    );
+    dir.rescan();
+    let before = condition_time(std::time::SystemTime::now());
+    let (out, report) = run_pass(
+        dir.runtime(),
+        &dir.current(),
+        &node,
+        &CallContext::default(),
+    );
+    let after = condition_time(std::time::SystemTime::now());
+
+    let condition = |t: &str| FieldPath::Condition(t.into());
+    assert_eq!(
+        report.setters[0].outcome.as_ref().unwrap(),
+        &vec![
+            condition("MemoryPressure"),
+            condition("Ready"),
+            condition("GPU")
+        ]
+    );
+    let now = |v: &Value| {
+        let t = v.as_str().unwrap();
+        assert!(
+            before.as_str() <= t && t <= after.as_str(),
+            "{t} not in {before}..{after}"
+        );
+    };
+    let c = &out["status"]["conditions"];
+    for i in 0..3 {
+        now(&c[i]["lastHeartbeatTime"]);
+    }
+    assert_eq!(
+        c[0]["lastTransitionTime"], "2026-01-01T00:00:00Z",
+        "status held"
+    );
+    now(&c[1]["lastTransitionTime"]);
+    now(&c[2]["lastTransitionTime"]);
+    assert!(
+        validate::problems(&out).is_empty(),
+        "{:?}",
+        validate::problems(&out)
+    );
+
+    let os_arch = &report.builtins[0];
+    assert_eq!(os_arch.plugin, OS_ARCH_LABELS);
+    assert_eq!(
+        os_arch.outcome.as_ref().unwrap(),
+        &vec![
+            FieldPath::Label("kubernetes.io/os".into()),
+            FieldPath::Label("kubernetes.io/arch".into())
+        ]
+    );
+    assert_eq!(
+        out["metadata"]["labels"]["kubernetes.io/os"],
+        std::env::consts::OS
+    );
+    assert_eq!(out["metadata"]["labels"]["example.com/pool"], "blue");
+}
