@@ -2,7 +2,7 @@
 //! (componentize-js) and C (wasi-libc, wit-bindgen, wasm-tools), built from
 //! source by scripts/guests/*.sh, in the real host.
 
-use nodestatus::runtime::{PathGrant, PluginSettings};
+use nodestatus::runtime::{CallErrorKind, PathGrant, PluginSettings};
 use nodestatus_tests::{drop_plugin, guest, nodes};
 use serde_json::json;
 
@@ -101,7 +101,8 @@ fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::
 #[test]
 fn javascript_load_average_without_proc_fails_cleanly() {
     let (out, e) = fails_without_grants("load-average");
-    assert_eq!(e.kind.as_str(), "plugin", "{e}");
+    // It asks for /proc, which is not granted.
+    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
     assert!(e.to_string().contains("/proc/loadavg"), "{e}");
     // Where, in the author's file (through the source map that build.mjs
     // embeds), not in the bundle.
@@ -166,7 +167,7 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
 #[test]
 fn python_cpu_features_without_proc_says_it_is_not_granted() {
     let (_, e) = fails_without_grants("cpu-features");
-    assert_eq!(e.kind.as_str(), "plugin", "{e}");
+    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
     // The SDK's FileError, inside the sandbox: not "no such file".
     assert!(
         e.to_string()
