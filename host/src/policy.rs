@@ -84,7 +84,7 @@ pub enum Error {
         pattern: String,
     },
     /// A pattern that is not a field path once its wildcards are filled in.
-    #[error("{source}")]
+    #[error("{pattern:?} is not a node field path")]
     BadPattern {
         /// The pattern.
         pattern: String,

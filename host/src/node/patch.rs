@@ -477,6 +477,31 @@ mod tests {
         assert_eq!(apply(&old, &p), new);
     }
 
+    /// A status map that appears empty sends nothing (it changes no field,
+    /// and the API server stores no empty map); one that appears with keys
+    /// is sent whole, one that goes is `null`. Labels and annotations are
+    /// always sent by key.
+    #[test]
+    fn maps_are_patched_by_key() {
+        let mut old = node("t");
+        old["status"].as_object_mut().unwrap().remove("capacity");
+        let mut new = old.clone();
+        new["status"]["capacity"] = json!({});
+        assert_eq!(two_way(&old, &new), None);
+        new["status"]["capacity"] = json!({"cpu": "2"});
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(p["status"]["capacity"], json!({"cpu": "2"}));
+        // Gone: the whole map is removed.
+        let p = two_way(&new, &old).unwrap();
+        assert_eq!(p["status"]["capacity"], Value::Null);
+        assert_eq!(apply(&new, &p), old);
+        // Labels are always by key.
+        let mut bare = old.clone();
+        bare["metadata"].as_object_mut().unwrap().remove("labels");
+        let p = two_way(&old, &bare).unwrap();
+        assert_eq!(p["metadata"]["labels"], json!({"a": null}));
+    }
+
     /// Found by `patch_props` against the real API server: into a node
     /// without addresses, `[a, {"$patch": "replace"}]` was stored as
     /// `[a, {}]`.
