@@ -238,10 +238,5 @@ int main(int argc, char **argv) {
     test_quantities();
     test_conditions();
     test_times();
-    if (failures) {
-        fprintf(stderr, "test_conformance: %d of %d checks FAILED\n", failures, checks);
-        return 1;
-    }
-    printf("test_conformance: all %d checks passed\n", checks);
-    return 0;
+    return check_summary("test_conformance");
 }

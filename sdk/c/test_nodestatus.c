@@ -610,10 +610,5 @@ int main(void) {
     test_time();
     test_run();
     ns_native_set_config(NULL);
-    if (failures) {
-        fprintf(stderr, "test_nodestatus: %d of %d checks FAILED\n", failures, checks);
-        return 1;
-    }
-    printf("test_nodestatus: all %d checks passed\n", checks);
-    return 0;
+    return check_summary("test_nodestatus");
 }

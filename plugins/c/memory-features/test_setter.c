@@ -140,10 +140,5 @@ int main(int argc, char **argv) {
     test_parsers();
     test_cases();
     test_metadata();
-    if (failures) {
-        fprintf(stderr, "test_setter: %d of %d checks FAILED\n", failures, checks);
-        return 1;
-    }
-    printf("test_setter: all %d checks passed\n", checks);
-    return 0;
+    return check_summary("test_setter");
 }

@@ -142,6 +142,16 @@ static void skip_ws(parser *ps) {
         ps->p++;
 }
 
+/* Skips white space, then consumes `c` if it comes next. */
+static bool eat(parser *ps, char c) {
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == c) {
+        ps->p++;
+        return true;
+    }
+    return false;
+}
+
 static int hex4(const char *s) {
     int v = 0;
     for (int i = 0; i < 4; i++) {
@@ -282,24 +292,13 @@ static bool literal(parser *ps, const char *word) {
 static ns_json *parse_array(parser *ps) {
     ps->p++; /* '[' */
     ns_json *arr = ns_json_array();
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == ']') {
-        ps->p++;
-        return arr;
-    }
+    if (eat(ps, ']')) return arr;
     for (;;) {
         ns_json *item = parse_value(ps);
         if (!item) goto bad;
         ns_json_push(arr, item);
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == ']') {
-            ps->p++;
-            return arr;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, ']')) return arr;
         fail(ps, "expected ',' or ']'");
         goto bad;
     }
@@ -313,11 +312,7 @@ static ns_json *parse_object(parser *ps) {
     ns_json *obj = ns_json_object();
     char *key = NULL;
     size_t klen = 0;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') {
-        ps->p++;
-        return obj;
-    }
+    if (eat(ps, '}')) return obj;
     for (;;) {
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != '"') {
@@ -325,25 +320,16 @@ static ns_json *parse_object(parser *ps) {
             goto bad;
         }
         if (!parse_string(ps, &key, &klen)) goto bad;
-        skip_ws(ps);
-        if (ps->p >= ps->end || *ps->p != ':') {
+        if (!eat(ps, ':')) {
             fail(ps, "expected ':'");
             goto bad;
         }
-        ps->p++;
         ns_json *val = parse_value(ps);
         if (!val) goto bad;
         ns__json_set_member(obj, key, klen, val, true);
         key = NULL;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == '}') {
-            ps->p++;
-            return obj;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, '}')) return obj;
         fail(ps, "expected ',' or '}'");
         goto bad;
     }
