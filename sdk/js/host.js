@@ -7,6 +7,7 @@
 
 import * as wit from 'nodestatus:plugin/host@0.1.1';
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
+import { normalizePath } from './src/path.js';
 
 /** The WASI version of the filesystem imports above; sdk/js/build.mjs builds against it. */
 export const WASI_VERSION = '0.2.12';
@@ -116,13 +117,7 @@ function normalize(path) {
   if (typeof path !== 'string' || !path.startsWith('/')) {
     throw new FileError(String(path), 'invalid', 'not an absolute path');
   }
-  const out = [];
-  for (const seg of path.split('/')) {
-    if (seg === '' || seg === '.') continue;
-    if (seg === '..') out.pop();
-    else out.push(seg);
-  }
-  return '/' + out.join('/');
+  return normalizePath(path);
 }
 
 /** Finds the granted directory that holds `path`: `[descriptor, relativePath]`. */

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
+import { normalizePath } from './src/path.js';
 import { fakeHost } from './testing.js';
 
 fakeHost();
@@ -27,6 +28,13 @@ test('log, config, events and system go to the host', () => {
   assert.deepEqual(host.config({ a: 0, b: 2 }), { a: 1, b: 2 });
   assert.equal(host.system().cpus, 8);
   assert.equal(host.system().hostname, 'test-node');
+});
+
+test('paths resolve . and .. lexically (host.js and the fake host alike)', () => {
+  assert.equal(normalizePath('/proc/./pressure//cpu'), '/proc/pressure/cpu');
+  assert.equal(normalizePath('/proc/../etc/hostname'), '/etc/hostname');
+  assert.equal(normalizePath('/..'), '/');
+  assert.equal(normalizePath('/a/b/'), '/a/b');
 });
 
 test('files are read inside granted directories only', () => {

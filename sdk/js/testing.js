@@ -16,6 +16,8 @@
 
 import { register } from 'node:module';
 
+import { normalizePath } from './src/path.js';
+
 const STATE = Symbol.for('nodestatus.fakeHost');
 
 const HOST_EXPORTS = ['log', 'config', 'recordEvent', 'system', 'networkInterfaces', 'statvfs', 'nodeProblems'];
@@ -61,16 +63,6 @@ const DEFAULT_SYSTEM = {
   cpus: 4,
 };
 
-function norm(p) {
-  const out = [];
-  for (const s of p.split('/')) {
-    if (s === '' || s === '.') continue;
-    if (s === '..') out.pop();
-    else out.push(s);
-  }
-  return '/' + out.join('/');
-}
-
 class FakeFile {
   constructor(bytes) {
     this.bytes = bytes;
@@ -93,7 +85,7 @@ class FakeDir {
   }
   #resolve(rel) {
     if (rel.startsWith('/')) throw new ComponentError('not-permitted');
-    const abs = norm(this.path + '/' + rel);
+    const abs = normalizePath(this.path + '/' + rel);
     const r = this.root === '/' ? '' : this.root;
     if (abs !== this.root && !abs.startsWith(r + '/')) throw new ComponentError('not-permitted');
     return abs;
@@ -142,7 +134,7 @@ class FakeDir {
 export function fakeHost(options = {}) {
   const files = new Map();
   for (const [p, v] of Object.entries(options.files ?? {})) {
-    files.set(norm(p), typeof v === 'string' ? new TextEncoder().encode(v) : v);
+    files.set(normalizePath(p), typeof v === 'string' ? new TextEncoder().encode(v) : v);
   }
   const fs = {
     files,
@@ -184,7 +176,7 @@ export function fakeHost(options = {}) {
     },
     preopens: {
       getDirectories() {
-        return paths.map((p) => [new FakeDir(fs, norm(p), norm(p)), p]);
+        return paths.map((p) => [new FakeDir(fs, normalizePath(p), normalizePath(p)), p]);
       },
     },
   };
