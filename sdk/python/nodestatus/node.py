@@ -74,6 +74,10 @@ class Node:
             m = s[key] = {}
         return m
 
+    def _get_in(self, section: str, map_: str, key: str) -> Optional[str]:
+        v = (self._map(section, map_) or {}).get(key)
+        return v if isinstance(v, str) else None
+
     def _set_in(self, section: str, map_: str, key: str, value: str) -> None:
         if not isinstance(value, str):
             raise TypeError(f"{section}.{map_}[{key}] must be a string, not {type(value).__name__}")
@@ -127,8 +131,7 @@ class Node:
 
     def label(self, key: str) -> Optional[str]:
         """A label's value, or ``None``."""
-        v = (self._map("metadata", "labels") or {}).get(key)
-        return v if isinstance(v, str) else None
+        return self._get_in("metadata", "labels", key)
 
     def set_label(self, key: str, value: str) -> None:
         """Sets a label (a no-op when it already has that value)."""
@@ -144,8 +147,7 @@ class Node:
 
     def annotation(self, key: str) -> Optional[str]:
         """An annotation's value, or ``None``."""
-        v = (self._map("metadata", "annotations") or {}).get(key)
-        return v if isinstance(v, str) else None
+        return self._get_in("metadata", "annotations", key)
 
     def set_annotation(self, key: str, value: str) -> None:
         """Sets an annotation (a no-op when it already has that value)."""
@@ -194,8 +196,7 @@ class Node:
 
     def node_info(self, field: str) -> Optional[str]:
         """``status.nodeInfo.<field>``."""
-        v = (self._map("status", "nodeInfo") or {}).get(field)
-        return v if isinstance(v, str) else None
+        return self._get_in("status", "nodeInfo", field)
 
     def set_node_info(self, field: str, value: str) -> None:
         """Sets ``status.nodeInfo.<field>``."""
