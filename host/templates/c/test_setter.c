@@ -24,10 +24,5 @@ int main(void) {
     free(out);
     free(err.message);
 
-    if (failures) {
-        fprintf(stderr, "test_setter: %d of %d checks FAILED\n", failures, checks);
-        return 1;
-    }
-    printf("test_setter: all %d checks passed\n", checks);
-    return 0;
+    return check_summary("test_setter");
 }

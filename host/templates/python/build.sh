@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Builds {{name}} into dist/{{name}}.wasm with componentize-py (after its unit
-# tests), checks it with `nodestatus plugin check` and runs it once with --strict.
+# tests), checks it with `nodestatus plugin check` and runs it once with --strict:
+# {{repo}}/scripts/guests/new-setter.sh does it for every language.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-nodestatus="${NODESTATUS:-{{nodestatus}}}"
-NODESTATUS_PLUGIN_DIRS="$here" "{{repo}}/scripts/guests/python.sh" "$here/dist" >/dev/null
-"$nodestatus" plugin check "$here/dist/{{name}}.wasm"
-"$nodestatus" once --plugin "$here/dist/{{name}}.wasm" --strict --output diff
+NODESTATUS="${NODESTATUS:-{{nodestatus}}}" exec "{{repo}}/scripts/guests/new-setter.sh" python "$(cd "$(dirname "$0")" && pwd)" "{{name}}"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds one setter directory made by `nodestatus new` (its build.sh calls
+# this): DIR becomes DIR/dist/NAME.wasm after its unit tests, is checked with
+# `nodestatus plugin check`, and runs once with --strict, printing the diff.
+#
+#   scripts/guests/new-setter.sh LANG DIR NAME     (LANG: rust, python, js or c)
+#
+# Rust builds with cargo for wasm32-wasip2 (into $CARGO_TARGET_DIR, or
+# DIR/target); Python, JavaScript and C with scripts/guests/<LANG>.sh, which
+# runs the tests and installs its toolchain once. $NODESTATUS is the
+# nodestatus binary to run (default: nodestatus on PATH).
+set -euo pipefail
+
+[ "$#" -eq 3 ] || { echo "usage: $0 rust|python|js|c DIR NAME" >&2; exit 2; }
+lang=$1 dir=$2 name=$3
+guests="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+nodestatus="${NODESTATUS:-nodestatus}"
+
+case "$lang" in
+  rust)
+    rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+    cargo test --manifest-path "$dir/Cargo.toml"
+    cargo build --release --target wasm32-wasip2 --manifest-path "$dir/Cargo.toml"
+    mkdir -p "$dir/dist"
+    cp "${CARGO_TARGET_DIR:-$dir/target}/wasm32-wasip2/release/${name//-/_}.wasm" "$dir/dist/$name.wasm"
+    ;;
+  python | js | c)
+    NODESTATUS_PLUGIN_DIRS="$dir" "$guests/$lang.sh" "$dir/dist" >/dev/null
+    ;;
+  *)
+    echo "$0: unknown language $lang (rust, python, js or c)" >&2
+    exit 2
+    ;;
+esac
+"$nodestatus" plugin check "$dir/dist/$name.wasm"
+"$nodestatus" once --plugin "$dir/dist/$name.wasm" --strict --output diff
