@@ -160,7 +160,6 @@ pub fn run_pass(
     node: &Value,
     ctx: &CallContext,
 ) -> (Value, PassReport) {
-    let now = node::condition_time(SystemTime::now());
     let mut report = PassReport::default();
     let mut ownership = Ownership::from_node(node);
     let mut current = node.clone();
@@ -176,7 +175,6 @@ pub fn run_pass(
             &current,
             &known,
             ctx.clone(),
-            &now,
         )
         .and_then(|acc| {
             if let Some(next) = &acc.node {
@@ -221,7 +219,7 @@ pub fn run_pass(
     }
     report
         .builtins
-        .push(builtin(OS_ARCH_LABELS, os_arch_labels, &mut current, &now));
+        .push(builtin(OS_ARCH_LABELS, os_arch_labels, &mut current));
     ownership.write(&mut current);
     node::patch::server_address_order(&mut current);
     (current, report)
@@ -230,18 +228,13 @@ pub fn run_pass(
 /// Runs one built-in step of the host over `current`, with the checks of a
 /// plugin's output and the default allowance. `step` returns the new node,
 /// or `None` when it changes nothing (the steady state, which costs no copy).
-fn builtin(
-    name: &str,
-    step: fn(&Value) -> Option<Value>,
-    current: &mut Value,
-    now: &str,
-) -> SetterReport {
+fn builtin(name: &str, step: fn(&Value) -> Option<Value>, current: &mut Value) -> SetterReport {
     let started = Instant::now();
     let outcome = match step(current) {
         None => Ok(Vec::new()),
         Some(output) => {
             let known = validate::problems(current);
-            check(current, output, &Allowance::default(), &known, now).map(|c| {
+            check(current, output, &Allowance::default(), &known).map(|c| {
                 *current = c.node;
                 c.changed
             })
@@ -320,7 +313,6 @@ fn run_one(
     input: &Value,
     known: &[Problem],
     ctx: CallContext,
-    now: &str,
 ) -> Result<Accepted, CallError> {
     let out = plugin.call_set(runtime, input_json, ctx)?;
     if out.json == input_json {
@@ -354,7 +346,7 @@ fn run_one(
             format!("the output is not a valid Node: {e}"),
         )
     })?;
-    let checked = check(input, output, &plugin.settings().fields, known, now)?;
+    let checked = check(input, output, &plugin.settings().fields, known)?;
     let json = if checked.stamped {
         serde_json::to_string(&checked.node).expect("a Value serializes")
     } else {
@@ -388,7 +380,6 @@ fn check(
     mut output: Value,
     allowance: &Allowance,
     known: &[Problem],
-    now: &str,
 ) -> Result<Checked, CallError> {
     let changed = Diff::new(input, &output).paths();
     if changed.len() > ownership::MAX_FIELDS_PER_PLUGIN {
@@ -421,7 +412,7 @@ fn check(
     }
     // Stamping writes valid times only, so it adds no problem (the list may
     // keep one that it fixed, which only spares a later setter the blame).
-    let stamped = node::stamp_times(input, &mut output, &changed, now);
+    let stamped = node::stamp_times(input, &mut output, &changed, SystemTime::now());
     Ok(Checked {
         node: output,
         changed,
@@ -466,12 +457,7 @@ mod tests {
     #[test]
     fn a_built_in_step_is_diffed_and_reported_like_a_plugin() {
         let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}});
-        let r = builtin(
-            OS_ARCH_LABELS,
-            os_arch_labels,
-            &mut node,
-            "2026-01-01T00:00:00Z",
-        );
+        let r = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
         assert_eq!(
             r.outcome.unwrap(),
             vec![
@@ -484,12 +470,7 @@ mod tests {
             std::env::consts::OS
         );
         // The steady state changes nothing.
-        let again = builtin(
-            OS_ARCH_LABELS,
-            os_arch_labels,
-            &mut node,
-            "2026-01-01T00:00:00Z",
-        );
+        let again = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
         assert_eq!(again.outcome.unwrap(), Vec::<FieldPath>::new());
     }
 
@@ -504,7 +485,7 @@ mod tests {
         }
         let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {}}});
         let before = node.clone();
-        let r = builtin("bad", bad, &mut node, "2026-01-01T00:00:00Z");
+        let r = builtin("bad", bad, &mut node);
         let e = r.outcome.unwrap_err();
         assert_eq!(e.kind, CallErrorKind::Policy, "{e}");
         assert_eq!(node, before);

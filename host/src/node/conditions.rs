@@ -1,6 +1,7 @@
 //! Conditions: read by their merge key, and their times stamped by the host.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 use serde_json::Value;
 
@@ -21,7 +22,7 @@ pub fn conditions_by_type(v: Option<&Value>) -> Vec<(&str, &Value)> {
 
 /// The time of a condition, as the API server writes a `metav1.Time`:
 /// RFC 3339 in whole seconds, UTC (`2026-01-02T03:04:05Z`).
-pub fn condition_time(t: std::time::SystemTime) -> String {
+pub fn condition_time(t: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t)
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
@@ -38,8 +39,14 @@ pub fn condition_time(t: std::time::SystemTime) -> String {
 /// A condition counts as written when the diff names its type in `changed`
 /// and the output has it; every entry of that type is stamped, and the
 /// host's times win over any the setter wrote. Returns whether `output`
-/// changed.
-pub fn stamp_times(input: &Value, output: &mut Value, changed: &[FieldPath], now: &str) -> bool {
+/// changed. `now` is read (and formatted) only when the setter wrote a
+/// condition.
+pub fn stamp_times(
+    input: &Value,
+    output: &mut Value,
+    changed: &[FieldPath],
+    now: SystemTime,
+) -> bool {
     let types: Vec<&str> = changed
         .iter()
         .filter_map(|p| match p {
@@ -50,6 +57,7 @@ pub fn stamp_times(input: &Value, output: &mut Value, changed: &[FieldPath], now
     if types.is_empty() {
         return false;
     }
+    let now = &condition_time(now);
     let mut previous: HashMap<&str, &Value> = HashMap::with_capacity(types.len());
     for (t, c) in conditions_by_type(conditions_of(input)) {
         if types.contains(&t) {
@@ -101,13 +109,17 @@ mod tests {
     const T0: &str = "2026-01-01T00:00:00Z";
     const NOW: &str = "2026-01-01T00:00:10Z";
 
+    fn now() -> SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_225_610)
+    }
+
     fn node(conditions: Value) -> Value {
         json!({"metadata": {"name": "n"}, "status": {"conditions": conditions}})
     }
 
     fn stamp(input: &Value, output: &mut Value) -> bool {
         let changed = crate::node::Diff::new(input, output).paths();
-        stamp_times(input, output, &changed, NOW)
+        stamp_times(input, output, &changed, now())
     }
 
     #[test]
@@ -155,7 +167,7 @@ mod tests {
             &input,
             &mut same,
             &[FieldPath::Condition("A".into())],
-            NOW
+            now()
         ));
         assert_eq!(same, output);
     }
@@ -171,6 +183,7 @@ mod tests {
     #[test]
     fn condition_times_are_whole_seconds_in_utc() {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_767_225_600_999);
+        assert_eq!(condition_time(now()), NOW);
         assert_eq!(condition_time(t), "2026-01-01T00:00:00Z");
     }
 }
