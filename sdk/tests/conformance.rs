@@ -31,66 +31,64 @@ fn format_of(name: &str) -> Format {
     }
 }
 
+/// Checks every case of `group` in the vectors file `file` with `check`,
+/// which says what is wrong with a case (`None` when it passes); fails with
+/// every wrong case at once.
+fn check_cases(file: &str, group: &str, check: impl Fn(&Value) -> Option<String>) {
+    let v = vectors(file);
+    let failures: Vec<String> = cases(&v, group).iter().filter_map(check).collect();
+    assert!(
+        failures.is_empty(),
+        "{file}, {group}:\n{}",
+        failures.join("\n")
+    );
+}
+
 #[test]
 fn quantities_parse_and_format_as_the_vectors_say() {
-    let v = vectors("quantity.json");
-    let mut failures = Vec::new();
-    for case in cases(&v, "parse") {
+    check_cases("quantity.json", "parse", |case| {
         let input = str_of(case, "input");
-        let want_millis: i128 = str_of(case, "millis").parse().unwrap();
+        let want = (
+            str_of(case, "millis").parse::<i128>().unwrap(),
+            format_of(str_of(case, "format")),
+            str_of(case, "canonical").to_owned(),
+        );
         match Quantity::parse(input) {
             Ok(q) => {
                 let got = (q.as_millis(), q.format(), q.to_string());
-                let want = (
-                    want_millis,
-                    format_of(str_of(case, "format")),
-                    str_of(case, "canonical").to_owned(),
-                );
-                if got != want {
-                    failures.push(format!("parse {input:?}: got {got:?}, want {want:?}"));
-                }
+                (got != want).then(|| format!("parse {input:?}: got {got:?}, want {want:?}"))
             }
-            Err(e) => failures.push(format!("parse {input:?}: refused: {e}")),
+            Err(e) => Some(format!("parse {input:?}: refused: {e}")),
         }
-    }
-    for case in cases(&v, "invalid") {
+    });
+    check_cases("quantity.json", "invalid", |case| {
         let input = str_of(case, "input");
-        if let Ok(q) = Quantity::parse(input) {
-            failures.push(format!("parse {input:?}: accepted as {q}, want it refused"));
-        }
-    }
-    for case in cases(&v, "format") {
+        let accepted = Quantity::parse(input).ok();
+        accepted.map(|q| format!("parse {input:?}: accepted as {q}, want it refused"))
+    });
+    check_cases("quantity.json", "format", |case| {
         let millis: i128 = str_of(case, "millis").parse().unwrap();
         let format = format_of(str_of(case, "format"));
         let q = Quantity::new(millis, format);
         let want = str_of(case, "canonical");
-        if q.to_string() != want {
-            failures.push(format!("format {millis}m {format:?}: got {q}, want {want}"));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        (q.to_string() != want)
+            .then(|| format!("format {millis}m {format:?}: got {q}, want {want}"))
+    });
 }
 
 #[test]
 fn quantity_arithmetic_follows_the_vectors() {
-    let v = vectors("quantity.json");
     let q = |case: &Value, key: &str| Quantity::parse(str_of(case, key)).unwrap();
-    let mut failures = Vec::new();
-    for case in cases(&v, "arithmetic") {
+    check_cases("quantity.json", "arithmetic", |case| {
         let (a, b) = (q(case, "a"), q(case, "b"));
         let got = (a.add(b).to_string(), a.saturating_sub(b).to_string());
         let want = (str_of(case, "add"), str_of(case, "saturating_sub"));
-        if (got.0.as_str(), got.1.as_str()) != want {
-            failures.push(format!("{case}: got {got:?}"));
-        }
-    }
-    for case in cases(&v, "units_ceil") {
+        ((got.0.as_str(), got.1.as_str()) != want).then(|| format!("{case}: got {got:?}"))
+    });
+    check_cases("quantity.json", "units_ceil", |case| {
         let got = q(case, "input").as_units_ceil().to_string();
-        if got != str_of(case, "units_ceil") {
-            failures.push(format!("{case}: got {got}"));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        (got != str_of(case, "units_ceil")).then(|| format!("{case}: got {got}"))
+    });
 }
 
 fn status(s: &str) -> ConditionStatus {
@@ -99,10 +97,7 @@ fn status(s: &str) -> ConditionStatus {
 
 #[test]
 fn conditions_follow_the_vectors() {
-    let v = vectors("condition.json");
-    let mut failures = Vec::new();
-    for case in cases(&v, "set") {
-        let name = str_of(case, "name");
+    check_cases("condition.json", "set", |case| {
         let mut node = node_with(&case["conditions"]);
         let set = &case["set"];
         let t = node.set_condition_at(
@@ -113,34 +108,33 @@ fn conditions_follow_the_vectors() {
             str_of(set, "now"),
         );
         let got = conditions_of(&node);
-        if got != case["want"] {
-            failures.push(format!("{name}: conditions {got}, want {}", case["want"]));
-        }
         let transition = json!({
             "previous": t.previous.map(|s| s.as_str()),
             "current": t.current.as_str(),
             "flipped": t.flipped,
         });
-        if transition != case["transition"] {
-            failures.push(format!(
-                "{name}: transition {transition}, want {}",
+        (got != case["want"] || transition != case["transition"]).then(|| {
+            format!(
+                "{}: conditions {got}, transition {transition}; want {} and {}",
+                str_of(case, "name"),
+                case["want"],
                 case["transition"]
-            ));
-        }
-    }
-    for case in cases(&v, "remove") {
-        let name = str_of(case, "name");
+            )
+        })
+    });
+    check_cases("condition.json", "remove", |case| {
         let mut node = node_with(&case["conditions"]);
         let removed = node.remove_condition(str_of(case, "remove"));
         let got = conditions_of(&node);
-        if got != case["want"] || Value::Bool(removed) != case["removed"] {
-            failures.push(format!(
-                "{name}: removed {removed}, left {got}; want {} and {}",
-                case["removed"], case["want"]
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        (got != case["want"] || Value::Bool(removed) != case["removed"]).then(|| {
+            format!(
+                "{}: removed {removed}, left {got}; want {} and {}",
+                str_of(case, "name"),
+                case["removed"],
+                case["want"]
+            )
+        })
+    });
 }
 
 fn node_with(conditions: &Value) -> Node {
@@ -159,14 +153,16 @@ fn conditions_of(node: &Node) -> Value {
 
 #[test]
 fn times_are_written_as_the_vectors_say() {
-    let v = vectors("time.json");
-    let mut failures = Vec::new();
-    for case in cases(&v, "rfc3339") {
+    check_cases("time.json", "rfc3339", |case| {
         let secs = case["seconds"].as_u64().unwrap();
         let got = nodestatus_sdk::time::rfc3339(UNIX_EPOCH + Duration::from_secs(secs));
-        if got != str_of(case, "rfc3339") {
-            failures.push(format!("{secs}: got {got}, want {}", case["rfc3339"]));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+        (got != str_of(case, "rfc3339"))
+            .then(|| format!("{secs}: got {got}, want {}", case["rfc3339"]))
+    });
+}
+
+#[test]
+#[should_panic(expected = "time.json, rfc3339")]
+fn a_wrong_case_fails_the_check() {
+    check_cases("time.json", "rfc3339", |case| Some(format!("{case}")));
 }
