@@ -258,8 +258,9 @@ fn builtin(name: &str, step: fn(&Value) -> Option<Value>, current: &mut Value) -
 
 /// The kubelet's labels of the operating system and architecture it runs
 /// on (`GOOS` and `GOARCH`), which it forces after its setters when they
-/// are missing or wrong: the node with them set, or `None` when they are
-/// right already (or the node has no labels map to put them in).
+/// are missing or wrong: the node with them set (and a labels map made if
+/// it had none), or `None` when they are right already, or when its
+/// metadata or labels are not objects.
 pub fn os_arch_labels(node: &Value) -> Option<Value> {
     let want = [
         ("kubernetes.io/os", std::env::consts::OS),

@@ -3,7 +3,8 @@
 //! `nodes/<name>/status`, built from the one [`Diff`].
 //!
 //! - Maps (labels, annotations, capacity, allocatable, nodeInfo, ...) carry
-//!   only changed keys; a removed key is `null`.
+//!   only changed keys; a removed key is `null`. A status map that appears
+//!   is sent whole, one that goes is `null`; an empty one changes nothing.
 //! - `status.conditions` merges on `type`: the patch lists every type in the
 //!   new order in `$setElementOrder/conditions` and carries only the changed
 //!   fields of the changed conditions (a heartbeat-only change is `type` plus
