@@ -240,10 +240,10 @@ fn view(n: &Value) -> Value {
 /// no allocatable means allocatable = capacity.
 fn server_defaults(mut n: Value) -> Value {
     let s = &mut n["status"];
-    if s.get("allocatable").is_none_or(Value::is_null) {
-        if let Some(cap) = s.get("capacity").filter(|c| !c.is_null()).cloned() {
-            s["allocatable"] = cap;
-        }
+    if s.get("allocatable").is_none_or(Value::is_null)
+        && let Some(cap) = s.get("capacity").filter(|c| !c.is_null()).cloned()
+    {
+        s["allocatable"] = cap;
     }
     n
 }
