@@ -17,7 +17,8 @@
 //! (`InvalidResult`), [`Behaviour::HugeOutput`] (`OutputTooLarge`),
 //! [`Behaviour::Return`] with text that is not a Node (`Output`) or a Node
 //! that changes a protected field (`Policy`), [`Behaviour::Statvfs`] of a
-//! path not granted (`Ungranted`), and at load a `metadata` that returns an
+//! path not granted or [`Behaviour::ContainerRuntime`] without
+//! `containerRuntime` (`Ungranted`), and at load a `metadata` that returns an
 //! unreadable record (`OutOfBounds`) or a name that is not one
 //! ([`component`] with an invalid name: `LoadError::BadMetadata`).
 
@@ -77,6 +78,10 @@ pub enum Behaviour {
     /// on it; returns the host's error as its own, or its input unchanged
     /// when the call succeeds.
     Statvfs(String),
+    /// Calls the host's `container-runtime` (WIT 0.1.1); returns the message
+    /// of the host's error as its own, or its input unchanged when the call
+    /// succeeds.
+    ContainerRuntime,
     /// Logs `lines` lines of `text` and records `events` events with it as
     /// the message, then echoes.
     Flood {
@@ -95,8 +100,10 @@ const META_OOB: u32 = 2112;
 /// The `paths` list of the metadata: one string, the payload.
 const PATHS: u32 = 2176;
 const RET: u32 = 3072;
-/// The return area of `statvfs`: `result<fs-stats, string>`, 56 bytes.
-const STATVFS_RET: u32 = 3328;
+/// The return area of `statvfs` (`result<fs-stats, string>`, 56 bytes) or
+/// of `container-runtime` (`result<container-runtime-info, runtime-error>`,
+/// 52 bytes).
+const CALL_RET: u32 = 3328;
 const REASON: u32 = 3200;
 const STR: u32 = 256;
 const PAYLOAD: u32 = 4096;
@@ -159,6 +166,7 @@ pub fn component_with_metadata(
     let needs_wasi = uses(&|b| matches!(b, Behaviour::Sleep));
     let needs_host = uses(&|b| matches!(b, Behaviour::Flood { .. }));
     let needs_statvfs = uses(&|b| matches!(b, Behaviour::Statvfs(_)));
+    let needs_runtime = uses(&|b| matches!(b, Behaviour::ContainerRuntime));
     let ret_ok = |ptr: &str, len: &str| {
         format!(
             "(i32.store8 (i32.const {RET}) (i32.const 0))
@@ -224,20 +232,29 @@ pub fn component_with_metadata(
             )
         }
         Behaviour::OutOfBounds => ret_ok("(i32.const -65536)", "(i32.const 1000)"),
-        Behaviour::Statvfs(_) => format!(
-            "(call $statvfs (i32.const {PAYLOAD}) (i32.const {len}) (i32.const {STATVFS_RET}))
-             (if (result i32) (i32.load8_u (i32.const {STATVFS_RET}))
+        // Both answers hold the error's string at offset 8 of the return
+        // area: after the 8-aligned fs-stats' discriminant, and after the
+        // discriminants of the result and of `runtime-error`.
+        Behaviour::Statvfs(_) | Behaviour::ContainerRuntime => format!(
+            "{call}
+             (if (result i32) (i32.load8_u (i32.const {CALL_RET}))
                (then
                  (i32.store8 (i32.const {RET}) (i32.const 1))
                  (i32.store (i32.const {r4}) (i32.load (i32.const {e8})))
                  (i32.store (i32.const {r8}) (i32.load (i32.const {e12})))
                  (i32.const {RET}))
                (else {echo}))",
-            len = payload.len(),
+            call = match set {
+                Behaviour::Statvfs(_) => format!(
+                    "(call $statvfs (i32.const {PAYLOAD}) (i32.const {}) (i32.const {CALL_RET}))",
+                    payload.len()
+                ),
+                _ => format!("(call $runtime (i32.const {CALL_RET}))"),
+            },
             r4 = RET + 4,
             r8 = RET + 8,
-            e8 = STATVFS_RET + 8,
-            e12 = STATVFS_RET + 12,
+            e8 = CALL_RET + 8,
+            e12 = CALL_RET + 12,
         ),
         Behaviour::Flood { lines, events, .. } => {
             let len = payload.len();
@@ -381,9 +398,35 @@ pub fn component_with_metadata(
 "#,
         );
     }
+    if needs_runtime {
+        host_exports.push_str(
+            r#"(type $cond' (record (field "type" string) (field "status" bool) (field "reason" string) (field "message" string)))
+    (export "runtime-condition" (type $cond (eq $cond')))
+    (type $img' (record (field "id" string) (field "repo-tags" (list string)) (field "repo-digests" (list string)) (field "size" u64)))
+    (export "runtime-image" (type $img (eq $img')))
+    (type $rinfo' (record (field "name" string) (field "version" string) (field "api-version" string) (field "conditions" (list $cond)) (field "images" (list $img)) (field "handlers" (list string))))
+    (export "container-runtime-info" (type $rinfo (eq $rinfo')))
+    (type $rerr' (variant (case "not-granted" string) (case "not-configured" string) (case "unavailable" string)))
+    (export "runtime-error" (type $rerr (eq $rerr')))
+    (export "container-runtime" (func (result (result $rinfo (error $rerr)))))
+"#,
+        );
+        lowered.push_str(
+            r#"(core func $runtime_c (canon lower (func $host "container-runtime") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+"#,
+        );
+        env_exports.push_str(r#" (export "runtime" (func $runtime_c))"#);
+        main_imports.push_str(
+            r#"(import "env" "runtime" (func $runtime (param i32)))
+"#,
+        );
+    }
     if !host_exports.is_empty() {
+        // `container-runtime` is new in 0.1.1; the rest import 0.1.0, as a
+        // plugin built then does.
+        let version = if needs_runtime { "0.1.1" } else { "0.1.0" };
         imports.push_str(&format!(
-            "(import \"nodestatus:plugin/host@0.1.0\" (instance $host\n    {host_exports}))\n"
+            "(import \"nodestatus:plugin/host@{version}\" (instance $host\n    {host_exports}))\n"
         ));
     }
 

@@ -205,22 +205,47 @@ fn run_alone(
 
 #[test]
 fn a_setter_that_fails_for_want_of_a_grant_is_ungranted_and_runs_once_granted() {
-    // The same component: `statvfs` of /etc, its error returned as its own.
     let statvfs = hostile::component("statvfs", &Behaviour::Statvfs("/etc".into()));
-    for (grant, want) in [(None, Some(CallErrorKind::Ungranted)), (Some("/etc"), None)] {
-        let granted = PluginSettings {
-            paths: grant.map(PathGrant::same).into_iter().collect(),
-            ..Default::default()
-        };
-        let error = run_alone("statvfs", &statvfs, granted);
-        assert_eq!(
-            error.as_ref().map(|e| e.kind),
-            want,
-            "granted {grant:?}: {error:?}"
-        );
-    }
-    // A setter that fails with nothing withheld or refused fails on its own.
+    let runtime = hostile::component("runtime", &Behaviour::ContainerRuntime);
     let fail = hostile::component("fail", &Behaviour::Fail("no".into()));
-    let e = run_alone("fail", &fail, PluginSettings::default()).expect("fail fails");
-    assert_eq!(e.kind, CallErrorKind::Plugin, "{e}");
+    let granted_etc = PluginSettings {
+        paths: vec![PathGrant::same("/etc")],
+        ..Default::default()
+    };
+    let granted_runtime = PluginSettings {
+        container_runtime: true,
+        ..Default::default()
+    };
+    let none = PluginSettings::default;
+    for (name, bytes, plugin_settings, want) in [
+        // `statvfs` of /etc, which it asks for, its error returned as its own.
+        ("statvfs", &statvfs, none(), Some(CallErrorKind::Ungranted)),
+        ("statvfs", &statvfs, granted_etc, None),
+        // `container-runtime` without the grant; granted, the host answers
+        // that no runtime is configured, which is the plugin's own failure.
+        ("runtime", &runtime, none(), Some(CallErrorKind::Ungranted)),
+        (
+            "runtime",
+            &runtime,
+            granted_runtime,
+            Some(CallErrorKind::Plugin),
+        ),
+        // Nothing withheld or refused: its own failure.
+        ("fail", &fail, none(), Some(CallErrorKind::Plugin)),
+    ] {
+        let what = format!(
+            "{name}, paths {:?}, containerRuntime {}",
+            plugin_settings.paths, plugin_settings.container_runtime
+        );
+        let error = run_alone(name, bytes, plugin_settings);
+        assert_eq!(error.as_ref().map(|e| e.kind), want, "{what}: {error:?}");
+        if want == Some(CallErrorKind::Ungranted) {
+            let setting = match name {
+                "runtime" => "`containerRuntime: true` under plugins.runtime",
+                _ => "plugins.statvfs.paths",
+            };
+            let message = &error.unwrap().message;
+            assert!(message.contains(setting), "{what}: {message}");
+        }
+    }
 }

@@ -369,6 +369,13 @@ fn hostile_kinds_hold() {
         cap,
         CallErrorKind::Ungranted,
     );
+    call_row(
+        "`container-runtime` without `containerRuntime`, the refusal returned as its error",
+        "runtime",
+        Behaviour::ContainerRuntime,
+        cap,
+        CallErrorKind::Ungranted,
+    );
 
     // Loading.
     for (kind, name, behaviour, want) in [
