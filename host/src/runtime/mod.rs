@@ -1,5 +1,6 @@
 //! The plugin runtime: one wasmtime [`Engine`] shared by every plugin and every
-//! node, a precompile cache, and a fresh sandboxed [`Store`] for each call.
+//! node, a precompile cache, and a fresh sandboxed [`Store`](wasmtime::Store)
+//! for each call.
 //!
 //! The shared parts ([`Runtime`], [`Plugin`]) hold no per-node state. What a
 //! call needs about the node and the pass it belongs to travels in a
@@ -74,7 +75,7 @@ pub use limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 pub use plugin::{
     CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, MAX_OUTPUT_BYTES,
     MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings, SetOutput,
-    Ungranted, Withheld, read_plugin_file, sha256_hex,
+    Ungranted, Withheld, name_of_file, read_plugin_file, sha256_hex,
 };
 
 use std::path::PathBuf;
