@@ -82,78 +82,77 @@ static ns_quantity_format format_of(const char *name) {
     exit(2);
 }
 
-static void test_quantities(void) {
-    ns_json *v = vectors("quantity.json");
-    ns_json *list = cases(v, "parse");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        const char *input = str(c, "input");
-        ns_quantity q;
-        ns_error err = {0};
-        checks++;
-        if (!ns_quantity_parse(input, &q, &err)) {
-            failures++;
-            fprintf(stderr, "parse \"%s\": refused: %s\n", input, err.message);
-            ns_error_clear(&err);
-            continue;
-        }
-        char got[48], text[NS_QUANTITY_MAX];
-        i128_text(millis_of(q), got);
-        ns_quantity_format_to(q, text);
-        if (strcmp(got, str(c, "millis")) != 0 || q.format != format_of(str(c, "format")) ||
-            strcmp(text, str(c, "canonical")) != 0) {
-            failures++;
-            fprintf(stderr, "parse \"%s\": got %sm %s \"%s\", want %sm %s \"%s\"\n", input, got,
-                    q.format == NS_BINARY_SI ? "BinarySI" : "DecimalSI", text, str(c, "millis"), str(c, "format"),
-                    str(c, "canonical"));
-        }
-    }
-    list = cases(v, "invalid");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        const char *input = str(ns_json_at(list, i), "input");
-        ns_quantity q;
-        ns_error err = {0};
-        checks++;
-        if (ns_quantity_parse(input, &q, &err)) {
-            char text[NS_QUANTITY_MAX];
-            failures++;
-            fprintf(stderr, "parse \"%s\": accepted as %s, want it refused\n", input, ns_quantity_format_to(q, text));
-        }
-        ns_error_clear(&err);
-    }
-    list = cases(v, "format");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        i128 m = parse_i128(str(c, "millis"));
-        i128 units = m / 1000, rem = m % 1000;
-        if (rem < 0) rem += 1000, units -= 1;
-        ns_quantity q = {(int64_t)units, (int32_t)rem, format_of(str(c, "format"))};
-        char text[NS_QUANTITY_MAX];
-        checks++;
-        if (strcmp(ns_quantity_format_to(q, text), str(c, "canonical")) != 0) {
-            failures++;
-            fprintf(stderr, "format %sm %s: got \"%s\", want \"%s\"\n", str(c, "millis"), str(c, "format"), text,
-                    str(c, "canonical"));
-        }
-    }
-    list = cases(v, "arithmetic");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        ns_quantity a, b;
-        CHECK(ns_quantity_parse(str(c, "a"), &a, NULL) && ns_quantity_parse(str(c, "b"), &b, NULL));
-        char text[NS_QUANTITY_MAX];
-        CHECK_STR(ns_quantity_format_to(ns_quantity_add(a, b), text), str(c, "add"));
-        CHECK_STR(ns_quantity_format_to(ns_quantity_sub_floor0(a, b), text), str(c, "saturating_sub"));
-    }
-    list = cases(v, "units_ceil");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        ns_quantity q;
-        CHECK(ns_quantity_parse(str(c, "input"), &q, NULL));
-        char want[48];
-        CHECK_STR(i128_text(ns_quantity_units_ceil(q), want), str(c, "units_ceil"));
-    }
+/* Runs `check` on every case of `group` in the vectors file `file`. */
+static void each_case(const char *file, const char *group, void (*check)(const ns_json *c)) {
+    ns_json *v = vectors(file);
+    ns_json *list = cases(v, group);
+    for (size_t i = 0; i < ns_json_len(list); i++) check(ns_json_at(list, i));
     ns_json_free(v);
+}
+
+static void quantity_parses(const ns_json *c) {
+    const char *input = str(c, "input");
+    ns_quantity q;
+    ns_error err = {0};
+    checks++;
+    if (!ns_quantity_parse(input, &q, &err)) {
+        failures++;
+        fprintf(stderr, "parse \"%s\": refused: %s\n", input, err.message);
+        ns_error_clear(&err);
+        return;
+    }
+    char got[48], text[NS_QUANTITY_MAX];
+    i128_text(millis_of(q), got);
+    ns_quantity_format_to(q, text);
+    if (strcmp(got, str(c, "millis")) != 0 || q.format != format_of(str(c, "format")) ||
+        strcmp(text, str(c, "canonical")) != 0) {
+        failures++;
+        fprintf(stderr, "parse \"%s\": got %sm %s \"%s\", want %sm %s \"%s\"\n", input, got,
+                q.format == NS_BINARY_SI ? "BinarySI" : "DecimalSI", text, str(c, "millis"), str(c, "format"),
+                str(c, "canonical"));
+    }
+}
+
+static void quantity_is_refused(const ns_json *c) {
+    const char *input = str(c, "input");
+    ns_quantity q;
+    ns_error err = {0};
+    checks++;
+    if (ns_quantity_parse(input, &q, &err)) {
+        char text[NS_QUANTITY_MAX];
+        failures++;
+        fprintf(stderr, "parse \"%s\": accepted as %s, want it refused\n", input, ns_quantity_format_to(q, text));
+    }
+    ns_error_clear(&err);
+}
+
+static void quantity_formats(const ns_json *c) {
+    i128 m = parse_i128(str(c, "millis"));
+    i128 units = m / 1000, rem = m % 1000;
+    if (rem < 0) rem += 1000, units -= 1;
+    ns_quantity q = {(int64_t)units, (int32_t)rem, format_of(str(c, "format"))};
+    char text[NS_QUANTITY_MAX];
+    checks++;
+    if (strcmp(ns_quantity_format_to(q, text), str(c, "canonical")) != 0) {
+        failures++;
+        fprintf(stderr, "format %sm %s: got \"%s\", want \"%s\"\n", str(c, "millis"), str(c, "format"), text,
+                str(c, "canonical"));
+    }
+}
+
+static void quantity_arithmetic(const ns_json *c) {
+    ns_quantity a, b;
+    CHECK(ns_quantity_parse(str(c, "a"), &a, NULL) && ns_quantity_parse(str(c, "b"), &b, NULL));
+    char text[NS_QUANTITY_MAX];
+    CHECK_STR(ns_quantity_format_to(ns_quantity_add(a, b), text), str(c, "add"));
+    CHECK_STR(ns_quantity_format_to(ns_quantity_sub_floor0(a, b), text), str(c, "saturating_sub"));
+}
+
+static void quantity_units_ceil(const ns_json *c) {
+    ns_quantity q;
+    CHECK(ns_quantity_parse(str(c, "input"), &q, NULL));
+    char want[48];
+    CHECK_STR(i128_text(ns_quantity_units_ceil(q), want), str(c, "units_ceil"));
 }
 
 /* A node whose status.conditions is `conditions` (absent when null). */
@@ -178,65 +177,58 @@ static void print_conditions(const char *name, ns_node *node, const ns_json *wan
     free(w);
 }
 
-static void test_conditions(void) {
-    ns_json *v = vectors("condition.json");
-    ns_json *list = cases(v, "set");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i), *set = ns_json_get(c, "set"), *want_t = ns_json_get(c, "transition");
-        const char *name = str(c, "name");
-        ns_node *node = node_with(ns_json_get(c, "conditions"));
-        ns_transition t = ns_node_set_condition_at(node, str(set, "type"), ns_status_parse(str(set, "status")),
-                                                   str(set, "reason"), str(set, "message"), str(set, "now"));
-        checks++;
-        if (!same_conditions(node, ns_json_get(c, "want"))) {
-            failures++;
-            print_conditions(name, node, ns_json_get(c, "want"));
-        }
-        const char *want_previous = ns_json_get_str(want_t, "previous");
-        checks++;
-        if (strcmp(ns_status_str(t.previous), want_previous ? want_previous : "") != 0 ||
-            strcmp(ns_status_str(t.current), str(want_t, "current")) != 0 ||
-            t.flipped != ns_json_is_true(ns_json_get(want_t, "flipped"))) {
-            failures++;
-            fprintf(stderr, "%s: transition %s -> %s flipped %d\n", name, ns_status_str(t.previous),
-                    ns_status_str(t.current), t.flipped);
-        }
-        ns_node_free(node);
+static void condition_set(const ns_json *c) {
+    ns_json *set = ns_json_get(c, "set"), *want_t = ns_json_get(c, "transition");
+    const char *name = str(c, "name");
+    ns_node *node = node_with(ns_json_get(c, "conditions"));
+    ns_transition t = ns_node_set_condition_at(node, str(set, "type"), ns_status_parse(str(set, "status")),
+                                               str(set, "reason"), str(set, "message"), str(set, "now"));
+    checks++;
+    if (!same_conditions(node, ns_json_get(c, "want"))) {
+        failures++;
+        print_conditions(name, node, ns_json_get(c, "want"));
     }
-    list = cases(v, "remove");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        const char *name = str(c, "name");
-        ns_node *node = node_with(ns_json_get(c, "conditions"));
-        bool removed = ns_node_remove_condition(node, str(c, "remove"));
-        checks++;
-        if (removed != ns_json_is_true(ns_json_get(c, "removed")) || !same_conditions(node, ns_json_get(c, "want"))) {
-            failures++;
-            fprintf(stderr, "%s: removed %d\n", name, removed);
-            print_conditions(name, node, ns_json_get(c, "want"));
-        }
-        ns_node_free(node);
+    const char *want_previous = ns_json_get_str(want_t, "previous");
+    checks++;
+    if (strcmp(ns_status_str(t.previous), want_previous ? want_previous : "") != 0 ||
+        strcmp(ns_status_str(t.current), str(want_t, "current")) != 0 ||
+        t.flipped != ns_json_is_true(ns_json_get(want_t, "flipped"))) {
+        failures++;
+        fprintf(stderr, "%s: transition %s -> %s flipped %d\n", name, ns_status_str(t.previous),
+                ns_status_str(t.current), t.flipped);
     }
-    ns_json_free(v);
+    ns_node_free(node);
 }
 
-static void test_times(void) {
-    ns_json *v = vectors("time.json");
-    ns_json *list = cases(v, "rfc3339");
-    for (size_t i = 0; i < ns_json_len(list); i++) {
-        ns_json *c = ns_json_at(list, i);
-        int64_t secs = 0;
-        CHECK(ns_json_int64(ns_json_get(c, "seconds"), &secs));
-        char buf[NS_TIME_MAX];
-        CHECK_STR(ns_rfc3339(secs, buf), str(c, "rfc3339"));
+static void condition_removed(const ns_json *c) {
+    const char *name = str(c, "name");
+    ns_node *node = node_with(ns_json_get(c, "conditions"));
+    bool removed = ns_node_remove_condition(node, str(c, "remove"));
+    checks++;
+    if (removed != ns_json_is_true(ns_json_get(c, "removed")) || !same_conditions(node, ns_json_get(c, "want"))) {
+        failures++;
+        fprintf(stderr, "%s: removed %d\n", name, removed);
+        print_conditions(name, node, ns_json_get(c, "want"));
     }
-    ns_json_free(v);
+    ns_node_free(node);
+}
+
+static void time_written(const ns_json *c) {
+    int64_t secs = 0;
+    CHECK(ns_json_int64(ns_json_get(c, "seconds"), &secs));
+    char buf[NS_TIME_MAX];
+    CHECK_STR(ns_rfc3339(secs, buf), str(c, "rfc3339"));
 }
 
 int main(int argc, char **argv) {
     if (argc > 1) dir = argv[1];
-    test_quantities();
-    test_conditions();
-    test_times();
+    each_case("quantity.json", "parse", quantity_parses);
+    each_case("quantity.json", "invalid", quantity_is_refused);
+    each_case("quantity.json", "format", quantity_formats);
+    each_case("quantity.json", "arithmetic", quantity_arithmetic);
+    each_case("quantity.json", "units_ceil", quantity_units_ceil);
+    each_case("condition.json", "set", condition_set);
+    each_case("condition.json", "remove", condition_removed);
+    each_case("time.json", "rfc3339", time_written);
     return check_summary("test_conformance");
 }
