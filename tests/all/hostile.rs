@@ -69,6 +69,11 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     );
     drop_bytes(
         d,
+        "bad-path.wasm",
+        &hostile::component("bad-path", &Behaviour::Statvfs("etc".into())),
+    );
+    drop_bytes(
+        d,
         "garbled.wasm",
         &hostile::component_with_metadata(
             "garbled",
@@ -97,6 +102,10 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     assert!(matches!(
         refused("bad-name.wasm"),
         LoadError::BadMetadata(MetadataError::Name(n)) if n == "Bad_Name"
+    ));
+    assert!(matches!(
+        refused("bad-path.wasm"),
+        LoadError::BadMetadata(MetadataError::Path(p)) if p == "etc"
     ));
     assert!(matches!(
         refused("garbled.wasm"),

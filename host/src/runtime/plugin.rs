@@ -1149,6 +1149,40 @@ mod tests {
         assert!(!valid_name(&"a".repeat(64)));
     }
 
+    #[test]
+    fn each_metadata_rule_has_its_variant() {
+        use bindings::exports::nodestatus::plugin::setter::PluginInfo;
+        let info = |name: &str, version: &str, paths: &[&str], env: &[&str]| PluginInfo {
+            name: name.into(),
+            version: version.into(),
+            description: String::new(),
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|s| s.to_string()).collect(),
+            affects_readiness: false,
+        };
+        let error = |i| match validate_metadata(i) {
+            Err(LoadError::BadMetadata(e)) => e,
+            other => panic!("not bad metadata: {other:?}"),
+        };
+        assert!(validate_metadata(info("ok", "1", &["/proc"], &["HOME"])).is_ok());
+        assert_eq!(
+            error(info("No", "1", &[], &[])),
+            MetadataError::Name("No".into())
+        );
+        assert_eq!(
+            error(info("ok", &"1".repeat(65), &[], &[])),
+            MetadataError::TooLong
+        );
+        assert_eq!(
+            error(info("ok", "1", &["/proc/../etc"], &[])),
+            MetadataError::Path("/proc/../etc".into())
+        );
+        assert_eq!(
+            error(info("ok", "1", &[], &["1X"])),
+            MetadataError::Env("1X".into())
+        );
+    }
+
     fn meta(paths: &[&str], env: &[&str]) -> Metadata {
         Metadata {
             name: "p".into(),
