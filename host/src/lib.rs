@@ -44,7 +44,6 @@ pub mod live_config;
 pub mod metrics;
 pub mod node;
 pub mod node_shutdown;
-pub mod once;
 pub mod ownership;
 pub mod pipeline;
 pub mod plugin_dir;

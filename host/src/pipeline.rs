@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::node::{self, Diff, FieldPath};
 use crate::ownership::{self, Ownership};
@@ -98,13 +98,17 @@ pub struct SetterReport {
 /// `kubernetes.io/arch` labels.
 pub const OS_ARCH_LABELS: &str = "os-arch-labels";
 
+/// The built-in step that gives every capacity key an allocatable
+/// ([`node::kubelet::allocatable_for_every_capacity_key`]).
+pub const ALLOCATABLE: &str = "allocatable-for-capacity";
+
 /// What a pass did.
 #[derive(Debug, Clone, Default)]
 pub struct PassReport {
     /// One entry per setter, in run order.
     pub setters: Vec<SetterReport>,
-    /// One entry per built-in step of the host ([`OS_ARCH_LABELS`]), in run
-    /// order, after the setters.
+    /// One entry per built-in step of the host ([`OS_ARCH_LABELS`],
+    /// [`ALLOCATABLE`]), in run order, after the setters.
     pub builtins: Vec<SetterReport>,
     /// Fields removed because the plugin that owned them is gone.
     pub released: Vec<(String, FieldPath)>,
@@ -217,9 +221,16 @@ pub fn run_pass(
     for (plugin, path) in &report.released {
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
     }
-    report
-        .builtins
-        .push(builtin(OS_ARCH_LABELS, os_arch_labels, &mut current));
+    report.builtins.push(builtin(
+        OS_ARCH_LABELS,
+        node::kubelet::os_arch_labels,
+        &mut current,
+    ));
+    report.builtins.push(builtin(
+        ALLOCATABLE,
+        node::kubelet::allocatable_for_every_capacity_key,
+        &mut current,
+    ));
     ownership.write(&mut current);
     node::patch::server_address_order(&mut current);
     (current, report)
@@ -254,43 +265,6 @@ fn builtin(name: &str, step: fn(&Value) -> Option<Value>, current: &mut Value) -
         duration: started.elapsed(),
         affects_readiness: false,
     }
-}
-
-/// The kubelet's labels of the operating system and architecture it runs
-/// on (`GOOS` and `GOARCH`), which it forces after its setters when they
-/// are missing or wrong: the node with them set (and a labels map made if
-/// it had none), or `None` when they are right already, or when its
-/// metadata or labels are not objects.
-pub fn os_arch_labels(node: &Value) -> Option<Value> {
-    let want = [
-        ("kubernetes.io/os", std::env::consts::OS),
-        ("kubernetes.io/arch", crate::once::go_arch()),
-    ];
-    let meta = node.get("metadata")?.as_object()?;
-    match meta.get("labels") {
-        None => {}
-        Some(Value::Object(l))
-            if want
-                .iter()
-                .all(|(k, v)| l.get(*k).and_then(Value::as_str) == Some(v)) =>
-        {
-            return None;
-        }
-        Some(Value::Object(_)) => {}
-        Some(_) => return None,
-    }
-    let mut out = node.clone();
-    let labels = out["metadata"]
-        .as_object_mut()
-        .expect("checked above")
-        .entry("labels")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .expect("checked above");
-    for (k, v) in want {
-        labels.insert(k.to_owned(), json!(v));
-    }
-    Some(out)
 }
 
 /// A plugin's output that passed every check.
@@ -425,6 +399,8 @@ fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::kubelet::os_arch_labels;
+    use serde_json::json;
 
     #[test]
     fn kubelet_order_with_ready_last() {
@@ -432,27 +408,6 @@ mod tests {
         assert!(default_order("pid-pressure") < default_order("volumes"));
         assert!(default_order("volumes") < default_order("gpu"));
         assert!(default_order("gpu") < default_order("ready"));
-    }
-
-    #[test]
-    fn os_and_arch_labels_are_forced_when_missing_or_wrong() {
-        let os = std::env::consts::OS;
-        let arch = crate::once::go_arch();
-        let right = json!({"metadata": {"name": "n", "labels": {
-            "kubernetes.io/os": os, "kubernetes.io/arch": arch, "a": "1"
-        }}});
-        assert_eq!(os_arch_labels(&right), None);
-        let mut wrong = right.clone();
-        wrong["metadata"]["labels"]["kubernetes.io/os"] = json!("plan9");
-        assert_eq!(os_arch_labels(&wrong).as_ref(), Some(&right));
-        let bare = json!({"metadata": {"name": "n"}});
-        assert_eq!(
-            os_arch_labels(&bare).unwrap()["metadata"]["labels"],
-            json!({"kubernetes.io/os": os, "kubernetes.io/arch": arch})
-        );
-        // Not the beta labels: the kubelet forces only these two.
-        let labels = os_arch_labels(&bare).unwrap()["metadata"]["labels"].clone();
-        assert_eq!(labels.as_object().unwrap().len(), 2);
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl Containerd {
         // An empty tar: two zero blocks.
         let (layer, layer_size) = put(&[0u8; 1024]);
         let config = json!({
-            "architecture": nodestatus::once::go_arch(), "os": "linux",
+            "architecture": nodestatus::node::kubelet::go_arch(), "os": "linux",
             "rootfs": {"type": "layers", "diff_ids": [layer]}, "config": {}
         });
         let (config, config_size) = put(config.to_string().as_bytes());
@@ -223,7 +223,7 @@ fn pass_with(
         container_runtime: answer.map(Arc::new),
         ..CallContext::default()
     };
-    let node = nodestatus::once::initial_node("cri-node", "cri-node");
+    let node = nodestatus::node::kubelet::initial_node("cri-node", "cri-node");
     let (out, report) = nodestatus::pipeline::run_pass(dir.runtime(), &dir.current(), &node, &ctx);
     for s in &report.setters {
         if s.plugin != "images" {

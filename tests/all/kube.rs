@@ -278,7 +278,7 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
             .to_lowercase()
     );
     assert_eq!(labels["kubernetes.io/os"], "linux");
-    assert_eq!(labels["kubernetes.io/arch"], nodestatus::once::go_arch());
+    assert_eq!(labels["kubernetes.io/arch"], nodestatus::node::kubelet::go_arch());
     assert_eq!(labels["beta.kubernetes.io/os"], "linux");
     assert_eq!(labels["example.com/pool"], "blue");
     assert!(labels["kernel.example.com/version"].is_string());
@@ -1068,7 +1068,7 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
         ("bootID", sys.boot_id.as_str()),
         ("kernelVersion", sys.kernel_release.as_str()),
         ("operatingSystem", "linux"),
-        ("architecture", nodestatus::once::go_arch()),
+        ("architecture", nodestatus::node::kubelet::go_arch()),
     ] {
         assert_eq!(st["nodeInfo"][field], want, "{field}");
     }

@@ -420,7 +420,6 @@ impl Agent {
         self.metrics.observe_pass(&report, started.elapsed());
         self.metrics.observe_cache(self.plugins.runtime().cache());
         self.metrics.plugins_loaded.set(loaded as i64);
-        allocatable_for_every_capacity_key(&mut node);
         if self.cfg().external_cloud_provider {
             self.leave_cloud_fields(base, &mut node);
         }
@@ -479,7 +478,7 @@ impl Agent {
     /// The node as the kubelet's `initialNode` builds it, then one pass of
     /// the setters.
     pub async fn initial_node(&self) -> Result<Value> {
-        let mut node = crate::once::initial_node(&self.cfg().node_name, &self.hostname());
+        let mut node = crate::node::kubelet::initial_node(&self.cfg().node_name, &self.hostname());
         if let Some(labels) = node
             .pointer_mut("/metadata/labels")
             .and_then(Value::as_object_mut)
@@ -583,7 +582,8 @@ impl Agent {
     /// `nodeLabels` overrides included. Other `nodeLabels` and taints are
     /// never applied again.
     fn reconcile(&self, existing: &Value) -> Value {
-        let mut initial = crate::once::initial_node(&self.cfg().node_name, &self.hostname());
+        let mut initial =
+            crate::node::kubelet::initial_node(&self.cfg().node_name, &self.hostname());
         for (k, v) in &self.cfg().node_labels {
             initial["metadata"]["labels"][k] = json!(v);
         }
@@ -1366,33 +1366,6 @@ fn keep_condition(base: &Value, node: &mut Value, t: &str) {
     }
 }
 
-/// The kubelet sets allocatable for every capacity key: a key a setter put
-/// in capacity without an allocatable (an extended resource of a vendor
-/// reporter, `nvidia.com/gpu`) gets allocatable = capacity (no reservation
-/// applies to it), and an extended resource (a name with a `/`) that left
-/// capacity leaves allocatable.
-pub fn allocatable_for_every_capacity_key(node: &mut Value) {
-    let Some(status) = node.get_mut("status").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let Some(capacity) = status.get("capacity").and_then(Value::as_object).cloned() else {
-        return;
-    };
-    let alloc = status.entry("allocatable").or_insert_with(|| json!({}));
-    let Some(alloc) = alloc.as_object_mut() else {
-        return;
-    };
-    for (k, v) in &capacity {
-        if !alloc.contains_key(k) {
-            alloc.insert(k.clone(), v.clone());
-        }
-    }
-    alloc.retain(|k, _| !k.contains('/') || capacity.contains_key(k));
-    if alloc.is_empty() {
-        status.remove("allocatable");
-    }
-}
-
 /// Whether the node's Ready condition is True.
 pub fn is_ready(node: &Value) -> bool {
     crate::node::conditions_by_type(node.pointer("/status/conditions"))
@@ -1405,21 +1378,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_capacity_key_gets_an_allocatable_and_a_gone_extended_resource_leaves() {
-        let mut n = json!({"status": {
-            "capacity": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"},
-            "allocatable": {"cpu": "4", "memory": "7900Mi", "example.com/fpga": "1"},
-        }});
-        allocatable_for_every_capacity_key(&mut n);
-        assert_eq!(
-            n["status"]["allocatable"],
-            json!({"cpu": "4", "memory": "7900Mi", "nvidia.com/gpu": "2"})
-        );
-    }
-
-    #[test]
     fn reconcile_keeps_node_labels_overrides_and_leaves_other_labels() {
-        let mut initial = crate::once::initial_node("n", "host-a");
+        let mut initial = crate::node::kubelet::initial_node("n", "host-a");
         // nodeLabels: a hostname override and a zone.
         initial["metadata"]["labels"]["kubernetes.io/hostname"] = json!("custom");
         initial["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!("z1");

@@ -55,7 +55,7 @@ impl Args {
         let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
         let node = match &self.node {
             Some(p) => read_node(p)?,
-            None => crate::once::initial_node(
+            None => crate::node::kubelet::initial_node(
                 &cfg.node_name,
                 &cfg.hostname(&crate::runtime::facts::Facts::default()),
             ),

@@ -11,9 +11,14 @@
 //!   ([`Diff::patch`]).
 //! - [`stamp_times`] gives the conditions a setter wrote the kubelet's
 //!   heartbeat and transition times, from the host's clock.
+//! - [`kubelet`] holds what the kubelet writes outside its setters: the
+//!   initial node, and the rules it forces after them (the os/arch labels,
+//!   an allocatable for every capacity key), which the pipeline runs as
+//!   built-in steps through the same diff and policy.
 
 mod conditions;
 mod diff;
+pub mod kubelet;
 pub mod patch;
 mod path;
 
