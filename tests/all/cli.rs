@@ -71,6 +71,12 @@ fn once_shows_a_label_and_a_condition_from_a_rust_plugin() {
     assert_eq!(cond["reason"], "KernelTooOld");
     assert!(stderr.contains("kernel-check 0.1.0: set metadata.labels[kernel.example.com/version], status.conditions[KernelSupported]"), "{stderr}");
     assert!(stderr.contains("trap 0.0.1: FAILED [trap]"), "{stderr}");
+    // The host's built-in steps are reported after the setters.
+    assert!(
+        stderr.contains("built-in os-arch-labels ")
+            && stderr.contains("built-in allocatable-for-capacity "),
+        "{stderr}"
+    );
     // The trap's warning is logged; into a pipe, without colour codes.
     assert!(stderr.contains("WARN"), "{stderr}");
     assert!(

@@ -94,19 +94,20 @@ pub fn write_report(
             writeln!(out, "refused {}: {error}", file.display())?;
         }
     }
-    for s in &report.setters {
+    let builtins = report.builtins.iter().map(|s| ("built-in ", s));
+    for (kind, s) in report.setters.iter().map(|s| ("", s)).chain(builtins) {
+        let plugin = format!("{kind}{}", s.plugin);
         match &s.outcome {
             Ok(changed) if changed.is_empty() => writeln!(
                 out,
-                "{} {}: no change ({:.1?})",
-                s.plugin, s.version, s.duration
+                "{plugin} {}: no change ({:.1?})",
+                s.version, s.duration
             )?,
             Ok(changed) => {
                 let fields: Vec<String> = changed.iter().map(ToString::to_string).collect();
                 writeln!(
                     out,
-                    "{} {}: set {} ({:.1?})",
-                    s.plugin,
+                    "{plugin} {}: set {} ({:.1?})",
                     s.version,
                     fields.join(", "),
                     s.duration
@@ -114,8 +115,7 @@ pub fn write_report(
             }
             Err(e) => writeln!(
                 out,
-                "{} {}: FAILED [{}] {e}",
-                s.plugin,
+                "{plugin} {}: FAILED [{}] {e}",
                 s.version,
                 e.kind.as_str()
             )?,
@@ -159,6 +159,11 @@ pub fn failed(loads: &[ReloadEvent], report: &PassReport) -> usize {
         .filter(|e| matches!(e, ReloadEvent::Failed { .. }))
         .count()
         + report.failures().count()
+        + report
+            .builtins
+            .iter()
+            .filter(|s| s.outcome.is_err())
+            .count()
 }
 
 /// What `once` prints.
