@@ -741,7 +741,7 @@ impl Plugin {
         missing.dedup();
         if !withheld.is_empty() {
             missing.push(format!(
-                "it asks for {} that the config does not grant: grant them in plugins.{plugin}.paths and .env, or use the default config",
+                "not granted: {}; see plugins.{plugin}.paths and .env, or the default config",
                 list(&withheld)
             ));
         }
