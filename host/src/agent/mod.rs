@@ -40,6 +40,7 @@ use crate::config::Config;
 use crate::node::{Diff, patch};
 use crate::pipeline::{self, PassReport};
 use crate::plugin_dir::PluginDir;
+use crate::runtime::CallError;
 use crate::runtime::facts::{FactSource, Facts};
 use crate::runtime::{CallContext, EmittedEvent, EventType};
 use client::{ErrorClass, NodeClient};
@@ -53,6 +54,26 @@ pub const FAILURES_BEFORE_NOT_READY: u32 = 3;
 /// The message of Ready=False when the node itself shuts down, as the
 /// kubelet writes it.
 pub const SHUTTING_DOWN: &str = "node is shutting down";
+
+/// Why the node is not ready, as the `ready` setter is told
+/// (`host.node-problems`, one message each).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum NodeProblem {
+    /// The machine itself is shutting down (logind's `PrepareForShutdown`,
+    /// or SIGUSR2).
+    #[error("{SHUTTING_DOWN}")]
+    ShuttingDown,
+    /// A plugin that affects readiness failed
+    /// [`FAILURES_BEFORE_NOT_READY`] passes in a row.
+    #[error("plugin {plugin} is failing: {error}")]
+    PluginFailing {
+        /// The plugin.
+        plugin: String,
+        /// Its last failure.
+        #[source]
+        error: CallError,
+    },
+}
 /// The taint of a node whose cloud-controller-manager has not initialized it
 /// yet (`cloudProvider: external`).
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -195,8 +216,9 @@ pub struct Agent {
     /// Whether the readiness checks (one pass of the setters) have run.
     checks_ran: AtomicBool,
     unschedulable: Mutex<bool>,
-    problems: Mutex<Vec<String>>,
-    failures: Mutex<HashMap<String, (u32, String)>>,
+    /// The node itself is shutting down.
+    shutting_down: AtomicBool,
+    failures: Mutex<HashMap<String, (u32, CallError)>>,
     failing: Mutex<HashMap<&'static str, Failing>>,
     metrics: Arc<crate::metrics::Metrics>,
     last_sync_ok: Mutex<Option<Instant>>,
@@ -250,7 +272,7 @@ impl Agent {
             node_gone: AtomicBool::new(false),
             checks_ran: AtomicBool::new(false),
             unschedulable: Mutex::new(false),
-            problems: Mutex::new(Vec::new()),
+            shutting_down: AtomicBool::new(false),
             failures: Mutex::new(HashMap::new()),
             failing: Mutex::new(HashMap::new()),
         })
@@ -366,16 +388,22 @@ impl Agent {
     /// Problems that make the node not ready: the node's own shutdown, and
     /// plugins whose failure affects readiness that failed
     /// [`FAILURES_BEFORE_NOT_READY`] passes in a row.
-    fn node_problems(&self) -> Vec<String> {
-        let mut p = self.problems.lock().expect("problems lock").clone();
+    pub fn node_problems(&self) -> Vec<NodeProblem> {
+        let mut p = Vec::new();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            p.push(NodeProblem::ShuttingDown);
+        }
         let failures = self.failures.lock().expect("failures lock");
         let mut failing: Vec<_> = failures
             .iter()
             .filter(|(_, (n, _))| *n >= FAILURES_BEFORE_NOT_READY)
             .collect();
-        failing.sort();
-        for (plugin, (_, err)) in failing {
-            p.push(format!("plugin {plugin} is failing: {err}"));
+        failing.sort_by(|a, b| a.0.cmp(b.0));
+        for (plugin, (_, error)) in failing {
+            p.push(NodeProblem::PluginFailing {
+                plugin: plugin.clone(),
+                error: error.clone(),
+            });
         }
         p
     }
@@ -388,9 +416,9 @@ impl Agent {
         for s in &report.setters {
             match (&s.outcome, s.affects_readiness) {
                 (Err(e), true) => {
-                    let entry = f.entry(s.plugin.clone()).or_insert((0, String::new()));
+                    let entry = f.entry(s.plugin.clone()).or_insert((0, e.clone()));
                     entry.0 += 1;
-                    entry.1 = e.message.clone();
+                    entry.1 = e.clone();
                 }
                 _ => {
                     f.remove(&s.plugin);
@@ -407,7 +435,11 @@ impl Agent {
         let runtime = self.plugins.runtime().clone();
         let ctx = CallContext {
             facts: Arc::new(Facts::new(self.facts.clone())),
-            node_problems: Arc::from(self.node_problems()),
+            node_problems: self
+                .node_problems()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             container_runtime: self.read_container_runtime().await,
         };
         let input = base.clone();
@@ -1081,12 +1113,7 @@ impl Agent {
     /// once. The loops go on. A plain SIGTERM does not call this: a
     /// restart of nodestatus is not a node outage.
     pub async fn node_shutdown(&self) -> Result<SyncOutcome> {
-        {
-            let mut p = self.problems.lock().expect("problems lock");
-            if !p.iter().any(|x| x == SHUTTING_DOWN) {
-                p.push(SHUTTING_DOWN.to_owned());
-            }
-        }
+        self.shutting_down.store(true, Ordering::SeqCst);
         tracing::warn!(
             node = self.client.name(),
             "{SHUTTING_DOWN}: marking it not Ready"
@@ -1099,10 +1126,7 @@ impl Agent {
     /// the next pass decides Ready again, as the kubelet's node shutdown
     /// manager does.
     pub fn node_shutdown_cancelled(&self) {
-        self.problems
-            .lock()
-            .expect("problems lock")
-            .retain(|x| x != SHUTTING_DOWN);
+        self.shutting_down.store(false, Ordering::SeqCst);
     }
 
     /// Runs the loops until `cancel` fires, then returns at once: in-flight
