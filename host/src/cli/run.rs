@@ -25,7 +25,7 @@ use crate::plugin_dir::PluginDir;
 ///
 /// Connects with --kubeconfig, $KUBECONFIG or the in-cluster config; with
 /// none of them, starts a local etcd and kube-apiserver on loopback (the
-/// embedded default) and registers this machine with a system:node:<name>
+/// embedded default) and registers this machine with a `system:node:<name>`
 /// identity.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
