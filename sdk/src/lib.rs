@@ -114,7 +114,8 @@ impl From<serde_json::Error> for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What a plugin is and what it asks for. Build it with [`Metadata::new`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The host reads the same record back from a plugin (and validates it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Metadata {
     /// Unique name: lowercase letters, digits and `-`.
     pub name: String,

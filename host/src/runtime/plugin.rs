@@ -138,22 +138,9 @@ pub enum Ungranted {
     Refuse,
 }
 
-/// A plugin's description of itself, validated.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Metadata {
-    /// Unique name.
-    pub name: String,
-    /// The plugin's version.
-    pub version: String,
-    /// One line on what it sets.
-    pub description: String,
-    /// Directories it asks to read.
-    pub paths: Vec<String>,
-    /// Environment variables it asks for.
-    pub env: Vec<String>,
-    /// Whether its failure should make the node not Ready.
-    pub affects_readiness: bool,
-}
+/// A plugin's description of itself, validated at load: the SDK's
+/// [`nodestatus_sdk::Metadata`], the WIT's `metadata` record.
+pub use nodestatus_sdk::Metadata;
 
 /// Why a file could not become a running plugin. Every message names the
 /// problem precisely enough to fix it.
