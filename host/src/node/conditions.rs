@@ -38,8 +38,9 @@ pub fn condition_time(t: SystemTime) -> String {
 ///
 /// A condition counts as written when the diff names its type in `changed`
 /// and the output has it; every entry of that type is stamped, and the
-/// host's times win over any the setter wrote. Returns whether `output`
-/// changed. `now` is read (and formatted) only when the setter wrote a
+/// host's times win over any the setter wrote. An empty `reason` or
+/// `message` is removed, as the API server omits it. Returns whether
+/// `output` changed. `now` is read (and formatted) only when the setter wrote a
 /// condition.
 pub fn stamp_times(
     input: &Value,
@@ -88,6 +89,14 @@ pub fn stamp_times(
         let Some(c) = c.as_object_mut() else {
             continue;
         };
+        // As the API server stores it: an empty reason or message is
+        // omitted (`omitempty`), so the server's copy compares equal.
+        for key in ["reason", "message"] {
+            if c.get(key).and_then(Value::as_str) == Some("") {
+                c.remove(key);
+                stamped = true;
+            }
+        }
         for (key, value) in [
             ("lastHeartbeatTime", now),
             ("lastTransitionTime", &transition),
@@ -178,6 +187,31 @@ mod tests {
         let mut output = node(json!([{"type": "A", "status": "True", "reason": "R"}]));
         assert!(stamp(&input, &mut output));
         assert_eq!(output["status"]["conditions"][0]["lastTransitionTime"], NOW);
+    }
+
+    /// The API server omits an empty `reason` or `message` (`omitempty`), so
+    /// a setter that writes `""` must not leave it on the node: the next
+    /// pass would see the server's copy without it as a change, and patch
+    /// every 10 s instead of every report period.
+    #[test]
+    fn an_empty_reason_or_message_is_written_as_the_api_server_stores_it() {
+        let server = node(json!([
+            {"type": "A", "status": "True", "lastHeartbeatTime": T0, "lastTransitionTime": T0},
+        ]));
+        let mut output =
+            node(json!([{"type": "A", "status": "True", "reason": "", "message": ""}]));
+        stamp(&server, &mut output);
+        assert_eq!(
+            output["status"]["conditions"][0],
+            json!({"type": "A", "status": "True", "lastHeartbeatTime": NOW, "lastTransitionTime": T0})
+        );
+        assert!(!crate::node::Diff::new(&server, &output).status_changed());
+        // A non-empty one stays.
+        let mut output =
+            node(json!([{"type": "A", "status": "True", "reason": "R", "message": ""}]));
+        stamp(&server, &mut output);
+        assert_eq!(output["status"]["conditions"][0]["reason"], "R");
+        assert!(output["status"]["conditions"][0].get("message").is_none());
     }
 
     #[test]
