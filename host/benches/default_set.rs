@@ -15,15 +15,25 @@
 //!   made, with every heartbeat old: the sync loop's usual pass, in which
 //!   the condition setters move their heartbeats and the rest change nothing;
 //! - `pass/default/native`: the eleven native setters chained on the JSON.
+//! - `pass/default/host` and `pass/default/host-steady`: the host's own work
+//!   around the calls in a pass, measured as the pass minus the sum of its
+//!   eleven calls, both timed in the same iteration: one `run_pass`, then
+//!   the eleven `call_set`s alone on the very inputs that pass gave them
+//!   (each setter's output is the next one's input), with the pass's own
+//!   fact snapshot, which the pass has read by then. What is left is the
+//!   host's work: reading the facts (and copying the granted `/proc` files
+//!   into the pass's snapshot directory), the serialization of the input,
+//!   the parse of each changed output, diff, validation, field policy,
+//!   ownership and the final annotation.
 //!
-//! Run with
-//! `cargo bench -p nodestatus --bench default_set -- --warm-up-time 1 --measurement-time 3`;
-//! the results are in docs/benchmarks.md.
+//! Run with `cargo bench -p nodestatus --benches`; the results are in
+//! docs/benchmarks.md.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nodestatus::config::{Config, ConfigFile};
@@ -150,6 +160,58 @@ fn default_config() -> Config {
         .expect("the default config is valid")
 }
 
+/// The input each plugin of `plugins` gets in a pass over `node`: the
+/// node's JSON, then each setter's output in turn, as `run_pass` chains
+/// them when every output is accepted.
+fn pass_inputs(
+    runtime: &Runtime,
+    plugins: &[Arc<Plugin>],
+    node: &serde_json::Value,
+) -> Vec<String> {
+    let mut json = serde_json::to_string(node).expect("a Value serializes");
+    let ctx = CallContext::default();
+    plugins
+        .iter()
+        .map(|p| {
+            let out = p
+                .call_set(runtime, &json, ctx.clone())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.name()))
+                .json;
+            std::mem::replace(&mut json, out)
+        })
+        .collect()
+}
+
+/// `iters` times: one timed pass of `set` over `node`, then its calls alone
+/// on `inputs` with the pass's fact snapshot; the sum of the differences
+/// (the host's work), at least 1 ns (criterion refuses a zero).
+fn host_work(
+    iters: u64,
+    runtime: &Runtime,
+    set: &PluginSet,
+    node: &serde_json::Value,
+    inputs: &[String],
+    pass_ctx: impl Fn() -> CallContext,
+) -> Duration {
+    let mut host: i128 = 0;
+    for _ in 0..iters {
+        let ctx = pass_ctx();
+        let started = Instant::now();
+        black_box(run_pass(runtime, set, black_box(node), &ctx));
+        let pass_time = started.elapsed();
+        let started = Instant::now();
+        for (p, input) in set.plugins().iter().zip(inputs) {
+            black_box(
+                p.call_set(runtime, black_box(input), ctx.clone())
+                    .expect("the wasm setter succeeds"),
+            );
+        }
+        let calls_time = started.elapsed();
+        host += pass_time.as_nanos() as i128 - calls_time.as_nanos() as i128;
+    }
+    Duration::from_nanos(host.max(1) as u64)
+}
+
 fn benches(c: &mut Criterion) {
     let runtime = Runtime::new(Some(PathBuf::from(built::TEST_CACHE_DIR))).expect("runtime");
     let config = default_config();
@@ -234,6 +296,13 @@ fn benches(c: &mut Criterion) {
             black_box(json)
         })
     });
+    // The host's work: the pass minus its calls, in the same iteration.
+    for (id, over) in [("host", &node), ("host-steady", &steady)] {
+        let inputs = pass_inputs(&runtime, set.plugins(), over);
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| host_work(iters, &runtime, &set, over, &inputs, pass_ctx))
+        });
+    }
     group.finish();
 }
 

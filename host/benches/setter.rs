@@ -8,15 +8,23 @@
 //! - `wasm/pass`: one `pipeline::run_pass` with just kernel-check, so the
 //!   host's parse of the output, diff, validation, policy check and ownership
 //!   record are included.
+//! - `exec/kernel-check`: the same check as an exec plugin, in
+//!   node-problem-detector's model: fork and exec of the native build
+//!   (`exec_plugin.rs`, the same source), the node's JSON written to its
+//!   stdin, its JSON read from its stdout, and its exit status.
 //! - `load/cached`: `Plugin::load_file` of kernel-check with the precompile
 //!   cache already warm (read, sha256, deserialize, link, `metadata` call).
+//! - `load/cold`: the same in an engine with no cache (compiled with
+//!   Cranelift in the calling thread).
 //!
-//! Run with
-//! `cargo bench -p nodestatus --bench setter -- --warm-up-time 1 --measurement-time 5`;
-//! the results are in docs/benchmarks.md.
+//! Run with `cargo bench -p nodestatus --benches` (every benchmark; `exec/kernel-check`
+//! needs the `exec_plugin` bench target that command builds); the results
+//! are in docs/benchmarks.md.
 
 use std::hint::black_box;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -28,6 +36,59 @@ use nodestatus_tests::{built, nodes};
 fn load(runtime: &Runtime, path: &Path) -> Plugin {
     Plugin::load_file(runtime, path, &|_| PluginSettings::default())
         .unwrap_or_else(|e| panic!("loading {}: {e:#}", path.display()))
+}
+
+/// The `exec_plugin` bench target beside this one in `target/*/deps` (the
+/// newest build of it).
+fn exec_plugin_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let deps = exe.parent().expect("the bench lies in a directory");
+    std::fs::read_dir(deps)
+        .expect("reading the bench's directory")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("exec_plugin-") && !name.contains('.')
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
+        .unwrap_or_else(|| {
+            panic!(
+                "no exec_plugin-* in {}: build it with `cargo bench -p nodestatus --no-run`",
+                deps.display()
+            )
+        })
+}
+
+/// One check as an exec plugin: fork and exec `exe`, the node on its stdin,
+/// its output from its stdout.
+fn exec_plugin(exe: &Path, node_json: &str) -> String {
+    let mut child = Command::new(exe)
+        .arg("--exec-plugin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting the exec plugin");
+    // 14 kB is over a pipe's atomic size but within its 64 kB buffer: the
+    // write completes before the child reads.
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(node_json.as_bytes())
+        .expect("writing the node to the exec plugin");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped stdout")
+        .read_to_string(&mut out)
+        .expect("reading the exec plugin's output");
+    let status = child.wait().expect("waiting for the exec plugin");
+    assert!(status.success(), "the exec plugin failed: {status}");
+    out
 }
 
 fn benches(c: &mut Criterion) {
@@ -59,6 +120,25 @@ fn benches(c: &mut Criterion) {
     if wasm_out != native_out {
         eprintln!("note: the wasm and native outputs differ");
     }
+    let exec = exec_plugin_path();
+    // The same label and condition as the native call (its heartbeat may be
+    // a second later).
+    let label_and_status = |json: &str| {
+        let v: serde_json::Value = serde_json::from_str(json).expect("a node's JSON");
+        let condition = v["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "KernelSupported"))
+            .map(|c| (c["status"].clone(), c["reason"].clone()));
+        (
+            v["metadata"]["labels"]["kernel.example.com/version"].clone(),
+            condition,
+        )
+    };
+    assert_eq!(
+        label_and_status(&exec_plugin(&exec, &node_json)),
+        label_and_status(&native_out),
+        "the exec plugin answers as the native setter does"
+    );
 
     c.bench_function("wasm/kernel-check", |b| {
         b.iter(|| {
@@ -75,6 +155,10 @@ fn benches(c: &mut Criterion) {
                 .expect("the native setter succeeds");
             black_box(out)
         })
+    });
+
+    c.bench_function("exec/kernel-check", |b| {
+        b.iter(|| black_box(exec_plugin(&exec, black_box(&node_json))))
     });
 
     let set = PluginSet::new(vec![Arc::new(load(&runtime, path))]);

@@ -1,0 +1,178 @@
+//! The setters written in Python and JavaScript: what one `set` call costs,
+//! and how long a dropped one takes to become active.
+//!
+//! The guests are the real ones, built by `scripts/guests/python.sh` and
+//! `scripts/guests/js.sh` into `target/guest-plugins`: `cpu-features`
+//! (CPython through componentize-py) and `load-average` (SpiderMonkey
+//! through componentize-js), each granted `/proc`.
+//!
+//! - `guest/<name>/set`: one `Plugin::call_set` on the ~15 kB busy node: a
+//!   fresh store and WASI sandbox, instantiation of the interpreter, the
+//!   `set` call, the JSON back.
+//! - `activate/<name>/cached`: a file dropped into a plugin directory (write
+//!   to a dotfile, rename) until the plugin is active: `PluginDir::rescan`
+//!   reads the file, hashes it, takes the code from the precompile cache,
+//!   links it, calls `metadata` and swaps the new set in. The watcher's
+//!   200 ms debounce (`plugin_dir::DEBOUNCE`) comes on top, and is measured
+//!   once per run as `activate/<name>/watched`.
+//! - `activate/<name>/cold`, measured **once per run** and printed (a cold
+//!   compile takes seconds to tens of seconds, and criterion's ten samples
+//!   would take minutes): the same with no cache, compiled as `nodestatus
+//!   run` compiles, in a child `nodestatus compile-component` process
+//!   (`RuntimeOptions.compiler`, see `runtime::compile`).
+//! - `activate/<name>/watched`, measured once per run and printed: the
+//!   whole path in production, from the rename to the watcher's `Loaded`
+//!   event, with the cache warm: the debounce plus the rescan.
+//!
+//! `NODESTATUS_BENCH_ONCE=0` skips the once-per-run measurements (to
+//! profile one benchmark).
+//!
+//! Run with `cargo bench -p nodestatus --benches`; the results are in
+//! docs/benchmarks.md.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use nodestatus::plugin_dir::{PluginDir, ReloadEvent, SettingsFn};
+use nodestatus::runtime::{
+    CallContext, CompileLimits, Compiler, PathGrant, Plugin, PluginSettings, Runtime,
+    RuntimeOptions,
+};
+use nodestatus_tests::{built, drop_plugin, guest, nodes};
+
+/// The guests: plugin name, and its config.
+const GUESTS: &[(&str, &str)] = &[
+    ("cpu-features", "{}"),
+    ("load-average", r#"{"maxLoadPerCpu": 1000}"#),
+];
+
+fn settings_fn(config: &'static str) -> SettingsFn {
+    let config: serde_json::Value = serde_json::from_str(config).expect("a JSON config");
+    Arc::new(move |_| PluginSettings {
+        paths: vec![PathGrant::same("/proc")],
+        config: config.clone(),
+        ..Default::default()
+    })
+}
+
+/// An engine that compiles as `nodestatus run` does: in a child process of
+/// the engine's binary, with the default limits; `cache` as given.
+fn production_runtime(cache: Option<PathBuf>) -> Runtime {
+    Runtime::with_options(RuntimeOptions {
+        cache_dir: cache,
+        compiler: Compiler::Process {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
+            limits: CompileLimits::default(),
+        },
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime")
+}
+
+/// Drops `src` into a fresh directory as `<name>.wasm`, then times
+/// `PluginDir::rescan` until the plugin is active.
+fn activate(runtime: &Runtime, name: &str, src: &Path, settings: &SettingsFn) -> Duration {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = PluginDir::new(tmp.path(), runtime.clone(), settings.clone());
+    drop_plugin(tmp.path(), &format!("{name}.wasm"), src);
+    let started = Instant::now();
+    dir.rescan();
+    let elapsed = started.elapsed();
+    let set = dir.current();
+    assert!(
+        set.plugins().iter().any(|p| p.name() == name),
+        "{name} is active after the rescan"
+    );
+    elapsed
+}
+
+/// Drops `src` into a watched directory and times the rename to the
+/// watcher's `Loaded` event.
+fn activate_watched(runtime: &Runtime, name: &str, src: &Path, settings: &SettingsFn) -> Duration {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = PluginDir::new(tmp.path(), runtime.clone(), settings.clone());
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    dir.on_event(move |e| {
+        if let ReloadEvent::Loaded { .. } = e {
+            let _ = tx.lock().expect("sender").send(Instant::now());
+        }
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = dir.watch(stop.clone()).expect("watching the directory");
+    // Let the watch settle before the file appears.
+    std::thread::sleep(Duration::from_millis(300));
+    let bytes = std::fs::read(src).expect("reading the guest");
+    let tmp_file = tmp.path().join(format!(".{name}.wasm.tmp"));
+    std::fs::write(&tmp_file, &bytes).expect("writing the guest");
+    let renamed = Instant::now();
+    std::fs::rename(&tmp_file, tmp.path().join(format!("{name}.wasm"))).expect("renaming");
+    let loaded = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the watcher loads the plugin");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.join().expect("the watcher thread");
+    loaded - renamed
+}
+
+fn benches(c: &mut Criterion) {
+    let node_json = serde_json::to_string(&nodes::busy_node()).expect("a Value serializes");
+    let cached = production_runtime(Some(PathBuf::from(built::TEST_CACHE_DIR)));
+    let cold = production_runtime(None);
+    let ctx = CallContext::default();
+
+    for &(name, config) in GUESTS {
+        let src = guest(name);
+        let settings = settings_fn(config);
+        // The first load warms the cache (a cold compile if it was not).
+        let plugin = Plugin::load_file(&cached, &src, &|n| settings(n))
+            .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+        plugin
+            .call_set(&cached, &node_json, ctx.clone())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        let mut group = c.benchmark_group(format!("guest/{name}"));
+        group.bench_function("set", |b| {
+            b.iter(|| {
+                let out = plugin
+                    .call_set(&cached, black_box(&node_json), ctx.clone())
+                    .expect("the guest's set succeeds");
+                black_box(out.json)
+            })
+        });
+        group.finish();
+
+        let mut group = c.benchmark_group(format!("activate/{name}"));
+        group.sample_size(10);
+        group.bench_function("cached", |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| activate(&cached, name, &src, &settings))
+                    .sum()
+            })
+        });
+        group.finish();
+
+        if std::env::var_os("NODESTATUS_BENCH_ONCE").is_some_and(|v| v == "0") {
+            continue;
+        }
+        let watched = activate_watched(&cached, name, &src, &settings);
+        println!(
+            "activate/{name}/watched (once): {:.1} ms from the rename to the watcher's Loaded event, cache warm",
+            watched.as_secs_f64() * 1e3
+        );
+        let cold_time = activate(&cold, name, &src, &settings);
+        println!(
+            "activate/{name}/cold (once): {:.2} s from the rename to active, compiled in a child process, no cache",
+            cold_time.as_secs_f64()
+        );
+    }
+}
+
+criterion_group!(guests, benches);
+criterion_main!(guests);
