@@ -405,8 +405,11 @@ async fn a_running_engine_puts_containerds_facts_on_its_node() {
         "containerd's facts never reached the node",
         async || {
             seen = crate::kube::server_node(node).await;
+            // Ready too: the node registers without it (the first pass keeps
+            // the node's Ready as it is), and the next pass writes it.
             seen.as_ref().is_some_and(|n| {
                 n["status"]["nodeInfo"]["containerRuntimeVersion"] == expected.as_str()
+                    && crate::kube::condition(n, "Ready").is_some()
                     && n["status"]["images"].as_array().is_some_and(|l| {
                         l.iter()
                             .any(|i| i["names"].as_array().unwrap().iter().any(|x| x == TINY))
