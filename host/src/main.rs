@@ -5,6 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use nodestatus::cli::{self, LogFormat};
+use nodestatus::runtime::compile;
+
+/// In the compile child, a failed allocation exits with a status the
+/// parent reads as out of memory.
+#[global_allocator]
+static ALLOCATOR: compile::ChildAllocator = compile::ChildAllocator;
 
 /// A Kubernetes node status engine whose setters are sandboxed WebAssembly components.
 #[derive(Parser)]
@@ -48,7 +54,6 @@ enum Command {
 fn main() -> ExitCode {
     // The engine compiles each plugin in a child of itself, bounded in time
     // and memory (nodestatus::runtime::compile); not a user command.
-    use nodestatus::runtime::compile;
     if std::env::args_os().nth(1).as_deref() == Some(compile::SUBCOMMAND.as_ref()) {
         return compile::child_main();
     }

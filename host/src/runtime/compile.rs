@@ -144,11 +144,9 @@ static IN_CHILD: AtomicBool = AtomicBool::new(false);
 /// [`EXIT_OUT_OF_MEMORY`], which the parent reads as
 /// [`Error::OutOfMemory`]. (Rust's default answer, an abort, cannot be told
 /// from a crash.) Anywhere else a failed allocation is left to Rust, as with
-/// the system allocator.
+/// the system allocator. The `nodestatus` binary installs it as its
+/// `#[global_allocator]` (a library does not choose its users' allocator).
 pub struct ChildAllocator;
-
-#[global_allocator]
-static ALLOCATOR: ChildAllocator = ChildAllocator;
 
 impl ChildAllocator {
     fn checked(ptr: *mut u8) -> *mut u8 {
