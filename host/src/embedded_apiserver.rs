@@ -582,7 +582,10 @@ impl EmbeddedApiserver {
     }
 }
 
-fn kill_with_parent(cmd: &mut Command) {
+/// Makes the process `cmd` starts die with the thread that starts it
+/// (`PR_SET_PDEATHSIG`): a child of a test, or of a cluster that is dropped
+/// without a clean stop, never outlives it.
+pub fn kill_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {

@@ -117,7 +117,7 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
 /// `nodestatus run` for `node` with the node's own identity on the shared
 /// apiserver, fast periods, no HTTP endpoint, the setters in `plugins`, its
 /// log in `dir`: the command to add flags or environment to and spawn, and
-/// the log's path.
+/// the log's path. The engine dies with the thread that spawns it.
 pub fn engine_command(
     dir: &Path,
     node: &str,
@@ -137,6 +137,9 @@ pub fn engine_command(
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
+    // A test that fails before it stops the engine must not leave it
+    // running (it would keep writing its node).
+    nodestatus::embedded_apiserver::kill_with_parent(&mut c);
     (c, log)
 }
 
@@ -278,7 +281,10 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
             .to_lowercase()
     );
     assert_eq!(labels["kubernetes.io/os"], "linux");
-    assert_eq!(labels["kubernetes.io/arch"], nodestatus::node::kubelet::go_arch());
+    assert_eq!(
+        labels["kubernetes.io/arch"],
+        nodestatus::node::kubelet::go_arch()
+    );
     assert_eq!(labels["beta.kubernetes.io/os"], "linux");
     assert_eq!(labels["example.com/pool"], "blue");
     assert!(labels["kernel.example.com/version"].is_string());
