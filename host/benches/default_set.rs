@@ -26,7 +26,7 @@
 //!   the parse of each changed output, diff, validation, field policy,
 //!   ownership and the final annotation.
 //!
-//! Run with `cargo bench -p nodestatus --benches`; the results are in
+//! Run with `cargo bench -p nodestatus --bench '*'`; the results are in
 //! docs/benchmarks.md.
 
 use std::hint::black_box;

@@ -27,7 +27,7 @@
 //! `NODESTATUS_BENCH_ONCE=0` skips the once-per-run measurements (to
 //! profile one benchmark).
 //!
-//! Run with `cargo bench -p nodestatus --benches`; the results are in
+//! Run with `cargo bench -p nodestatus --bench '*'`; the results are in
 //! docs/benchmarks.md.
 
 use std::hint::black_box;

@@ -17,9 +17,9 @@
 //! - `load/cold`: the same in an engine with no cache (compiled with
 //!   Cranelift in the calling thread).
 //!
-//! Run with `cargo bench -p nodestatus --benches` (every benchmark; `exec/kernel-check`
-//! needs the `exec_plugin` bench target that command builds); the results
-//! are in docs/benchmarks.md.
+//! Run with `cargo bench -p nodestatus --bench '*'` (every benchmark:
+//! `exec/kernel-check` needs the `exec_plugin` bench target that command
+//! builds); the results are in docs/benchmarks.md.
 
 use std::hint::black_box;
 use std::io::{Read, Write};
