@@ -7,7 +7,7 @@
 //! - `setter/<name>/native`: the same source compiled natively,
 //!   `nodestatus_sdk::run::<S>` on the same JSON, with the same config and the
 //!   host's own fact reader behind the SDK's fact functions;
-//! - `pass/default/wasm`: one `pipeline::run_pass` of all eleven, in the
+//! - `pass/default/wasm`: one `pipeline::pass` of all eleven, in the
 //!   kubelet's order, with the host's checks (output parse, diff, field
 //!   policy, ownership) and a fresh fact snapshot per pass, as the sync loop
 //!   runs it;
@@ -17,7 +17,7 @@
 //! - `pass/default/native`: the eleven native setters chained on the JSON.
 //! - `pass/default/host` and `pass/default/host-steady`: the host's own work
 //!   around the calls in a pass, measured as the pass minus the sum of its
-//!   eleven calls, both timed in the same iteration: one `run_pass`, then
+//!   eleven calls, both timed in the same iteration: one `pass`, then
 //!   the eleven `call_set`s alone on the very inputs that pass gave them
 //!   (each setter's output is the next one's input), with the pass's own
 //!   fact snapshot, which the pass has read by then. What is left is the
@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nodestatus::config::{Config, ConfigFile};
-use nodestatus::pipeline::{PluginSet, run_pass};
+use nodestatus::pipeline::{PluginSet, pass};
 use nodestatus::runtime::facts::{self, FactSource, Facts};
 use nodestatus::runtime::{CallContext, Plugin, Runtime};
 use nodestatus_sdk::host::{self, FsStats, IpAddress, NativeHost, NetworkInterface, SystemInfo};
@@ -161,7 +161,7 @@ fn default_config() -> Config {
 }
 
 /// The input each plugin of `plugins` gets in a pass over `node`: the
-/// node's JSON, then each setter's output in turn, as `run_pass` chains
+/// node's JSON, then each setter's output in turn, as `pass` chains
 /// them when every output is accepted.
 fn pass_inputs(
     runtime: &Runtime,
@@ -197,7 +197,7 @@ fn host_work(
     for _ in 0..iters {
         let ctx = pass_ctx();
         let started = Instant::now();
-        black_box(run_pass(runtime, set, black_box(node), &ctx));
+        black_box(pass(runtime, set, black_box(node), &ctx));
         let pass_time = started.elapsed();
         let started = Instant::now();
         for (p, input) in set.plugins().iter().zip(inputs) {
@@ -259,7 +259,7 @@ fn benches(c: &mut Criterion) {
         facts: Arc::new(Facts::new(FactSource::host())),
         ..CallContext::default()
     };
-    let (_, report) = run_pass(&runtime, &set, &node, &pass_ctx());
+    let (_, report) = pass(&runtime, &set, &node, &pass_ctx());
     if let Some((name, e)) = report.failures().next() {
         panic!("{name} failed in the pass: {e}");
     }
@@ -270,7 +270,7 @@ fn benches(c: &mut Criterion) {
     // The sync loop's usual pass: over the node the previous pass made, ten
     // seconds later, so each condition's heartbeat moves and nothing else
     // changes.
-    let (mut steady, _) = run_pass(&runtime, &set, &node, &pass_ctx());
+    let (mut steady, _) = pass(&runtime, &set, &node, &pass_ctx());
     for c in steady["status"]["conditions"]
         .as_array_mut()
         .expect("conditions")
@@ -279,10 +279,10 @@ fn benches(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("pass/default");
     group.bench_function("wasm", |b| {
-        b.iter(|| black_box(run_pass(&runtime, &set, black_box(&node), &pass_ctx())))
+        b.iter(|| black_box(pass(&runtime, &set, black_box(&node), &pass_ctx())))
     });
     group.bench_function("wasm-steady", |b| {
-        b.iter(|| black_box(run_pass(&runtime, &set, black_box(&steady), &pass_ctx())))
+        b.iter(|| black_box(pass(&runtime, &set, black_box(&steady), &pass_ctx())))
     });
     group.bench_function("native", |b| {
         b.iter(|| {

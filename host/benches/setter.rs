@@ -5,7 +5,7 @@
 //!   with the ~15 kB busy node as JSON, and the JSON coming back.
 //! - `native/kernel-check`: the same plugin source compiled natively,
 //!   `nodestatus_sdk::run::<KernelCheck>` on the same JSON.
-//! - `wasm/pass`: one `pipeline::run_pass` with just kernel-check, so the
+//! - `wasm/pass`: one `pipeline::pass` with just kernel-check, so the
 //!   host's parse of the output, diff, validation, policy check and ownership
 //!   record are included.
 //! - `exec/kernel-check`: the same check as an exec plugin, in
@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kernel_check::KernelCheck;
-use nodestatus::pipeline::{PluginSet, run_pass};
+use nodestatus::pipeline::{PluginSet, pass};
 use nodestatus::runtime::{CallContext, Plugin, PluginSettings, Runtime};
 use nodestatus_tests::{built, nodes};
 
@@ -162,12 +162,12 @@ fn benches(c: &mut Criterion) {
     });
 
     let set = PluginSet::new(vec![Arc::new(load(&runtime, path))]);
-    let (_, report) = run_pass(&runtime, &set, &node, &CallContext::default());
+    let (_, report) = pass(&runtime, &set, &node, &CallContext::default());
     if let Some((name, e)) = report.failures().next() {
         panic!("{name} failed in the pass: {e}");
     }
     c.bench_function("wasm/pass", |b| {
-        b.iter(|| black_box(run_pass(&runtime, &set, black_box(&node), &ctx)))
+        b.iter(|| black_box(pass(&runtime, &set, black_box(&node), &ctx)))
     });
 
     c.bench_function("load/cached", |b| {

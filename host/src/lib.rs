@@ -7,7 +7,7 @@
 //!
 //! ## The pipeline
 //!
-//! One pass ([`pipeline::run_pass`]):
+//! One pass ([`pipeline::pass`]):
 //!
 //! 1. **Node in.** The pass starts from the last known Node (or the initial
 //!    node at registration) and works on a copy.

@@ -158,7 +158,7 @@ impl PassReport {
 /// [`PassReport::builtins`]: the `kubernetes.io/os` and `kubernetes.io/arch`
 /// labels, forced when missing or wrong as the kubelet does after its
 /// setters. They own no fields: the host writes them on every pass.
-pub fn run_pass(
+pub fn pass(
     runtime: &Runtime,
     set: &PluginSet,
     node: &Value,

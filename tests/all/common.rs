@@ -47,7 +47,7 @@ pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
 /// One pass of every plugin in `dir` over `node`, which must succeed for
 /// every setter; returns the resulting node.
 pub fn pass_ok(dir: &PluginDir, node: &serde_json::Value) -> serde_json::Value {
-    let (out, report) = nodestatus::pipeline::run_pass(
+    let (out, report) = nodestatus::pipeline::pass(
         dir.runtime(),
         &dir.current(),
         node,

@@ -224,7 +224,7 @@ fn pass_with(
         ..CallContext::default()
     };
     let node = nodestatus::node::kubelet::initial_node("cri-node", "cri-node");
-    let (out, report) = nodestatus::pipeline::run_pass(dir.runtime(), &dir.current(), &node, &ctx);
+    let (out, report) = nodestatus::pipeline::pass(dir.runtime(), &dir.current(), &node, &ctx);
     for s in &report.setters {
         if s.plugin != "images" {
             assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);

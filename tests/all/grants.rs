@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nodestatus::pipeline::run_pass;
+use nodestatus::pipeline::pass;
 use nodestatus::plugin_dir::PluginDir;
 use nodestatus::runtime::{
     CallContext, CallErrorKind, LoadError, PathGrant, Plugin, PluginSettings, Ungranted, Withheld,
@@ -39,7 +39,7 @@ fn a_plugin_reads_only_what_was_granted() {
     assert!(probe.withheld().contains(&Withheld::Path("/etc".into())));
     assert!(probe.withheld().contains(&Withheld::Env("PATH".into())));
 
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &set,
         &nodes::small_node("n1"),
@@ -86,7 +86,7 @@ fn nothing_is_granted_by_default() {
     }));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    let (out, _) = run_pass(
+    let (out, _) = pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),
@@ -255,7 +255,7 @@ fn a_setter_run_without_its_grants_says_what_to_grant() {
     // fails as ungranted, with the grant and the setting to change, never an
     // errno; memory-pressure reports Unknown with the same advice.
     let (_tmp, dir) = proc_readers(Vec::new());
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),

@@ -85,7 +85,7 @@ fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
     drop_plugin(tmp.path(), &format!("{name}.wasm"), &guest(name));
     dir.rescan();
-    let (out, report) = nodestatus::pipeline::run_pass(
+    let (out, report) = nodestatus::pipeline::pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nodestatus::pipeline::run_pass;
+use nodestatus::pipeline::pass;
 use nodestatus::plugin_dir::ReloadEvent;
 use nodestatus::runtime::{
     CallContext, CallErrorKind, LoadError, MetadataError, PathGrant, Plugin, PluginSettings,
@@ -114,7 +114,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     assert_eq!(dir.current().plugins().len(), cases.len() + 1);
 
     let set = dir.current();
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &set,
         &nodes::small_node("n1"),
@@ -174,7 +174,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     assert_eq!(types, vec!["KernelSupported"]);
 
     // The runtime is not poisoned: a second pass behaves the same.
-    let (out2, report2) = run_pass(dir.runtime(), &set, &out, &CallContext::default());
+    let (out2, report2) = pass(dir.runtime(), &set, &out, &CallContext::default());
     assert_eq!(report2.failures().count(), cases.len());
     assert_eq!(out2["metadata"]["labels"], out["metadata"]["labels"]);
 }
@@ -203,7 +203,7 @@ fn run_alone(
     let (tmp, dir) = plugin_dir(settings(move |_| plugin_settings.clone()));
     drop_bytes(tmp.path(), &format!("{name}.wasm"), bytes);
     dir.rescan();
-    let (_, report) = run_pass(
+    let (_, report) = pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),

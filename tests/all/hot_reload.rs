@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nodestatus::pipeline::run_pass;
+use nodestatus::pipeline::pass;
 use nodestatus::plugin_dir::ReloadEvent;
 use nodestatus::runtime::{CallContext, PluginSettings};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
@@ -42,7 +42,7 @@ fn drop_replace_break_and_delete_a_plugin() {
     );
     eprintln!("dropped plugin active after {:?}", started.elapsed());
     let node = nodes::small_node("n1");
-    let (out, _) = run_pass(
+    let (out, _) = pass(
         dir.runtime(),
         &dir.current(),
         &node,
@@ -60,7 +60,7 @@ fn drop_replace_break_and_delete_a_plugin() {
         "probe 2 never loaded: {:?}",
         events.lock().unwrap()
     );
-    let (out, _) = run_pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
+    let (out, _) = pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
     assert_eq!(
         out["metadata"]["labels"]["probe.nodestatus.test/version"],
         "2"
@@ -94,7 +94,7 @@ fn drop_replace_break_and_delete_a_plugin() {
         wait_for(10, || version(&dir).is_none()),
         "probe never unloaded"
     );
-    let (out, report) = run_pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
+    let (out, report) = pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
     assert!(
         out["metadata"]["labels"]
             .get("probe.nodestatus.test/version")
@@ -122,7 +122,7 @@ fn ownership_survives_a_restart_of_the_engine() {
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    let (out, _) = run_pass(
+    let (out, _) = pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),
@@ -138,7 +138,7 @@ fn ownership_survives_a_restart_of_the_engine() {
     // A new engine, started without the plugin, cleans up from the annotation alone.
     let (_tmp2, dir2) = plugin_dir(settings(|_| PluginSettings::default()));
     dir2.rescan();
-    let (out2, report) = run_pass(
+    let (out2, report) = pass(
         dir2.runtime(),
         &dir2.current(),
         &out,
@@ -198,7 +198,7 @@ fn swaps_child() {
             let mut node = nodes::small_node("n1");
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let set = dir.current();
-                let (out, report) = run_pass(dir.runtime(), &set, &node, &CallContext::default());
+                let (out, report) = pass(dir.runtime(), &set, &node, &CallContext::default());
                 let label = &out["metadata"]["labels"]["probe.nodestatus.test/version"];
                 match report.setters.iter().find(|s| s.plugin == "probe") {
                     // Every pass used one whole version: what it reports and

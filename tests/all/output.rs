@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use nodestatus::node::patch;
-use nodestatus::pipeline::run_pass;
+use nodestatus::pipeline::pass;
 use nodestatus::policy::Allowance;
 use nodestatus::runtime::{CallContext, CallErrorKind, PluginSettings};
 use nodestatus::validate::{self, Origin};
@@ -191,7 +191,7 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
     assert_eq!(dir.current().plugins().len(), cases.len() + 1);
 
     let started = Instant::now();
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &dir.current(),
         &stored,
@@ -607,7 +607,7 @@ async fn a_flapping_setter_costs_one_patch_a_pass_and_no_more() {
     let mut server = stored;
     let (passes, mut patches, mut values) = (10, 0, Vec::new());
     for _ in 0..passes {
-        let (out, report) = run_pass(
+        let (out, report) = pass(
             dir.runtime(),
             &dir.current(),
             &current,
@@ -666,7 +666,7 @@ fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
         ),
     );
     dir.rescan();
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &dir.current(),
         &node,
@@ -717,7 +717,7 @@ fn the_host_stamps_condition_times_and_forces_os_and_arch_as_a_reported_step() {
     );
     dir.rescan();
     let before = condition_time(std::time::SystemTime::now());
-    let (out, report) = run_pass(
+    let (out, report) = pass(
         dir.runtime(),
         &dir.current(),
         &node,

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nodestatus::pipeline::run_pass;
+use nodestatus::pipeline::pass;
 use nodestatus::plugin_dir::{PluginDir, ReloadEvent};
 use nodestatus::runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
 use nodestatus::runtime::{
@@ -140,7 +140,7 @@ fn dir_on(
 
 /// One pass of every plugin in `dir` over a small node.
 fn one_pass(dir: &PluginDir) -> (Value, nodestatus::pipeline::PassReport) {
-    run_pass(
+    pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),
@@ -179,7 +179,7 @@ fn call_row(kind: &'static str, name: &str, behaviour: Behaviour, cap: usize, wa
         DEADLINE + MARGIN + Duration::from_secs(10),
         kind,
         move || {
-            run_pass(
+            pass(
                 d.runtime(),
                 &d.current(),
                 &nodes::small_node("n1"),

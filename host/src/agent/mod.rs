@@ -446,7 +446,7 @@ impl Agent {
         let loaded = set.plugins().len();
         let started = std::time::Instant::now();
         let (mut node, mut report) =
-            tokio::task::spawn_blocking(move || pipeline::run_pass(&runtime, &set, &input, &ctx))
+            tokio::task::spawn_blocking(move || pipeline::pass(&runtime, &set, &input, &ctx))
                 .await
                 .map_err(|e| Error::Pass(e.to_string()))?;
         self.metrics.observe_pass(&report, started.elapsed());

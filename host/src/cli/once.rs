@@ -147,7 +147,7 @@ pub fn evaluate(
 ) -> (Vec<ReloadEvent>, Value, PassReport) {
     let loads = dir.rescan();
     let set = dir.current();
-    let (out, report) = pipeline::run_pass(dir.runtime(), &set, node, ctx);
+    let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx);
     (loads, out, report)
 }
 
