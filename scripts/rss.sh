@@ -12,8 +12,8 @@
 # listener. NODESTATUS_BIN=path runs that binary instead of building one (a
 # copy of it, so that a rebuild cannot swap the compile child under it). After MINUTES, it hot-reloads RELOADS new builds: each time one of
 # the eleven files is replaced (write, rename) by itself plus a custom
-# section that makes it a new file (a new sha256, so a compile in the child
-# and a new cache entry), and it waits for the engine's "plugin reloaded" line
+# section, unique to the run, that makes it a new file (a new sha256, so a
+# compile in the child and a new cache entry), and it waits for the engine's "plugin reloaded" line
 # before the next. Then it samples once more after a minute. Prints one line a
 # sample: elapsed seconds, VmRSS and VmHWM in kB, and what happened.
 set -euo pipefail
@@ -74,11 +74,13 @@ done
 
 if [ "$reloads" -gt 0 ]; then
   names=("$work"/plugins/*.wasm)
+  # Unique to this run, so that no reload finds its build in the cache.
+  run_id="$(date +%s)-$$"
   reloaded() { grep -c "plugin reloaded" "$engine_log" || true; }
   for ((i = 1; i <= reloads; i++)); do
     file="${names[$(((i - 1) % ${#names[@]}))]}"
     before="$(reloaded)"
-    python3 - "$plugins/$(basename "$file")" "$work/plugins/.next.tmp" "$i" <<'EOF'
+    python3 - "$plugins/$(basename "$file")" "$work/plugins/.next.tmp" "$run_id-$i" <<'EOF'
 import sys
 src, dest, n = sys.argv[1], sys.argv[2], sys.argv[3]
 def leb(v):
