@@ -1537,13 +1537,19 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
         .await,
         "HighLoad stayed after its setter was replaced"
     );
-    let pass = t.agent.last_pass().await.unwrap();
+    // The removal alone takes HighLoad away (a pass with no setter): wait
+    // for a pass that ran the C setter.
+    let c_ran = || async {
+        t.agent.last_pass().await.is_some_and(|p| {
+            p.setters
+                .iter()
+                .any(|s| s.plugin == "memory-features" && s.outcome.is_ok())
+        })
+    };
     assert!(
-        pass.setters
-            .iter()
-            .any(|s| s.plugin == "memory-features" && s.outcome.is_ok()),
+        until(60, c_ran).await,
         "{:?}",
-        pass.setters
+        t.agent.last_pass().await.map(|p| p.setters)
     );
 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
