@@ -511,6 +511,10 @@ async fn a_built_in_write_the_apiserver_would_refuse_is_discarded_not_patched() 
         .find(|b| b.plugin == nodestatus::pipeline::ALLOCATABLE)
         .unwrap();
     let err = step.outcome.as_ref().unwrap_err();
-    assert_eq!(err.kind, nodestatus::runtime::CallErrorKind::Invalid, "{err}");
+    assert_eq!(
+        err.kind,
+        nodestatus::runtime::CallErrorKind::Invalid,
+        "{err}"
+    );
     assert!(err.to_string().contains("example.com/fpga"), "{err}");
 }

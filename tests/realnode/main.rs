@@ -40,7 +40,7 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node as KNode, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus::embedded_apiserver::{Extras, EmbeddedApiserver, NodeParts, node_token};
+use nodestatus::embedded_apiserver::{EmbeddedApiserver, Extras, NodeParts, node_token};
 use serde_json::{Value, json};
 
 use audit::{TEST_AGENT, Writer};
