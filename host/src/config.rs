@@ -1292,9 +1292,11 @@ fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<C
 
 fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
     let f = |field: &str| format!("plugins.{name}.{field}");
-    let mut s = PluginSettings::default();
-    s.enabled = p.enabled.unwrap_or(true);
-    s.order = p.order;
+    let mut s = PluginSettings {
+        enabled: p.enabled.unwrap_or(true),
+        order: p.order,
+        ..PluginSettings::default()
+    };
     if let Some(t) = p.timeout {
         if t.0 < Duration::from_millis(10) || t.0 > Duration::from_secs(60) {
             return Err(invalid(

@@ -48,7 +48,7 @@ enum Command {
     New(cli::new::Args),
     /// Inspect plugins.
     #[command(subcommand)]
-    Plugin(cli::plugin::Command),
+    Plugin(Box<cli::plugin::Command>),
 }
 
 fn main() -> ExitCode {

@@ -154,6 +154,9 @@ struct FileState {
 /// Settings for each plugin name, from the operator's config.
 pub type SettingsFn = Arc<dyn Fn(&str) -> PluginSettings + Send + Sync>;
 
+/// A function told of every reload event ([`PluginDir::on_event`]).
+type Listener = Box<dyn Fn(&ReloadEvent) + Send + Sync>;
+
 /// A watched plugin directory and the plugin set loaded from it.
 pub struct PluginDir {
     dir: PathBuf,
@@ -162,7 +165,7 @@ pub struct PluginDir {
     files: Mutex<BTreeMap<PathBuf, FileState>>,
     rescan_lock: Mutex<()>,
     current: ArcSwap<PluginSet>,
-    listeners: Mutex<Vec<Box<dyn Fn(&ReloadEvent) + Send + Sync>>>,
+    listeners: Mutex<Vec<Listener>>,
 }
 
 /// Whether a directory entry's name is a plugin file.

@@ -155,9 +155,13 @@ impl Quantity {
             format: self.format,
         }
     }
+}
 
-    /// `self + other`.
-    pub fn add(self, other: Quantity) -> Quantity {
+impl std::ops::Add for Quantity {
+    type Output = Quantity;
+
+    /// `self + other`, in `self`'s format.
+    fn add(self, other: Quantity) -> Quantity {
         Self {
             millis: self.millis + other.millis,
             format: self.format,

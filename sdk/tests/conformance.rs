@@ -81,7 +81,7 @@ fn quantity_arithmetic_follows_the_vectors() {
     let q = |case: &Value, key: &str| Quantity::parse(str_of(case, key)).unwrap();
     check_cases("quantity.json", "arithmetic", |case| {
         let (a, b) = (q(case, "a"), q(case, "b"));
-        let got = (a.add(b).to_string(), a.saturating_sub(b).to_string());
+        let got = ((a + b).to_string(), a.saturating_sub(b).to_string());
         let want = (str_of(case, "add"), str_of(case, "saturating_sub"));
         ((got.0.as_str(), got.1.as_str()) != want).then(|| format!("{case}: got {got:?}"))
     });

@@ -16,7 +16,7 @@ pub enum Command {
         file: Option<PathBuf>,
         /// The flags, as `run` would put them over the file.
         #[command(flatten)]
-        flags: ConfigFile,
+        flags: Box<ConfigFile>,
     },
     /// Print the embedded default config: the grants and settings of the
     /// bundled setters, used when no --config is given.
@@ -33,7 +33,10 @@ impl Command {
             }
             Command::Check { file, flags } => (file, flags),
         };
-        let layers = Layers { file, flags };
+        let layers = Layers {
+            file,
+            flags: *flags,
+        };
         let written = layers.written()?;
         let config = layers.load()?;
         for w in config.warnings() {
