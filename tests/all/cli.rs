@@ -450,10 +450,25 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Neither --plugin-dir nor --plugin: clap says which to give.
-    let out = nodestatus().arg("once").output().unwrap();
+    // Neither --plugin-dir nor --plugin, and the config's pluginDir does
+    // not exist: the error says which flags to give.
+    let config = dir.path().join("missing-dir.yaml");
+    std::fs::write(
+        &config,
+        format!("pluginDir: {}\n", dir.path().join("missing").display()),
+    )
+    .unwrap();
+    let out = nodestatus()
+        .args(["once", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--plugin-dir"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a directory: give --plugin-dir DIR or --plugin FILE"),
+        "{stderr}"
+    );
 }
 
 #[test]
