@@ -388,7 +388,7 @@ impl Agent {
     /// Problems that make the node not ready: the node's own shutdown, and
     /// plugins whose failure affects readiness that failed
     /// [`FAILURES_BEFORE_NOT_READY`] passes in a row.
-    pub fn node_problems(&self) -> Vec<NodeProblem> {
+    fn node_problems(&self) -> Vec<NodeProblem> {
         let mut p = Vec::new();
         if self.shutting_down.load(Ordering::SeqCst) {
             p.push(NodeProblem::ShuttingDown);
@@ -416,9 +416,8 @@ impl Agent {
         for s in &report.setters {
             match (&s.outcome, s.affects_readiness) {
                 (Err(e), true) => {
-                    let entry = f.entry(s.plugin.clone()).or_insert((0, e.clone()));
-                    entry.0 += 1;
-                    entry.1 = e.clone();
+                    let count = f.get(&s.plugin).map_or(0, |(n, _)| *n);
+                    f.insert(s.plugin.clone(), (count + 1, e.clone()));
                 }
                 _ => {
                     f.remove(&s.plugin);
