@@ -595,6 +595,64 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
     });
 }
 
+/// A guest blocked in the kernel, not in its own code nor in a WASI wait: a
+/// read of a FIFO with no writer, inside a granted directory. Epochs cannot
+/// stop it and no tokio timer runs on its thread, so the call's deadline is
+/// kept by the thread that waits for it; the call fails as a timeout, the
+/// others in the pass go on, and so does the next pass.
+#[test]
+fn a_read_that_never_completes_ends_at_the_deadline() {
+    let granted = tempfile::tempdir().unwrap();
+    let fifo = granted.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (g, config) = (granted.path().to_owned(), json!({"read": [fifo]}));
+    let (tmp, dir) = plugin_dir(settings(move |name| match name {
+        "probe" => PluginSettings {
+            paths: vec![PathGrant::same(g.clone())],
+            config: config.clone(),
+            timeout: DEADLINE,
+            ..Default::default()
+        },
+        _ => PluginSettings::default(),
+    }));
+    drop_plugin(
+        tmp.path(),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    dir.rescan();
+    for round in 0..2 {
+        let started = Instant::now();
+        let d = dir.clone();
+        let (out, report) = within(DEADLINE + MARGIN, "a FIFO read", move || one_pass(&d));
+        let elapsed = started.elapsed();
+        let e = report
+            .setters
+            .iter()
+            .find(|s| s.plugin == "probe")
+            .expect("probe ran")
+            .outcome
+            .clone()
+            .expect_err("a read with no writer cannot succeed");
+        assert_eq!(e.kind, CallErrorKind::Timeout, "pass {round}: {e}");
+        assert!(e.message.contains("blocked"), "{e}");
+        good_plugin_kept(&out, &report);
+        assert!(elapsed < DEADLINE + MARGIN, "pass {round}: {elapsed:?}");
+    }
+    // Open the write end and close it: the abandoned reads see end of file,
+    // and their threads end.
+    for _ in 0..2 {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    }
+}
+
 #[test]
 fn a_planted_cache_entry_is_not_executed() {
     use std::os::unix::fs::PermissionsExt;
