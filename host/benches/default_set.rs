@@ -254,9 +254,11 @@ fn benches(c: &mut Criterion) {
     }
 
     let set = PluginSet::new(plugins);
-    // A fresh fact snapshot per pass, as the sync loop takes one.
+    // A fresh fact snapshot per pass from one source, as the sync loop takes
+    // one (the source keeps the filtered /proc's directory between passes).
+    let source = FactSource::host();
     let pass_ctx = || CallContext {
-        facts: Arc::new(Facts::new(FactSource::host())),
+        facts: Arc::new(Facts::new(source.clone())),
         ..CallContext::default()
     };
     let (_, report) = pass(&runtime, &set, &node, &pass_ctx());

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::proc_view::Snapshot;
+use super::proc_view::{Pool, Snapshot};
 use std::ffi::{CStr, CString};
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
@@ -83,6 +83,8 @@ pub struct FsStats {
 #[derive(Debug, Clone)]
 pub struct FactSource {
     root: PathBuf,
+    /// The filtered `/proc` views' directories, reused from pass to pass.
+    proc_views: Arc<Pool>,
     override_system: Option<SystemInfo>,
     override_interfaces: Option<Vec<NetworkInterface>>,
 }
@@ -98,6 +100,7 @@ impl FactSource {
     pub fn host() -> Self {
         Self {
             root: PathBuf::from("/"),
+            proc_views: Arc::default(),
             override_system: None,
             override_interfaces: None,
         }
@@ -107,6 +110,7 @@ impl FactSource {
     pub fn fixed(system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
         Self {
             root: PathBuf::from("/"),
+            proc_views: Arc::default(),
             override_system: Some(system),
             override_interfaces: Some(interfaces),
         }
@@ -135,13 +139,14 @@ impl Facts {
     }
 
     /// The filtered view of the procfs root `from` for this pass, taken on
-    /// first use and shared by the pass's setters (removed with the facts).
+    /// first use and shared by the pass's setters (its directory goes back to
+    /// the source's pool with the facts).
     pub(crate) fn proc_view(&self, from: &Path) -> std::io::Result<Arc<Snapshot>> {
         let mut views = self.proc_views.lock().expect("proc views lock");
         if let Some(v) = views.get(from) {
             return Ok(v.clone());
         }
-        let v = Arc::new(Snapshot::take(from)?);
+        let v = Arc::new(self.source.proc_views.take(from)?);
         views.insert(from.to_owned(), v.clone());
         Ok(v)
     }

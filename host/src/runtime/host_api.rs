@@ -239,6 +239,9 @@ pub(crate) struct CallState {
     /// The host functions refused in this call for want of a grant.
     pub denied: Vec<Denied>,
     pub stderr: MemoryOutputPipe,
+    /// Whether a preopened directory may hold a file whose read never
+    /// returns.
+    may_block: bool,
     /// The filtered `/proc` views this call uses (the pass's, shared).
     _proc: Vec<Arc<proc_view::Snapshot>>,
 }
@@ -258,11 +261,18 @@ impl CallState {
     ) -> wasmtime::Result<Self> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
         let mut b = WasiCtx::builder();
-        b.allow_ip_name_lookup(false).stderr(stderr.clone());
+        // File operations run on the call's own thread, as system calls; a
+        // call that can reach a file whose read may never return runs on a
+        // thread of its own, under a deadline its caller keeps (see
+        // `call_thread`).
+        b.allow_ip_name_lookup(false)
+            .stderr(stderr.clone())
+            .allow_blocking_current_thread(true);
         for (k, v) in &grants.env {
             b.env(k, v);
         }
         let mut snapshots = Vec::new();
+        let mut may_block = false;
         for g in &grants.paths {
             // Absent now, perhaps present at the next call: see Plugin::load_bytes.
             if !path_exists(&g.from) {
@@ -270,8 +280,10 @@ impl CallState {
             }
             let ro = wasmtime_wasi::FsPerms::ReadOnly;
             let guest = g.path.to_string_lossy();
-            match proc_view::classify(&g.from) {
-                ProcGrant::Plain | ProcGrant::Allowed => {
+            let grant = proc_view::classify(&g.from);
+            may_block |= grant.may_block();
+            match grant {
+                ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
                     b.preopened_dir(&g.from, guest.as_ref(), ro)?;
                 }
                 ProcGrant::Root => {
@@ -303,8 +315,15 @@ impl CallState {
             events: Vec::new(),
             denied: Vec::new(),
             stderr,
+            may_block,
             _proc: snapshots,
         })
+    }
+
+    /// Whether the guest can reach a file whose read may never return (see
+    /// [`ProcGrant::may_block`]).
+    pub fn may_block(&self) -> bool {
+        self.may_block
     }
 
     /// Logs one line of guest text at `level`, within the plugin's budget.

@@ -16,16 +16,27 @@
 //!     call (a `monotonic-clock` subscription plus `pollable.block`, a
 //!     `poll` on a long timer, a read that never completes) would run past
 //!     it. The linker therefore holds WASI's async bindings and exports are
-//!     called with `call_async`: every blocking WASI call is a future, and
-//!     the whole call runs under a tokio timeout of the same deadline (plus
-//!     two ticks, so that the epoch reports a guest spinning in its own
-//!     code). When it fires, the future (and with it the guest's fiber and
-//!     store) is dropped, and the call fails with
+//!     called with `call_async`: every WASI wait (a sleep, a poll) is a
+//!     future, and the whole call runs under a tokio timeout of the same
+//!     deadline (plus two ticks, so that the epoch reports a guest spinning
+//!     in its own code). When it fires, the future (and with it the guest's
+//!     fiber and store) is dropped, and the call fails with
 //!     [`CallErrorKind::Timeout`]. The host's own functions
-//!     (`nodestatus:plugin/host`) never block. One limit: WASI runs a file
-//!     read on tokio's blocking pool, so a read that never completes (a
-//!     FIFO inside a granted directory with no writer) ends the call at the
-//!     deadline but leaves that pool thread waiting.
+//!     (`nodestatus:plugin/host`) never block.
+//!   - file operations run on the call's thread, as plain system calls
+//!     (a trip through tokio's blocking pool for each one made a `/proc`
+//!     reader 10 to 25 times slower). A thread blocked in the kernel (a FIFO
+//!     with no writer inside a granted directory, a hung network mount) is
+//!     beyond both limits above, so a call whose sandbox preopens a
+//!     directory where that can happen (any but a filtered `/proc` and the
+//!     kernel's tables below it: see [`proc_view::ProcGrant::may_block`])
+//!     runs on a call thread of its own (`runtime/call_thread.rs`), and its
+//!     caller waits at most the deadline (plus four ticks). Past it the call
+//!     fails with [`CallErrorKind::Timeout`], its thread is left to the
+//!     kernel, and the plugin is not called again until that call returns:
+//!     at most one blocked thread per plugin. The other calls run on the
+//!     caller's thread (a hand-off to a call thread costs 0.1 to 0.2 ms on
+//!     the benchmark machine).
 //! - **Memory.** One budget per call, the plugin's `memory_limit`, counts
 //!   every linear memory *and* every table element (at
 //!   [`TABLE_ELEMENT_BYTES`] each) of every core instance together, so extra
@@ -58,6 +69,7 @@
 //!   window (see [`GuestOutputLimits`]), not per call.
 
 mod cache;
+mod call_thread;
 pub mod compile;
 pub mod facts;
 mod host_api;

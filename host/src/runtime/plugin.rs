@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Store;
 use wasmtime::component::{Component, ComponentExportIndex};
 
+use super::call_thread::{self, Stuck};
 use super::host_api::{self, CallState, Denied, Grants, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
@@ -444,6 +445,8 @@ pub struct Plugin {
     pre: bindings::PluginPre<CallState>,
     set_index: ComponentExportIndex,
     withheld: Vec<Withheld>,
+    /// Set while a call abandoned at its deadline is still blocked.
+    stuck: Stuck,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -608,6 +611,7 @@ impl Plugin {
             pre,
             set_index,
             withheld,
+            stuck: Stuck::default(),
         })
     }
 
@@ -666,34 +670,45 @@ impl Plugin {
         ctx: CallContext,
     ) -> Result<SetOutput, CallError> {
         let started = Instant::now();
-        let mut store = self.new_store(runtime, ctx)?;
         let timeout = self.settings.timeout;
-        let result = super::blocking(|| {
-            wasmtime_wasi::runtime::in_tokio(async {
-                let call = async {
-                    let instance = self
-                        .pre
-                        .instance_pre()
-                        .instantiate_async(&mut store)
-                        .await
-                        .map_err(|e| classify(&store, e, "instantiate"))?;
-                    let set = instance
-                        .get_typed_func::<(&str,), (Result<String, String>,)>(
-                            &mut store,
-                            &self.set_index,
-                        )
-                        .map_err(|e| classify(&store, e, "instantiate"))?;
-                    let (result,) = set
-                        .call_async(&mut store, (node_json,))
-                        .await
-                        .map_err(|e| classify(&store, e, "set"))?;
-                    check_set_result(result)
-                };
-                with_deadline(&self.name, timeout, "set", call).await
+        if let Some(since) = self.stuck.since() {
+            return Err(CallError::new(
+                CallErrorKind::Timeout,
+                format!(
+                    "not called: its call abandoned {:?} ago is still blocked in the kernel; it is called again once that call returns",
+                    since.elapsed()
+                ),
+            ));
+        }
+        let store = self.new_store(runtime, ctx)?;
+        let call = SetCall {
+            pre: self.pre.clone(),
+            set_index: self.set_index,
+            name: self.name.clone(),
+            timeout,
+        };
+        let (store, result) = if store.data().may_block() {
+            let json = node_json.to_owned();
+            // Two ticks after with_deadline's own limit, so that a guest
+            // waiting in WASI is reported by that.
+            call_thread::run(timeout + 4 * EPOCH_TICK, &self.stuck, move || {
+                call.run(store, &json)
             })
-        });
+            .ok_or_else(|| {
+                CallError::new(
+                    CallErrorKind::Timeout,
+                    format!(
+                        "stopped at its deadline of {timeout:?}: `set` was blocked in the kernel (a file that never answers inside a granted directory, such as a FIFO with no writer or a hung mount) when the deadline passed; its thread is left to the kernel and the plugin is not called again until it returns; {}",
+                        timeout_advice(&self.name, timeout)
+                    ),
+                )
+            })?
+        } else {
+            call.run(store, node_json)
+        };
         log_stderr(&store);
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
+        let mut store = store;
         let events = std::mem::take(&mut store.data_mut().events);
         match result? {
             Ok(json) => Ok(SetOutput { json, events }),
@@ -760,6 +775,51 @@ impl Plugin {
             self.settings.memory_limit,
             self.settings.timeout,
         )
+    }
+}
+
+/// What one `set` call needs of its plugin, owned, so that it can run on a
+/// call thread.
+struct SetCall {
+    pre: bindings::PluginPre<CallState>,
+    set_index: ComponentExportIndex,
+    name: Arc<str>,
+    timeout: Duration,
+}
+
+impl SetCall {
+    /// Instantiates and calls `set` under the deadline; gives the store back
+    /// for its stderr and events.
+    fn run(
+        self,
+        mut store: Store<CallState>,
+        node_json: &str,
+    ) -> (Store<CallState>, Result<Result<String, String>, CallError>) {
+        let result = super::blocking(|| {
+            wasmtime_wasi::runtime::in_tokio(async {
+                let call = async {
+                    let instance = self
+                        .pre
+                        .instance_pre()
+                        .instantiate_async(&mut store)
+                        .await
+                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let set = instance
+                        .get_typed_func::<(&str,), (Result<String, String>,)>(
+                            &mut store,
+                            &self.set_index,
+                        )
+                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let (result,) = set
+                        .call_async(&mut store, (node_json,))
+                        .await
+                        .map_err(|e| classify(&store, e, "set"))?;
+                    check_set_result(result)
+                };
+                with_deadline(&self.name, self.timeout, "set", call).await
+            })
+        });
+        (store, result)
     }
 }
 
@@ -1042,7 +1102,7 @@ fn check_process_grants(grants: &Grants) -> Result<Vec<Withheld>, LoadError> {
                 });
             }
             ProcGrant::HoldsProc => withheld.push(Withheld::FilesUnderProc(g.path.clone())),
-            ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed => {}
+            ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed | ProcGrant::Driver => {}
         }
     }
     Ok(withheld)

@@ -11,9 +11,12 @@
 //!   (it lives in the pass's [`Facts`](super::facts::Facts); about 1 ms in a
 //!   debug build), and
 //! - the system-wide subdirectories ([`PROC_DIRS`]: `sys`, `pressure`,
-//!   `driver`, `net`) preopened read-only at their own guest paths
-//!   (`/proc/sys`, ...). WASI guests resolve a path through the longest
-//!   preopen that holds it, so `/proc/sys/kernel/pid_max` is read live.
+//!   `net`) preopened read-only at their own guest paths (`/proc/sys`,
+//!   ...). WASI guests resolve a path through the longest preopen that
+//!   holds it, so `/proc/sys/kernel/pid_max` is read live. These are the
+//!   kernel's own tables: a read of them never waits on a driver or a
+//!   device, so the call reads them on its own thread (see
+//!   [`ProcGrant::may_block`]).
 //!
 //! `/proc/self`, `/proc/thread-self`, `/proc/<pid>`, `/proc/*/environ`,
 //! `/proc/kcore`, `/proc/mounts` (a link into `self`) and everything else
@@ -22,9 +25,13 @@
 //! host network), which the node-address setter needs; it holds no process
 //! data.
 //!
-//! A grant of a procfs subdirectory is allowed only below one of
-//! [`PROC_DIRS`] (so `/proc/sys` or `/proc/pressure`, never `/proc/self` or
-//! `/proc/1`): any other is refused. A grant of a directory that holds a
+//! A grant of a procfs subdirectory is allowed only below `/proc/sys`,
+//! `/proc/pressure` or `/proc/driver` (never `/proc/self` or `/proc/1`): any
+//! other is refused. `/proc/driver` is not part of a `/proc` grant: its files
+//! are answered by drivers' code, which may wait on a device, so a plugin
+//! that reads them (the GPU reporter's `/proc/driver/nvidia`) is granted
+//! that directory on its own, and its calls run where a read that never
+//! returns cannot hold the pass. A grant of a directory that holds a
 //! procfs mount just below it (`/`, `/host`) would reach `/proc/self`
 //! through it, so it serves host facts only (`statvfs` inside it) and is not
 //! opened for reading; the plugin is told so in its withheld list. The
@@ -32,6 +39,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The top-level `/proc` files a filtered view copies.
 pub const PROC_FILES: &[&str] = &[
@@ -49,8 +57,9 @@ pub const PROC_FILES: &[&str] = &[
     "zoneinfo",
 ];
 
-/// The `/proc` subdirectories a filtered view serves live.
-pub const PROC_DIRS: &[&str] = &["sys", "pressure", "driver", "net"];
+/// The `/proc` subdirectories a filtered view serves live: the kernel's own
+/// tables.
+pub const PROC_DIRS: &[&str] = &["sys", "pressure", "net"];
 
 /// Largest copy of one `/proc` file in a snapshot (`cpuinfo` on a big
 /// machine is a few hundred KiB).
@@ -63,8 +72,11 @@ pub enum ProcGrant {
     Plain,
     /// The root of a procfs mount: serve the filtered view.
     Root,
-    /// A procfs directory below one of [`PROC_DIRS`]: preopen as is.
+    /// A procfs directory below `/proc/sys` or `/proc/pressure`: preopen as
+    /// is.
     Allowed,
+    /// A procfs directory below `/proc/driver`: preopen as is.
+    Driver,
     /// Holds a procfs mount just below it: host facts only, no preopen.
     HoldsProc,
     /// Refused, with the reason.
@@ -88,6 +100,21 @@ fn is_proc_root(path: &Path) -> bool {
         && path.join("meminfo").is_file()
 }
 
+impl ProcGrant {
+    /// Whether a read inside what it preopens may wait on something other
+    /// than the kernel's own tables (a device, a driver, a FIFO, a network
+    /// mount), and so may never return.
+    pub fn may_block(&self) -> bool {
+        match self {
+            Self::Plain | Self::Driver => true,
+            // A snapshot the host wrote, and the kernel's tables.
+            Self::Root | Self::Allowed => false,
+            // Nothing preopened.
+            Self::HoldsProc | Self::Refused(_) => false,
+        }
+    }
+}
+
 /// Classifies the host directory `from` of a grant.
 pub fn classify(from: &Path) -> ProcGrant {
     if !is_procfs(from) {
@@ -107,59 +134,148 @@ pub fn classify(from: &Path) -> ProcGrant {
         .and_then(|r| real.strip_prefix(r).ok())
         .and_then(|rest| rest.components().next())
         .map(|c| c.as_os_str().to_string_lossy().into_owned());
-    match first {
-        Some(first) if PROC_DIRS.contains(&first.as_str()) && first != "net" => ProcGrant::Allowed,
+    match first.as_deref() {
+        Some("sys" | "pressure") => ProcGrant::Allowed,
+        Some("driver") => ProcGrant::Driver,
         _ => ProcGrant::Refused(format!(
-            "{} (resolved to {}) is not one of the system-wide /proc directories {PROC_DIRS:?}: process directories are never granted",
+            "{} (resolved to {}) is not below one of the system-wide /proc directories sys, pressure or driver: process directories are never granted",
             from.display(),
             real.display()
         )),
     }
 }
 
-/// A snapshot directory of one call's filtered `/proc`, removed on drop.
-#[derive(Debug)]
-pub(crate) struct Snapshot {
-    dir: PathBuf,
+/// The snapshot directories of one fact source (one node's passes), kept
+/// from pass to pass: a pass refreshes a directory in place, writing only the
+/// files whose text changed, instead of creating a directory and a dozen
+/// files and removing them again (which cost more than the rest of the host's
+/// work in a pass). Each directory serves one pass at a time. The directories
+/// are removed when the pool is dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    idle: Mutex<Vec<Dir>>,
 }
 
-impl Snapshot {
-    /// Copies [`PROC_FILES`] from the procfs root `from` into a fresh
-    /// owner-only directory, with an empty directory for each of
+/// Idle directories kept per pool (one per procfs root in use, and one for a
+/// pass that overlaps another).
+const MAX_IDLE: usize = 4;
+
+/// One snapshot directory, with what its files hold now.
+#[derive(Debug)]
+struct Dir {
+    /// The procfs root it copies.
+    from: PathBuf,
+    path: PathBuf,
+    /// Per entry of [`PROC_FILES`]: the file, open for writing, and its text.
+    files: Vec<Option<(std::fs::File, Vec<u8>)>>,
+}
+
+impl Dir {
+    /// A fresh owner-only directory, with an empty directory for each of
     /// [`PROC_DIRS`] so that listing `/proc` shows them.
-    pub fn take(from: &Path) -> io::Result<Self> {
-        use std::io::Read;
+    fn create(from: &Path) -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        let dir = std::env::temp_dir().join(format!(
+        let path = std::env::temp_dir().join(format!(
             "nodestatus-proc-{}-{:016x}",
             std::process::id(),
             rand::random::<u64>()
         ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let snap = Self { dir };
-        for name in PROC_FILES {
-            let Ok(f) = std::fs::File::open(from.join(name)) else {
-                continue;
-            };
-            let mut text = Vec::new();
-            f.take(MAX_PROC_FILE).read_to_end(&mut text)?;
-            std::fs::write(snap.dir.join(name), text)?;
-        }
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let dir = Self {
+            from: from.to_owned(),
+            path,
+            files: PROC_FILES.iter().map(|_| None).collect(),
+        };
         for d in PROC_DIRS {
-            std::fs::create_dir(snap.dir.join(d))?;
+            std::fs::create_dir(dir.path.join(d))?;
         }
-        Ok(snap)
+        Ok(dir)
     }
 
+    /// Copies [`PROC_FILES`] from the procfs root, writing only what changed.
+    fn refresh(&mut self) -> io::Result<()> {
+        use std::io::Read;
+        use std::os::unix::fs::FileExt;
+        let mut text = Vec::new();
+        for (name, slot) in PROC_FILES.iter().zip(&mut self.files) {
+            text.clear();
+            let read = std::fs::File::open(self.from.join(name))
+                .and_then(|f| f.take(MAX_PROC_FILE).read_to_end(&mut text));
+            let to = self.path.join(name);
+            match (read, slot.as_mut()) {
+                (Err(_), None) => {}
+                (Err(_), Some(_)) => {
+                    // Gone from the host: gone from the view.
+                    *slot = None;
+                    std::fs::remove_file(&to)?;
+                }
+                (Ok(_), Some((_, old))) if *old == text => {}
+                (Ok(_), Some((file, old))) => {
+                    file.write_all_at(&text, 0)?;
+                    file.set_len(text.len() as u64)?;
+                    old.clone_from(&text);
+                }
+                (Ok(_), None) => {
+                    let file = std::fs::File::create(&to)?;
+                    file.write_all_at(&text, 0)?;
+                    *slot = Some((file, text.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+impl Pool {
+    /// A snapshot of the procfs root `from`, taken now, in a directory of
+    /// the pool.
+    pub fn take(self: &Arc<Self>, from: &Path) -> io::Result<Snapshot> {
+        let reused = {
+            let mut idle = self.idle.lock().expect("proc view pool lock");
+            idle.iter()
+                .position(|d| d.from == from)
+                .map(|i| idle.swap_remove(i))
+        };
+        let mut dir = match reused {
+            Some(dir) => dir,
+            None => Dir::create(from)?,
+        };
+        dir.refresh()?;
+        Ok(Snapshot {
+            dir: Some(dir),
+            pool: self.clone(),
+        })
+    }
+}
+
+/// One pass's filtered `/proc`: a directory of the pool, given back when the
+/// pass's facts are dropped.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    dir: Option<Dir>,
+    pool: Arc<Pool>,
+}
+
+impl Snapshot {
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.dir.as_ref().expect("held until drop").path
     }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let Some(dir) = self.dir.take() else { return };
+        let mut idle = self.pool.idle.lock().expect("proc view pool lock");
+        if idle.len() < MAX_IDLE {
+            idle.push(dir);
+        }
     }
 }
 
@@ -172,6 +288,11 @@ mod tests {
         assert_eq!(classify(Path::new("/proc")), ProcGrant::Root);
         assert_eq!(classify(Path::new("/proc/sys/kernel")), ProcGrant::Allowed);
         assert_eq!(classify(Path::new("/proc/pressure")), ProcGrant::Allowed);
+        assert_eq!(classify(Path::new("/proc/driver")), ProcGrant::Driver);
+        assert!(matches!(
+            classify(Path::new("/proc/net")),
+            ProcGrant::Refused(_)
+        ));
         assert!(matches!(
             classify(Path::new("/proc/self")),
             ProcGrant::Refused(_)
@@ -189,16 +310,89 @@ mod tests {
     }
 
     #[test]
+    fn only_the_kernels_tables_and_the_snapshot_cannot_block() {
+        for g in ["/proc", "/proc/sys", "/proc/pressure"] {
+            assert!(!classify(Path::new(g)).may_block(), "{g}");
+        }
+        for g in ["/proc/driver", "/tmp", "/sys"] {
+            assert!(classify(Path::new(g)).may_block(), "{g}");
+        }
+    }
+
+    #[test]
     fn a_snapshot_has_the_system_files_and_no_process() {
-        let s = Snapshot::take(Path::new("/proc")).unwrap();
+        let pool = Arc::new(Pool::default());
+        let s = pool.take(Path::new("/proc")).unwrap();
         assert!(
             std::fs::read_to_string(s.path().join("meminfo"))
                 .unwrap()
                 .contains("MemTotal")
         );
         assert!(!s.path().join("self").exists());
+        assert!(s.path().join("sys").is_dir());
         let dir = s.path().to_owned();
         drop(s);
-        assert!(!dir.exists());
+        assert!(dir.exists(), "kept for the next pass");
+        drop(pool);
+        assert!(!dir.exists(), "removed with the pool");
+    }
+
+    /// A fake procfs root: a directory with `meminfo`.
+    fn fake_root(meminfo: &str) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("meminfo"), meminfo).unwrap();
+        root
+    }
+
+    #[test]
+    fn the_next_pass_sees_the_files_as_they_are_then() {
+        let root = fake_root("MemTotal: 2000 kB\nMemAvailable: 1500 kB\n");
+        let pool = Arc::new(Pool::default());
+        let first = pool.take(root.path()).unwrap();
+        let dir = first.path().to_owned();
+        drop(first);
+        // Shorter, longer, unchanged, gone and back.
+        for text in [
+            "MemTotal: 2000 kB\n",
+            "MemTotal: 2000 kB\nMemAvailable: 100 kB\nMore: 1\n",
+        ] {
+            std::fs::write(root.path().join("meminfo"), text).unwrap();
+            for _ in 0..2 {
+                let s = pool.take(root.path()).unwrap();
+                assert_eq!(s.path(), dir, "the directory is reused");
+                assert_eq!(
+                    std::fs::read_to_string(s.path().join("meminfo")).unwrap(),
+                    text
+                );
+            }
+        }
+        std::fs::remove_file(root.path().join("meminfo")).unwrap();
+        let s = pool.take(root.path()).unwrap();
+        assert!(!s.path().join("meminfo").exists());
+        drop(s);
+        std::fs::write(root.path().join("meminfo"), "back\n").unwrap();
+        let s = pool.take(root.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(s.path().join("meminfo")).unwrap(),
+            "back\n"
+        );
+    }
+
+    #[test]
+    fn passes_that_overlap_have_a_directory_each() {
+        let a_root = fake_root("a\n");
+        let pool = Arc::new(Pool::default());
+        let a = pool.take(a_root.path()).unwrap();
+        std::fs::write(a_root.path().join("meminfo"), "b\n").unwrap();
+        let b = pool.take(a_root.path()).unwrap();
+        assert_ne!(a.path(), b.path());
+        assert_eq!(
+            std::fs::read_to_string(a.path().join("meminfo")).unwrap(),
+            "a\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(b.path().join("meminfo")).unwrap(),
+            "b\n"
+        );
     }
 }
