@@ -46,6 +46,16 @@ pub enum Behaviour {
         /// The other.
         b: u8,
     },
+    /// Counts its calls in its own memory and returns its input with the
+    /// byte at offset `at` set to the count as a digit (`'1'` for the
+    /// first call of an instance); traps at call `trap_at`. Shows whether an
+    /// instance served more than one call.
+    Count {
+        /// Offset of the byte in the input node's JSON.
+        at: u32,
+        /// The call that traps (0: none).
+        trap_at: u8,
+    },
     /// Returns its input unchanged.
     Echo,
     /// Blocks in a host call: subscribes to a monotonic-clock timer of one
@@ -106,6 +116,8 @@ const RET: u32 = 3072;
 const CALL_RET: u32 = 3328;
 const REASON: u32 = 3200;
 const STR: u32 = 256;
+/// [`Behaviour::Count`]'s counter.
+const COUNTER: u32 = 3584;
 const PAYLOAD: u32 = 4096;
 /// Where `HugeOutput` writes, past anything `realloc` hands out for a small
 /// node.
@@ -195,6 +207,13 @@ pub fn component_with_metadata(
              (i32.const {RET})",
             r4 = RET + 4,
             r8 = RET + 8,
+        ),
+        Behaviour::Count { at, trap_at } => format!(
+            "(i32.store8 (i32.const {COUNTER}) (i32.add (i32.load8_u (i32.const {COUNTER})) (i32.const 1)))
+             (if (i32.eq (i32.load8_u (i32.const {COUNTER})) (i32.const {trap_at})) (then unreachable))
+             (i32.store8 (i32.add (local.get 0) (i32.const {at}))
+               (i32.add (i32.const 48) (i32.load8_u (i32.const {COUNTER}))))
+             {echo}"
         ),
         Behaviour::Return(_) | Behaviour::Fail(_) | Behaviour::ReturnBytes(_) => {
             let disc = u32::from(matches!(set, Behaviour::Fail(_)));

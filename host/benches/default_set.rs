@@ -39,7 +39,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use nodestatus::config::{Config, ConfigFile};
 use nodestatus::pipeline::{PluginSet, pass};
 use nodestatus::runtime::facts::{self, FactSource, Facts};
-use nodestatus::runtime::{CallContext, Plugin, Runtime};
+use nodestatus::runtime::{CallContext, Plugin, PluginSettings, Runtime};
 use nodestatus_sdk::host::{self, FsStats, IpAddress, NativeHost, NetworkInterface, SystemInfo};
 use nodestatus_tests::{built, nodes};
 
@@ -222,10 +222,16 @@ fn benches(c: &mut Criterion) {
     // One fact snapshot for the per-setter calls, as natively (one pass's).
     let ctx = CallContext::default();
 
-    let mut plugins = Vec::new();
+    let (mut plugins, mut reused) = (Vec::new(), Vec::new());
     for &(name, file, native) in DEFAULT_SET {
         let settings = config.plugin_settings(name);
         let plugin = Plugin::load_file(&runtime, Path::new(file), &|_| settings.clone())
+            .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+        let reuse = PluginSettings {
+            reuse_instance: true,
+            ..settings.clone()
+        };
+        let warm = Plugin::load_file(&runtime, Path::new(file), &|_| reuse.clone())
             .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
         let native_config = settings.config.to_string();
 
@@ -245,15 +251,25 @@ fn benches(c: &mut Criterion) {
                 black_box(out.json)
             })
         });
+        group.bench_function("wasm-reuse", |b| {
+            b.iter(|| {
+                let out = warm
+                    .call_set(&runtime, black_box(&node_json), ctx.clone())
+                    .expect("the wasm setter succeeds");
+                black_box(out.json)
+            })
+        });
         group.bench_function("native", |b| {
             host::set_native_config(&native_config);
             b.iter(|| black_box(native(black_box(&node_json)).expect("the native setter succeeds")))
         });
         group.finish();
         plugins.push(Arc::new(plugin));
+        reused.push(Arc::new(warm));
     }
 
     let set = PluginSet::new(plugins);
+    let reused = PluginSet::new(reused);
     // A fresh fact snapshot per pass from one source, as the sync loop takes
     // one (the source keeps the filtered /proc's directory between passes).
     let source = FactSource::host();
@@ -285,6 +301,9 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("wasm-steady", |b| {
         b.iter(|| black_box(pass(&runtime, &set, black_box(&steady), &pass_ctx())))
+    });
+    group.bench_function("wasm-reuse", |b| {
+        b.iter(|| black_box(pass(&runtime, &reused, black_box(&node), &pass_ctx())))
     });
     group.bench_function("native", |b| {
         b.iter(|| {

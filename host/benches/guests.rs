@@ -135,16 +135,23 @@ fn benches(c: &mut Criterion) {
         plugin
             .call_set(&cached, &node_json, ctx.clone())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let warm = Plugin::load_file(&cached, &src, &|n| PluginSettings {
+            reuse_instance: true,
+            ..settings(n)
+        })
+        .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
 
         let mut group = c.benchmark_group(format!("guest/{name}"));
-        group.bench_function("set", |b| {
-            b.iter(|| {
-                let out = plugin
-                    .call_set(&cached, black_box(&node_json), ctx.clone())
-                    .expect("the guest's set succeeds");
-                black_box(out.json)
-            })
-        });
+        for (id, plugin) in [("set", &plugin), ("set-reuse", &warm)] {
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    let out = plugin
+                        .call_set(&cached, black_box(&node_json), ctx.clone())
+                        .expect("the guest's set succeeds");
+                    black_box(out.json)
+                })
+            });
+        }
         group.finish();
 
         let mut group = c.benchmark_group(format!("activate/{name}"));

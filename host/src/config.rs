@@ -342,6 +342,9 @@ pub struct PluginFile {
     /// Grants the container runtime's facts (`host.container-runtime`).
     #[serde(default)]
     pub container_runtime: bool,
+    /// Keeps one instance from call to call instead of a fresh one per call.
+    #[serde(default)]
+    pub reuse_instance: bool,
     /// `load-without` (default) or `refuse`.
     pub on_ungranted: Option<Ungranted>,
 }
@@ -1319,6 +1322,7 @@ fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginSettings> {
     }
     s.affects_readiness = p.affects_readiness;
     s.container_runtime = p.container_runtime;
+    s.reuse_instance = p.reuse_instance;
     for (i, entry) in p.paths.iter().enumerate() {
         let abs = |field: &str, path: &str| {
             crate::runtime::facts::normalize_abs(path).ok_or_else(|| {

@@ -79,6 +79,45 @@ fn javascript_load_average_sets_high_load_from_proc_loadavg() {
     }
 }
 
+/// With `reuseInstance`, one Python or JavaScript instance (the interpreter
+/// already running) serves pass after pass, with the same answers as fresh
+/// instances.
+#[test]
+fn python_and_javascript_guests_serve_pass_after_pass_in_one_instance() {
+    for (name, config) in [
+        ("cpu-features", json!({})),
+        ("load-average", json!({"maxLoadPerCpu": 1000})),
+    ] {
+        let answers: Vec<_> = [false, true]
+            .into_iter()
+            .map(|reuse| {
+                let config = config.clone();
+                let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+                    paths: vec![PathGrant::same("/proc")],
+                    config: config.clone(),
+                    reuse_instance: reuse,
+                    ..Default::default()
+                }));
+                drop_plugin(tmp.path(), &format!("{name}.wasm"), &guest(name));
+                dir.rescan();
+                let passes: Vec<_> = (0..3)
+                    .map(|_| {
+                        let node = pass_ok(&dir, &nodes::small_node("n1"));
+                        let high = condition_of(&node, "HighLoad").map(|c| c["status"].clone());
+                        (node["metadata"]["labels"].clone(), high)
+                    })
+                    .collect();
+                assert!(
+                    passes.windows(2).all(|w| w[0] == w[1]),
+                    "{name}: {passes:?}"
+                );
+                passes[0].clone()
+            })
+            .collect();
+        assert_eq!(answers[0], answers[1], "{name}: fresh against reused");
+    }
+}
+
 /// One pass of the guest plugin `name` alone, granted nothing: the node it
 /// left and the error it must have failed with.
 fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::CallError) {

@@ -665,6 +665,79 @@ fn a_read_that_never_completes_ends_at_the_deadline() {
     );
 }
 
+/// With `reuseInstance`, one instance serves call after call: its memory
+/// carries over (the count goes on), and an instance whose call failed is
+/// not called again (the count starts over). Without it, every call gets a
+/// fresh instance.
+#[test]
+fn a_reused_instance_serves_call_after_call_until_a_call_fails() {
+    let mut node = nodes::small_node("n1");
+    node["metadata"]["labels"]["example.com/count"] = json!("0");
+    let key = "\"example.com/count\":\"";
+    let at = serde_json::to_string(&node).unwrap().find(key).unwrap() + key.len();
+    let counts = |reuse: bool, passes: usize| {
+        let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+            reuse_instance: reuse,
+            ..Default::default()
+        }));
+        let count = Behaviour::Count {
+            at: at as u32,
+            trap_at: 3,
+        };
+        drop_bytes(
+            tmp.path(),
+            "count.wasm",
+            &hostile::component("count", &count),
+        );
+        dir.rescan();
+        (0..passes)
+            .map(|_| {
+                let (out, report) = pass(
+                    dir.runtime(),
+                    &dir.current(),
+                    &node,
+                    &CallContext::default(),
+                );
+                match &report.setters[0].outcome {
+                    Ok(_) => out["metadata"]["labels"]["example.com/count"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                    Err(e) => e.kind.as_str().to_owned(),
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(false, 3), ["1", "1", "1"]);
+    assert_eq!(counts(true, 5), ["1", "2", "trap", "1", "2"]);
+}
+
+/// A reused instance keeps its preopened directories, and reads what they
+/// hold at each call.
+#[test]
+fn a_reused_instance_reads_the_files_of_each_pass() {
+    let granted = tempfile::tempdir().unwrap();
+    let file = granted.path().join("f");
+    let (g, config) = (granted.path().to_owned(), json!({"read": [file]}));
+    let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+        paths: vec![PathGrant::same(g.clone())],
+        config: config.clone(),
+        reuse_instance: true,
+        ..Default::default()
+    }));
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    dir.rescan();
+    for text in ["12345", "1234567", "1"] {
+        std::fs::write(&file, text).unwrap();
+        let (out, report) = one_pass(&dir);
+        assert!(report.setters[0].outcome.is_ok(), "{:?}", report.setters);
+        assert_eq!(
+            out["metadata"]["annotations"]["probe.nodestatus.test/read-0"],
+            format!("ok:{}", text.len())
+        );
+    }
+}
+
 #[test]
 fn a_planted_cache_entry_is_not_executed() {
     use std::os::unix::fs::PermissionsExt;

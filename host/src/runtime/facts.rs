@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use super::proc_view::{Pool, Snapshot};
+use super::proc_view::{self, Pool, ProcGrant, Snapshot};
 use std::ffi::{CStr, CString};
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
@@ -125,6 +125,8 @@ pub struct Facts {
     interfaces: OnceLock<Vec<NetworkInterface>>,
     /// The filtered `/proc` views of this pass, by host procfs root.
     proc_views: Mutex<HashMap<PathBuf, Arc<Snapshot>>>,
+    /// What each granted host directory is in this pass (`None`: absent).
+    grants: Mutex<HashMap<PathBuf, Option<ProcGrant>>>,
 }
 
 impl Facts {
@@ -135,7 +137,21 @@ impl Facts {
             system: OnceLock::new(),
             interfaces: OnceLock::new(),
             proc_views: Mutex::new(HashMap::new()),
+            grants: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// What the granted host directory `from` is in this pass, as far as
+    /// procfs goes ([`proc_view::classify`]); `None` when it does not exist.
+    /// Looked at once per pass, and shared by the pass's calls.
+    pub(crate) fn grant(&self, from: &Path) -> Option<ProcGrant> {
+        let mut grants = self.grants.lock().expect("grants lock");
+        if let Some(g) = grants.get(from) {
+            return g.clone();
+        }
+        let g = super::host_api::path_exists(from).then(|| proc_view::classify(from));
+        grants.insert(from.to_owned(), g.clone());
+        g
     }
 
     /// The filtered view of the procfs root `from` for this pass, taken on

@@ -2,7 +2,7 @@
 //! call's [`wasmtime::Store`] carries.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -224,7 +224,55 @@ pub(crate) fn quote(text: &str) -> String {
     format!("{text:?}")
 }
 
-/// The data inside one call's store.
+/// The directories one call's sandbox preopens, worked out from the grants
+/// and the pass's facts.
+#[derive(Debug, Default)]
+pub(crate) struct Preopens {
+    /// (host directory, guest path), read-only.
+    dirs: Vec<(PathBuf, String)>,
+    /// Whether one of them may hold a file whose read never returns (see
+    /// [`ProcGrant::may_block`]).
+    may_block: bool,
+    /// The pass's filtered `/proc` views they include.
+    snapshots: Vec<Arc<proc_view::Snapshot>>,
+}
+
+impl Preopens {
+    /// What `grants` preopen in the pass of `ctx`: each granted directory
+    /// that exists at its own guest path, a procfs root as its filtered view.
+    pub fn plan(grants: &Grants, ctx: &CallContext) -> std::io::Result<Self> {
+        let mut plan = Self::default();
+        for g in &grants.paths {
+            // Absent now, perhaps present at the next pass: see
+            // Plugin::load_bytes.
+            let Some(grant) = ctx.facts.grant(&g.from) else {
+                continue;
+            };
+            plan.may_block |= grant.may_block();
+            let guest = |p: &Path| p.to_string_lossy().into_owned();
+            match grant {
+                ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
+                    plan.dirs.push((g.from.clone(), guest(&g.path)));
+                }
+                ProcGrant::Root => {
+                    let snap = ctx.facts.proc_view(&g.from)?;
+                    plan.dirs.push((snap.path().to_owned(), guest(&g.path)));
+                    for d in snap.live() {
+                        plan.dirs.push((g.from.join(d), guest(&g.path.join(d))));
+                    }
+                    plan.snapshots.push(snap);
+                }
+                // Host facts only (see proc_view); or refused at load, and
+                // skipped if it became refusable since (a mount appeared).
+                ProcGrant::HoldsProc | ProcGrant::Refused(_) => {}
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// The data inside one call's store (or, for a plugin that reuses its
+/// instance, inside one store's calls).
 pub(crate) struct CallState {
     pub plugin: Arc<str>,
     pub wasi: WasiCtx,
@@ -239,22 +287,22 @@ pub(crate) struct CallState {
     /// The host functions refused in this call for want of a grant.
     pub denied: Vec<Denied>,
     pub stderr: MemoryOutputPipe,
-    /// Whether a preopened directory may hold a file whose read never
-    /// returns.
-    may_block: bool,
-    /// The filtered `/proc` views this call uses (the pass's, shared).
-    _proc: Vec<Arc<proc_view::Snapshot>>,
+    /// How much of `stderr` was logged already.
+    pub stderr_logged: usize,
+    /// What the sandbox preopened.
+    preopens: Preopens,
 }
 
 impl CallState {
-    /// A sandbox with exactly `grants`: read-only preopens at the same path
-    /// (a procfs root as its filtered view), the granted environment, no
-    /// network, no stdin, stdout discarded and stderr captured (bounded) for
-    /// the host's log.
+    /// A sandbox with exactly `grants`: read-only preopens as `preopens`
+    /// plans them (a procfs root as its filtered view), the granted
+    /// environment, no network, no stdin, stdout discarded and stderr
+    /// captured (bounded) for the host's log.
     pub fn new(
         plugin: Arc<str>,
         grants: Arc<Grants>,
         ctx: CallContext,
+        preopens: Preopens,
         memory_limit: usize,
         timeout: Duration,
         output: GuestOutputLimits,
@@ -271,37 +319,8 @@ impl CallState {
         for (k, v) in &grants.env {
             b.env(k, v);
         }
-        let mut snapshots = Vec::new();
-        let mut may_block = false;
-        for g in &grants.paths {
-            // Absent now, perhaps present at the next call: see Plugin::load_bytes.
-            if !path_exists(&g.from) {
-                continue;
-            }
-            let ro = wasmtime_wasi::FsPerms::ReadOnly;
-            let guest = g.path.to_string_lossy();
-            let grant = proc_view::classify(&g.from);
-            may_block |= grant.may_block();
-            match grant {
-                ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
-                    b.preopened_dir(&g.from, guest.as_ref(), ro)?;
-                }
-                ProcGrant::Root => {
-                    let snap = ctx.facts.proc_view(&g.from)?;
-                    b.preopened_dir(snap.path(), guest.as_ref(), ro)?;
-                    for d in proc_view::PROC_DIRS {
-                        let host = g.from.join(d);
-                        if host.is_dir() {
-                            let at = g.path.join(d);
-                            b.preopened_dir(&host, at.to_string_lossy().as_ref(), ro)?;
-                        }
-                    }
-                    snapshots.push(snap);
-                }
-                // Host facts only (see proc_view); or refused at load, and
-                // skipped if it became refusable since (a mount appeared).
-                ProcGrant::HoldsProc | ProcGrant::Refused(_) => {}
-            }
+        for (host, guest) in &preopens.dirs {
+            b.preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)?;
         }
         Ok(Self {
             plugin,
@@ -315,15 +334,37 @@ impl CallState {
             events: Vec::new(),
             denied: Vec::new(),
             stderr,
-            may_block,
-            _proc: snapshots,
+            stderr_logged: 0,
+            preopens,
         })
+    }
+
+    /// Whether a store whose last call succeeded can serve a call whose
+    /// sandbox is `preopens`: it holds those very directories open (the
+    /// filtered `/proc`'s directory is reused from pass to pass).
+    pub fn serves(&self, preopens: &Preopens) -> bool {
+        preopens.dirs == self.preopens.dirs
+    }
+
+    /// Readies the store for a call in the pass of `ctx` (see
+    /// [`Self::serves`]).
+    pub fn renew(&mut self, ctx: CallContext, preopens: Preopens) {
+        self.ctx = ctx;
+        self.preopens = preopens;
+        self.events.clear();
+        self.denied.clear();
+    }
+
+    /// Lets go of the pass (its facts and `/proc` view) between calls.
+    pub fn release(&mut self) {
+        self.ctx = CallContext::default();
+        self.preopens.snapshots.clear();
     }
 
     /// Whether the guest can reach a file whose read may never return (see
     /// [`ProcGrant::may_block`]).
     pub fn may_block(&self) -> bool {
-        self.may_block
+        self.preopens.may_block
     }
 
     /// Logs one line of guest text at `level`, within the plugin's budget.

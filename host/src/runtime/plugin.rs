@@ -2,15 +2,15 @@
 //! the grants the operator gave it, ready to be instantiated for each call.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Store;
-use wasmtime::component::{Component, ComponentExportIndex};
+use wasmtime::component::{Component, ComponentExportIndex, Instance};
 
 use super::call_thread::{self, Stuck};
-use super::host_api::{self, CallState, Denied, Grants, bindings};
+use super::host_api::{self, CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
 use super::{CallContext, Compiler, EPOCH_TICK, EmittedEvent, Runtime, facts};
@@ -64,6 +64,9 @@ pub struct PluginSettings {
     /// Whether it may read the container runtime's facts
     /// (`host.container-runtime`).
     pub container_runtime: bool,
+    /// Whether one instance serves call after call (see
+    /// [`Plugin::call_set`]), instead of a fresh one per call.
+    pub reuse_instance: bool,
 }
 
 impl Default for PluginSettings {
@@ -81,6 +84,7 @@ impl Default for PluginSettings {
             sha256: None,
             on_ungranted: Ungranted::LoadWithout,
             container_runtime: false,
+            reuse_instance: false,
         }
     }
 }
@@ -447,6 +451,8 @@ pub struct Plugin {
     withheld: Vec<Withheld>,
     /// Set while a call abandoned at its deadline is still blocked.
     stuck: Stuck,
+    /// The instance kept for the next call, when the plugin reuses it.
+    warm: Mutex<Option<Warm>>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -612,6 +618,7 @@ impl Plugin {
             set_index,
             withheld,
             stuck: Stuck::default(),
+            warm: Mutex::new(None),
         })
     }
 
@@ -680,19 +687,23 @@ impl Plugin {
                 ),
             ));
         }
-        let store = self.new_store(runtime, ctx)?;
+        let (store, instance) = self.store_for(runtime, ctx)?;
         let call = SetCall {
             pre: self.pre.clone(),
             set_index: self.set_index,
             name: self.name.clone(),
             timeout,
         };
-        let (store, result) = if store.data().may_block() {
+        let Ran {
+            mut store,
+            instance,
+            result,
+        } = if store.data().may_block() {
             let json = node_json.to_owned();
             // Two ticks after with_deadline's own limit, so that a guest
             // waiting in WASI is reported by that.
             call_thread::run(timeout + 4 * EPOCH_TICK, &self.stuck, move || {
-                call.run(store, &json)
+                call.run(store, instance, &json)
             })
             .ok_or_else(|| {
                 CallError::new(
@@ -704,16 +715,26 @@ impl Plugin {
                 )
             })?
         } else {
-            call.run(store, node_json)
+            call.run(store, instance, node_json)
         };
-        log_stderr(&store);
+        log_stderr(&mut store);
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
-        let mut store = store;
         let events = std::mem::take(&mut store.data_mut().events);
-        match result? {
+        let outcome = match result? {
             Ok(json) => Ok(SetOutput { json, events }),
             Err(message) => Err(self.setter_failed(&store.data().denied, message)),
+        };
+        // A store goes back only after a call that returned: a trap, a
+        // timeout or a refused result (the `?` above) drops it, and so does
+        // a guest that fills its stderr buffer.
+        if self.settings.reuse_instance
+            && let Some(instance) = instance
+            && store.data().stderr_logged < STDERR_CAPACITY / 2
+        {
+            store.data_mut().release();
+            *self.warm.lock().expect("warm instance lock") = Some(Warm { store, instance });
         }
+        outcome
     }
 
     /// The error of a setter that returned `Err(message)`: of kind
@@ -762,19 +783,36 @@ impl Plugin {
         )
     }
 
-    fn new_store(
+    /// A store for one call in the pass of `ctx`: the plugin's warm store
+    /// (and its instance) when it reuses its instance and the store can
+    /// serve this pass, else a fresh one.
+    fn store_for(
         &self,
         runtime: &Runtime,
         ctx: CallContext,
-    ) -> Result<Store<CallState>, CallError> {
-        new_store(
+    ) -> Result<(Store<CallState>, Option<Instance>), CallError> {
+        let preopens = Preopens::plan(&self.grants, &ctx).map_err(sandbox_error)?;
+        let warm = match self.settings.reuse_instance {
+            true => self.warm.lock().expect("warm instance lock").take(),
+            false => None,
+        };
+        if let Some(mut w) = warm
+            && w.store.data().serves(&preopens)
+        {
+            w.store.data_mut().renew(ctx, preopens);
+            arm_deadline(&mut w.store, self.settings.timeout);
+            return Ok((w.store, Some(w.instance)));
+        }
+        let store = new_store(
             runtime,
             self.name.clone(),
             self.grants.clone(),
             ctx,
+            preopens,
             self.settings.memory_limit,
             self.settings.timeout,
-        )
+        )?;
+        Ok((store, None))
     }
 }
 
@@ -788,22 +826,24 @@ struct SetCall {
 }
 
 impl SetCall {
-    /// Instantiates and calls `set` under the deadline; gives the store back
-    /// for its stderr and events.
-    fn run(
-        self,
-        mut store: Store<CallState>,
-        node_json: &str,
-    ) -> (Store<CallState>, Result<Result<String, String>, CallError>) {
+    /// Instantiates (unless `instance` is the store's warm one) and calls
+    /// `set` under the deadline; gives the store and the instance back, for
+    /// the store's stderr and events and for the next call.
+    fn run(self, mut store: Store<CallState>, instance: Option<Instance>, node_json: &str) -> Ran {
+        let mut used = instance;
         let result = super::blocking(|| {
             wasmtime_wasi::runtime::in_tokio(async {
                 let call = async {
-                    let instance = self
-                        .pre
-                        .instance_pre()
-                        .instantiate_async(&mut store)
-                        .await
-                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let instance = match instance {
+                        Some(i) => i,
+                        None => self
+                            .pre
+                            .instance_pre()
+                            .instantiate_async(&mut store)
+                            .await
+                            .map_err(|e| classify(&store, e, "instantiate"))?,
+                    };
+                    used = Some(instance);
                     let set = instance
                         .get_typed_func::<(&str,), (Result<String, String>,)>(
                             &mut store,
@@ -819,8 +859,27 @@ impl SetCall {
                 with_deadline(&self.name, self.timeout, "set", call).await
             })
         });
-        (store, result)
+        Ran {
+            store,
+            instance: used,
+            result,
+        }
     }
+}
+
+/// What a [`SetCall`] gives back.
+struct Ran {
+    store: Store<CallState>,
+    /// The instance it called, if it got one.
+    instance: Option<Instance>,
+    /// `set`'s answer, or why there was none.
+    result: Result<Result<String, String>, CallError>,
+}
+
+/// A plugin's instance kept for its next call, with its store.
+struct Warm {
+    store: Store<CallState>,
+    instance: Instance,
 }
 
 /// What to change when `plugin` runs past its `timeout`.
@@ -891,34 +950,46 @@ fn new_store(
     name: Arc<str>,
     grants: Arc<Grants>,
     ctx: CallContext,
+    preopens: Preopens,
     memory_limit: usize,
     timeout: Duration,
 ) -> Result<Store<CallState>, CallError> {
     let output = runtime.guest_output().clone();
-    let state = CallState::new(name, grants, ctx, memory_limit, timeout, output).map_err(|e| {
-        CallError::new(
-            CallErrorKind::Instantiate,
-            format!("cannot build the sandbox: {e:#}"),
-        )
-    })?;
+    let state = CallState::new(name, grants, ctx, preopens, memory_limit, timeout, output)
+        .map_err(sandbox_error)?;
     let mut store = Store::new(runtime.engine(), state);
     store.limiter(|s| &mut s.limits);
-    let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
-    // One more tick: the current epoch period has already partly run.
-    store.set_epoch_deadline(ticks + 1);
     store.epoch_deadline_trap();
+    arm_deadline(&mut store, timeout);
     Ok(store)
 }
 
-/// Guest stderr, line by line, through the plugin's log budget.
-fn log_stderr(store: &Store<CallState>) {
-    let state = store.data();
+/// The error of a sandbox that could not be built.
+fn sandbox_error(e: impl std::fmt::Display) -> CallError {
+    CallError::new(
+        CallErrorKind::Instantiate,
+        format!("cannot build the sandbox: {e:#}"),
+    )
+}
+
+/// Sets the store's CPU deadline `timeout` from now.
+fn arm_deadline(store: &mut Store<CallState>, timeout: Duration) {
+    let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
+    // One more tick: the current epoch period has already partly run.
+    store.set_epoch_deadline(ticks + 1);
+}
+
+/// Guest stderr not logged yet, line by line, through the plugin's log
+/// budget.
+fn log_stderr(store: &mut Store<CallState>) {
+    let state = store.data_mut();
     let err = state.stderr.contents();
-    if !err.is_empty() {
-        let text = String::from_utf8_lossy(&err);
+    if err.len() > state.stderr_logged {
+        let text = String::from_utf8_lossy(&err[state.stderr_logged..]);
         for line in text.lines() {
             state.guest_line(tracing::Level::DEBUG, line, true);
         }
+        state.stderr_logged = err.len();
     }
 }
 
@@ -1017,6 +1088,7 @@ fn call_metadata(
         name.clone(),
         Arc::new(Grants::default()),
         CallContext::default(),
+        Preopens::default(),
         settings.memory_limit,
         settings.timeout,
     )
@@ -1036,7 +1108,7 @@ fn call_metadata(
             with_deadline(&name, settings.timeout, "metadata", call).await
         })
     });
-    log_stderr(&store);
+    log_stderr(&mut store);
     result.map_err(LoadError::Metadata)
 }
 

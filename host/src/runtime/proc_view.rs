@@ -166,7 +166,10 @@ struct Dir {
     /// The procfs root it copies.
     from: PathBuf,
     path: PathBuf,
-    /// Per entry of [`PROC_FILES`]: the file, open for writing, and its text.
+    /// Per entry of [`PROC_FILES`]: the procfs file, kept open and read
+    /// again from its start each pass.
+    sources: Vec<Option<std::fs::File>>,
+    /// Per entry of [`PROC_FILES`]: the copy, open for writing, and its text.
     files: Vec<Option<(std::fs::File, Vec<u8>)>>,
 }
 
@@ -184,6 +187,7 @@ impl Dir {
         let dir = Self {
             from: from.to_owned(),
             path,
+            sources: PROC_FILES.iter().map(|_| None).collect(),
             files: PROC_FILES.iter().map(|_| None).collect(),
         };
         for d in PROC_DIRS {
@@ -194,13 +198,28 @@ impl Dir {
 
     /// Copies [`PROC_FILES`] from the procfs root, writing only what changed.
     fn refresh(&mut self) -> io::Result<()> {
-        use std::io::Read;
+        use std::io::{Read, Seek};
         use std::os::unix::fs::FileExt;
         let mut text = Vec::new();
-        for (name, slot) in PROC_FILES.iter().zip(&mut self.files) {
+        for ((name, source), slot) in PROC_FILES
+            .iter()
+            .zip(&mut self.sources)
+            .zip(&mut self.files)
+        {
             text.clear();
-            let read = std::fs::File::open(self.from.join(name))
-                .and_then(|f| f.take(MAX_PROC_FILE).read_to_end(&mut text));
+            if source.is_none() {
+                *source = std::fs::File::open(self.from.join(name)).ok();
+            }
+            let read = match source {
+                Some(f) => f
+                    .rewind()
+                    .and_then(|()| f.take(MAX_PROC_FILE).read_to_end(&mut text)),
+                None => Err(io::ErrorKind::NotFound.into()),
+            };
+            if read.is_err() {
+                // Opened again at the next pass.
+                *source = None;
+            }
             let to = self.path.join(name);
             match (read, slot.as_mut()) {
                 (Err(_), None) => {}
@@ -212,7 +231,9 @@ impl Dir {
                 (Ok(_), Some((_, old))) if *old == text => {}
                 (Ok(_), Some((file, old))) => {
                     file.write_all_at(&text, 0)?;
-                    file.set_len(text.len() as u64)?;
+                    if text.len() < old.len() {
+                        file.set_len(text.len() as u64)?;
+                    }
                     old.clone_from(&text);
                 }
                 (Ok(_), None) => {
@@ -247,8 +268,14 @@ impl Pool {
             None => Dir::create(from)?,
         };
         dir.refresh()?;
+        let live = PROC_DIRS
+            .iter()
+            .copied()
+            .filter(|d| from.join(d).is_dir())
+            .collect();
         Ok(Snapshot {
             dir: Some(dir),
+            live,
             pool: self.clone(),
         })
     }
@@ -259,6 +286,8 @@ impl Pool {
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     dir: Option<Dir>,
+    /// Those of [`PROC_DIRS`] that the procfs root holds.
+    live: Vec<&'static str>,
     pool: Arc<Pool>,
 }
 
@@ -266,6 +295,12 @@ impl Snapshot {
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir.as_ref().expect("held until drop").path
+    }
+
+    /// Those of [`PROC_DIRS`] that are served live, as they were when the
+    /// snapshot was taken.
+    pub fn live(&self) -> &[&'static str] {
+        &self.live
     }
 }
 
@@ -350,8 +385,9 @@ mod tests {
         let pool = Arc::new(Pool::default());
         let first = pool.take(root.path()).unwrap();
         let dir = first.path().to_owned();
+        assert!(!first.path().join("loadavg").exists());
         drop(first);
-        // Shorter, longer, unchanged, gone and back.
+        // Shorter, longer, unchanged; a file that appears.
         for text in [
             "MemTotal: 2000 kB\n",
             "MemTotal: 2000 kB\nMemAvailable: 100 kB\nMore: 1\n",
@@ -360,22 +396,14 @@ mod tests {
             for _ in 0..2 {
                 let s = pool.take(root.path()).unwrap();
                 assert_eq!(s.path(), dir, "the directory is reused");
-                assert_eq!(
-                    std::fs::read_to_string(s.path().join("meminfo")).unwrap(),
-                    text
-                );
+                let copy = std::fs::read_to_string(s.path().join("meminfo")).unwrap();
+                assert_eq!(copy, text);
             }
         }
-        std::fs::remove_file(root.path().join("meminfo")).unwrap();
+        std::fs::write(root.path().join("loadavg"), "0.01 0.02 0.03 1/2 3\n").unwrap();
         let s = pool.take(root.path()).unwrap();
-        assert!(!s.path().join("meminfo").exists());
-        drop(s);
-        std::fs::write(root.path().join("meminfo"), "back\n").unwrap();
-        let s = pool.take(root.path()).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(s.path().join("meminfo")).unwrap(),
-            "back\n"
-        );
+        let copy = std::fs::read_to_string(s.path().join("loadavg")).unwrap();
+        assert_eq!(copy, "0.01 0.02 0.03 1/2 3\n");
     }
 
     #[test]
