@@ -61,6 +61,12 @@
 //!   itself `gpu` (`gpu_x.wasm`, as cargo names it, may declare `gpu-x`), so
 //!   the operator's file name, not the plugin, decides which grants and
 //!   settings apply ([`LoadError::NameMismatch`] otherwise).
+//! - **Between calls.** Each call gets a fresh store and instance, unless
+//!   the operator set the plugin's `reuseInstance`: then the store and
+//!   instance of a call that returned serve the next call in the same
+//!   sandbox (the same preopened directories), with the next pass's facts
+//!   and a fresh deadline, and the memory cap counting what the instance
+//!   kept. Any failed call drops them.
 //! - **Grants.** Nothing is granted by default. A granted `/proc` is served as
 //!   a filtered view (see [`proc_view`]), and host facts such as `statvfs`
 //!   resolve paths beneath the grant, never following a symlink out of it.
