@@ -727,13 +727,25 @@ fn a_reused_instance_reads_the_files_of_each_pass() {
     }));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    for text in ["12345", "1234567", "1"] {
+    for (text, remake) in [
+        ("12345", false),
+        ("1234567", false),
+        ("1", false),
+        ("12", true),
+    ] {
+        if remake {
+            // The granted directory removed and made again: another
+            // directory at the same path.
+            std::fs::remove_dir_all(granted.path()).unwrap();
+            std::fs::create_dir(granted.path()).unwrap();
+        }
         std::fs::write(&file, text).unwrap();
         let (out, report) = one_pass(&dir);
         assert!(report.setters[0].outcome.is_ok(), "{:?}", report.setters);
         assert_eq!(
             out["metadata"]["annotations"]["probe.nodestatus.test/read-0"],
-            format!("ok:{}", text.len())
+            format!("ok:{}", text.len()),
+            "remade: {remake}"
         );
     }
 }

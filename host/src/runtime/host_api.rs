@@ -228,8 +228,9 @@ pub(crate) fn quote(text: &str) -> String {
 /// and the pass's facts.
 #[derive(Debug, Default)]
 pub(crate) struct Preopens {
-    /// (host directory, guest path), read-only.
-    dirs: Vec<(PathBuf, String)>,
+    /// (host directory, guest path, the directory's device and inode),
+    /// read-only.
+    dirs: Vec<(PathBuf, String, Option<(u64, u64)>)>,
     /// Whether one of them may hold a file whose read never returns (see
     /// [`ProcGrant::may_block`]).
     may_block: bool,
@@ -249,16 +250,23 @@ impl Preopens {
                 continue;
             };
             plan.may_block |= grant.may_block();
-            let guest = |p: &Path| p.to_string_lossy().into_owned();
+            let mut add = |host: PathBuf, guest: &Path| {
+                use std::os::unix::fs::MetadataExt;
+                // Which directory it is, not only where: a directory
+                // removed and made again is another one.
+                let id = std::fs::metadata(&host).ok().map(|m| (m.dev(), m.ino()));
+                plan.dirs
+                    .push((host, guest.to_string_lossy().into_owned(), id));
+            };
             match grant {
                 ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
-                    plan.dirs.push((g.from.clone(), guest(&g.path)));
+                    add(g.from.clone(), &g.path);
                 }
                 ProcGrant::Root => {
                     let snap = ctx.facts.proc_view(&g.from)?;
-                    plan.dirs.push((snap.path().to_owned(), guest(&g.path)));
+                    add(snap.path().to_owned(), &g.path);
                     for d in snap.live() {
-                        plan.dirs.push((g.from.join(d), guest(&g.path.join(d))));
+                        add(g.from.join(d), &g.path.join(d));
                     }
                     plan.snapshots.push(snap);
                 }
@@ -319,7 +327,7 @@ impl CallState {
         for (k, v) in &grants.env {
             b.env(k, v);
         }
-        for (host, guest) in &preopens.dirs {
+        for (host, guest, _) in &preopens.dirs {
             b.preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)?;
         }
         Ok(Self {
@@ -340,8 +348,9 @@ impl CallState {
     }
 
     /// Whether a store whose last call succeeded can serve a call whose
-    /// sandbox is `preopens`: it holds those very directories open (the
-    /// filtered `/proc`'s directory is reused from pass to pass).
+    /// sandbox is `preopens`: it holds those very directories open, at the
+    /// same guest paths (the filtered `/proc`'s directory is reused from
+    /// pass to pass).
     pub fn serves(&self, preopens: &Preopens) -> bool {
         preopens.dirs == self.preopens.dirs
     }
