@@ -51,13 +51,13 @@ def main() -> None:
     print("\n| figure | measured |\n|---|---|")
     print(f"| default pass, WASM / native | {ratio('pass/default/wasm', 'pass/default/native')} |")
     print(f"| steady pass, WASM / native | {ratio('pass/default/wasm-steady', 'pass/default/native')} |")
-    print(f"| default pass, reused instances, WASM / native | {ratio('pass/default/wasm-reuse', 'pass/default/native')} |")
+    print(f"| default pass, fresh instances, WASM / native | {ratio('pass/default/wasm-fresh', 'pass/default/native')} |")
     for h in ("pass/default/host", "pass/default/host-steady"):
         if h in m:
             print(f"| host work around the calls (`{h}`) | {fmt(m[h])} |")
     for s in DEFAULT_SET:
         print(f"| {s}, WASM / native | {ratio(f'setter/{s}/wasm', f'setter/{s}/native')} |")
-        print(f"| {s}, reused instance, WASM / native | {ratio(f'setter/{s}/wasm-reuse', f'setter/{s}/native')} |")
+        print(f"| {s}, fresh instance, WASM / native | {ratio(f'setter/{s}/wasm-fresh', f'setter/{s}/native')} |")
     print(f"| kernel-check, WASM / native | {ratio('wasm/kernel-check', 'native/kernel-check')} |")
     print(f"| kernel-check, exec plugin / WASM | {ratio('exec/kernel-check', 'wasm/kernel-check')} |")
     for g in ("cpu-features", "load-average"):

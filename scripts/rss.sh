@@ -9,7 +9,8 @@
 # when no KUBECONFIG is set, deploy/default-config.yaml) on a copy of the
 # default setters, with its own precompile cache (target/rss-cache: run it
 # twice, or once before, for the figures with a warm cache) and no HTTP
-# listener. NODESTATUS_BIN=path runs that binary instead of building one (a
+# listener; NODESTATUS_CONFIG=path runs another config (default
+# deploy/default-config.yaml). NODESTATUS_BIN=path runs that binary instead of building one (a
 # copy of it, so that a rebuild cannot swap the compile child under it). After MINUTES, it hot-reloads RELOADS new builds: each time one of
 # the eleven files is replaced (write, rename) by itself plus a custom
 # section, unique to the run, that makes it a new file (a new sha256, so a
@@ -56,7 +57,7 @@ sample() {
 
 log "uptime: $(uptime)"
 log "starting nodestatus run (log: $engine_log)"
-"$work/nodestatus" run --plugin-dir "$work/plugins" --config deploy/default-config.yaml \
+"$work/nodestatus" run --plugin-dir "$work/plugins" --config "${NODESTATUS_CONFIG:-deploy/default-config.yaml}" \
   --cache-dir "$PWD/target/rss-cache" --address "" >"$engine_log" 2>&1 &
 pid=$!
 until grep -q 'plugin loaded' "$engine_log" 2>/dev/null; do

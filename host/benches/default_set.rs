@@ -15,6 +15,9 @@
 //!   made, with every heartbeat old: the sync loop's usual pass, in which
 //!   the condition setters move their heartbeats and the rest change nothing;
 //! - `pass/default/native`: the eleven native setters chained on the JSON.
+//! - `setter/<name>/wasm-fresh` and `pass/default/wasm-fresh`: the same
+//!   plugins with `reuseInstance: false`, a fresh instance per call (the
+//!   shipped config reuses one per plugin).
 //! - `pass/default/host` and `pass/default/host-steady`: the host's own work
 //!   around the calls in a pass, measured as the pass minus the sum of its
 //!   eleven calls, both timed in the same iteration: one `pass`, then
@@ -222,16 +225,18 @@ fn benches(c: &mut Criterion) {
     // One fact snapshot for the per-setter calls, as natively (one pass's).
     let ctx = CallContext::default();
 
-    let (mut plugins, mut reused) = (Vec::new(), Vec::new());
+    let (mut plugins, mut fresh_set) = (Vec::new(), Vec::new());
     for &(name, file, native) in DEFAULT_SET {
         let settings = config.plugin_settings(name);
         let plugin = Plugin::load_file(&runtime, Path::new(file), &|_| settings.clone())
             .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
-        let reuse = PluginSettings {
-            reuse_instance: true,
+        // The same plugin with a fresh instance per call (the shipped config
+        // reuses one).
+        let fresh = PluginSettings {
+            reuse_instance: false,
             ..settings.clone()
         };
-        let warm = Plugin::load_file(&runtime, Path::new(file), &|_| reuse.clone())
+        let fresh = Plugin::load_file(&runtime, Path::new(file), &|_| fresh.clone())
             .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
         let native_config = settings.config.to_string();
 
@@ -251,9 +256,9 @@ fn benches(c: &mut Criterion) {
                 black_box(out.json)
             })
         });
-        group.bench_function("wasm-reuse", |b| {
+        group.bench_function("wasm-fresh", |b| {
             b.iter(|| {
-                let out = warm
+                let out = fresh
                     .call_set(&runtime, black_box(&node_json), ctx.clone())
                     .expect("the wasm setter succeeds");
                 black_box(out.json)
@@ -265,11 +270,11 @@ fn benches(c: &mut Criterion) {
         });
         group.finish();
         plugins.push(Arc::new(plugin));
-        reused.push(Arc::new(warm));
+        fresh_set.push(Arc::new(fresh));
     }
 
     let set = PluginSet::new(plugins);
-    let reused = PluginSet::new(reused);
+    let fresh_set = PluginSet::new(fresh_set);
     // A fresh fact snapshot per pass from one source, as the sync loop takes
     // one (the source keeps the filtered /proc's directory between passes).
     let source = FactSource::host();
@@ -302,8 +307,8 @@ fn benches(c: &mut Criterion) {
     group.bench_function("wasm-steady", |b| {
         b.iter(|| black_box(pass(&runtime, &set, black_box(&steady), &pass_ctx())))
     });
-    group.bench_function("wasm-reuse", |b| {
-        b.iter(|| black_box(pass(&runtime, &reused, black_box(&node), &pass_ctx())))
+    group.bench_function("wasm-fresh", |b| {
+        b.iter(|| black_box(pass(&runtime, &fresh_set, black_box(&node), &pass_ctx())))
     });
     group.bench_function("native", |b| {
         b.iter(|| {
