@@ -228,14 +228,22 @@ pub(crate) fn quote(text: &str) -> String {
 /// and the pass's facts.
 #[derive(Debug, Default)]
 pub(crate) struct Preopens {
-    /// (host directory, guest path, the directory's device and inode),
-    /// read-only.
-    dirs: Vec<(PathBuf, String, Option<(u64, u64)>)>,
+    /// Read-only.
+    dirs: Vec<Preopen>,
     /// Whether one of them may hold a file whose read never returns (see
     /// [`ProcGrant::may_block`]).
     may_block: bool,
     /// The pass's filtered `/proc` views they include.
     snapshots: Vec<Arc<proc_view::Snapshot>>,
+}
+
+/// One directory a sandbox preopens.
+#[derive(Debug, PartialEq, Eq)]
+struct Preopen {
+    host: PathBuf,
+    guest: String,
+    /// Which directory it is (device and inode), not only where.
+    id: Option<(u64, u64)>,
 }
 
 impl Preopens {
@@ -255,8 +263,8 @@ impl Preopens {
                 // Which directory it is, not only where: a directory
                 // removed and made again is another one.
                 let id = std::fs::metadata(&host).ok().map(|m| (m.dev(), m.ino()));
-                plan.dirs
-                    .push((host, guest.to_string_lossy().into_owned(), id));
+                let guest = guest.to_string_lossy().into_owned();
+                plan.dirs.push(Preopen { host, guest, id });
             };
             match grant {
                 ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
@@ -327,8 +335,8 @@ impl CallState {
         for (k, v) in &grants.env {
             b.env(k, v);
         }
-        for (host, guest, _) in &preopens.dirs {
-            b.preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)?;
+        for d in &preopens.dirs {
+            b.preopened_dir(&d.host, &d.guest, wasmtime_wasi::FsPerms::ReadOnly)?;
         }
         Ok(Self {
             plugin,
