@@ -4,9 +4,9 @@
 //! `allow_blocking_current_thread`): a read of a `/proc` file costs a system
 //! call, not a trip through tokio's blocking pool and back. Neither an epoch
 //! nor a tokio timer can stop a thread blocked in the kernel, though (a read
-//! of a FIFO with no writer, a hung network mount), so a call whose sandbox
-//! holds a preopened directory runs on a thread of its own, and its caller
-//! waits for it at most until the deadline. Past it the call is abandoned:
+//! of a FIFO with no writer, a hung network mount, a stuck driver), so a call
+//! whose sandbox holds a directory where that can happen runs on a thread of
+//! its own, and its caller waits for it at most until the deadline. Past it the call is abandoned:
 //! the caller reports a timeout and goes on, and the thread ends when the
 //! kernel lets it go.
 //!
@@ -55,6 +55,7 @@ enum Call {
 
 /// Runs `f` on a call thread and waits for it at most `limit`. `None` when
 /// the limit passed first: `stuck` then holds the time, until `f` returns.
+/// A panic in `f` goes on in the caller, as if `f` had run there.
 pub(crate) fn run<T: Send + 'static>(
     limit: Duration,
     stuck: &Stuck,
@@ -64,7 +65,7 @@ pub(crate) fn run<T: Send + 'static>(
     let call = Arc::new(Mutex::new(Call::Running));
     let (state, mark) = (call.clone(), stuck.clone());
     dispatch(Box::new(move || {
-        let value = f();
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         let mut state = state.lock().expect("call lock");
         if *state == Call::Abandoned {
             mark.set(None);
@@ -76,14 +77,18 @@ pub(crate) fn run<T: Send + 'static>(
         })
     }));
     let (got, rx) = super::blocking(move || (rx.recv_timeout(limit), rx));
+    let answer = |value: std::thread::Result<T>| match value {
+        Ok(value) => Some(value),
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     if let Ok(value) = got {
-        return Some(value);
+        return answer(value);
     }
     let mut state = call.lock().expect("call lock");
     if *state == Call::Returned {
         // It returned between the timeout and the lock: its value is on the way.
         drop(state);
-        return rx.recv().ok();
+        return rx.recv().ok().and_then(answer);
     }
     *state = Call::Abandoned;
     stuck.set(Some(Instant::now()));
@@ -140,6 +145,20 @@ mod tests {
         assert!(first.is_some() && second.is_some());
         assert_ne!(first, Some(std::thread::current().id()));
         assert!(stuck.since().is_none());
+    }
+
+    #[test]
+    fn a_panic_goes_on_in_the_caller_and_marks_nothing() {
+        let stuck = Stuck::default();
+        let caught = std::panic::catch_unwind(|| {
+            run(Duration::from_secs(5), &stuck, || -> u8 {
+                panic!("in the call")
+            })
+        });
+        let payload = caught.expect_err("the panic reaches the caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"in the call"));
+        assert!(stuck.since().is_none());
+        assert_eq!(run(Duration::from_secs(5), &stuck, || 7), Some(7));
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! - a snapshot directory holding copies of the system-wide files that
 //!   setters read ([`PROC_FILES`]: `meminfo`, `loadavg`, `stat`, `cpuinfo`,
 //!   ...), taken once per pass on first use and shared by the pass's setters
-//!   (it lives in the pass's [`Facts`](super::facts::Facts); about 1 ms in a
-//!   debug build), and
+//!   (it lives in the pass's [`Facts`](super::facts::Facts)). The directory
+//!   itself is kept from pass to pass by the fact source and refreshed in
+//!   place, writing only the files whose text changed (about 0.15 ms a pass
+//!   on the benchmark machine, most of it reading the twelve files), and
 //! - the system-wide subdirectories ([`PROC_DIRS`]: `sys`, `pressure`,
 //!   `net`) preopened read-only at their own guest paths (`/proc/sys`,
 //!   ...). WASI guests resolve a path through the longest preopen that
