@@ -667,9 +667,14 @@ impl Plugin {
     /// trap, timeout or memory overflow comes back as a [`CallError`].
     ///
     /// The whole call, instantiation included, runs under the plugin's
-    /// deadline, also while the guest is blocked in a host call (see the
-    /// module docs of [`crate::runtime`]). An output above
+    /// deadline, also while the guest is blocked in a host call or in the
+    /// kernel (see the module docs of [`crate::runtime`]). An output above
     /// [`MAX_OUTPUT_BYTES`] is refused before it is parsed.
+    ///
+    /// With [`PluginSettings::reuse_instance`], the store and instance of a
+    /// call that returned (`Ok` or the setter's own `Err`) are kept and serve
+    /// the next call whose sandbox holds the same directories, with that
+    /// call's facts and a fresh deadline; any other outcome drops them.
     pub fn call_set(
         &self,
         runtime: &Runtime,
