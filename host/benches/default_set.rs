@@ -248,22 +248,16 @@ fn benches(c: &mut Criterion) {
         native(&node_json).unwrap_or_else(|e| panic!("{name} (native): {e}"));
 
         let mut group = c.benchmark_group(format!("setter/{name}"));
-        group.bench_function("wasm", |b| {
-            b.iter(|| {
-                let out = plugin
-                    .call_set(&runtime, black_box(&node_json), ctx.clone())
-                    .expect("the wasm setter succeeds");
-                black_box(out.json)
-            })
-        });
-        group.bench_function("wasm-fresh", |b| {
-            b.iter(|| {
-                let out = fresh
-                    .call_set(&runtime, black_box(&node_json), ctx.clone())
-                    .expect("the wasm setter succeeds");
-                black_box(out.json)
-            })
-        });
+        for (id, p) in [("wasm", &plugin), ("wasm-fresh", &fresh)] {
+            group.bench_function(id, |b| {
+                b.iter(|| {
+                    let out = p
+                        .call_set(&runtime, black_box(&node_json), ctx.clone())
+                        .expect("the wasm setter succeeds");
+                    black_box(out.json)
+                })
+            });
+        }
         group.bench_function("native", |b| {
             host::set_native_config(&native_config);
             b.iter(|| black_box(native(black_box(&node_json)).expect("the native setter succeeds")))

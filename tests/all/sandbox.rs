@@ -138,6 +138,13 @@ fn dir_on(
     (tmp, dir)
 }
 
+/// Makes a FIFO (a named pipe) at `path`.
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
 /// One pass of every plugin in `dir` over a small node.
 fn one_pass(dir: &PluginDir) -> (Value, nodestatus::pipeline::PassReport) {
     pass(
@@ -535,9 +542,7 @@ fn two_files_for_one_name_are_settled_before_anything_is_logged_as_loaded() {
 fn a_fifo_or_a_huge_file_is_never_read_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("fifo.wasm");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let rt = runtime();
     let f = fifo.clone();
     let err = within(Duration::from_secs(10), "reading a FIFO", move || {
@@ -604,9 +609,7 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
 fn a_read_that_never_completes_ends_at_the_deadline() {
     let granted = tempfile::tempdir().unwrap();
     let fifo = granted.path().join("fifo");
-    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let (g, config) = (granted.path().to_owned(), json!({"read": [fifo]}));
     let (tmp, dir) = plugin_dir(settings(move |name| match name {
         "probe" => PluginSettings {
