@@ -11,10 +11,12 @@
 #       ~/.cache/nodestatus/real-node). Prints the cache directory.
 #   scripts/real-node.sh up DIR KUBECONFIG NODE
 #       Starts containerd (its root, state, socket and CNI config all under
-#       DIR) with the images imported, and the kubelet (root dir DIR/kubelet,
-#       a 2g tmpfs unless NODESTATUS_KUBELET_FS=host; NODESTATUS_KUBELET_FS_SIZE)
-#       as NODE with KUBECONFIG, and waits for the kubelet's healthz. A node
-#       left behind by a run that was killed is torn down first.
+#       DIR) with the images imported, and the kubelet (root dir DIR/kubelet)
+#       as NODE with KUBECONFIG, and waits for the kubelet's healthz. The
+#       kubelet's root dir and containerd's root share the node's disk,
+#       DIR/disk: a 4g tmpfs unless NODESTATUS_NODE_FS=host
+#       (NODESTATUS_NODE_FS_SIZE sizes it). A node left behind by a run that
+#       was killed is torn down first.
 #   scripts/real-node.sh import DIR TAR...
 #       Imports docker-archive tars into containerd's k8s.io namespace.
 #   scripts/real-node.sh ctr DIR ARGS...
@@ -113,9 +115,9 @@ mounts_under() { # mount points under $1, deepest first
 
 write_containerd_config() {
   local dir="$1" c="$1/containerd"
-  mkdir -p "$c/root" "$c/state" "$c/opt" "$dir/cni/net.d" "$dir/cni/ipam"
+  mkdir -p "$dir/disk/containerd" "$c/state" "$c/opt" "$dir/cni/net.d" "$dir/cni/ipam"
   containerd config default | sed \
-    -e "s|^root = \"/var/lib/containerd\"|root = \"$c/root\"|" \
+    -e "s|^root = \"/var/lib/containerd\"|root = \"$dir/disk/containerd\"|" \
     -e "s|^state = \"/run/containerd\"|state = \"$c/state\"|" \
     -e "s|^  address = \"/run/containerd/containerd.sock\"|  address = \"$c/containerd.sock\"|" \
     -e "s|sandbox_image = \".*\"|sandbox_image = \"k8s.gcr.io/pause:3.2\"|" \
@@ -165,17 +167,9 @@ authorization: {mode: AlwaysAllow}
 nodeStatusReportFrequency: 1m
 # The host's iptables are left alone (no KUBE-* chains to clean up).
 makeIPTablesUtilChains: false
-# The kubelet's hard eviction defaults, but imagefs.available at 1% (its
-# default is 15%): on a build machine whose one disk holds Rust target
-# directories, 15% free trips it, and the image GC then deletes the
-# imported images, which no registry can give back. The kubelet's other
-# defaults stay, so that allocatable (memory, ephemeral-storage) is the
-# kubelet's own.
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: "10%"
-  nodefs.inodesFree: "5%"
-  imagefs.available: "1%"
+# The kubelet's hard eviction thresholds are its defaults (nodefs.available
+# 10%, nodefs.inodesFree 5%, imagefs.available 15%, memory.available 100Mi):
+# nodefs and imagefs are the node's own disk (see `up`).
 EOF
 }
 
@@ -206,6 +200,19 @@ up() {
   # dir (a path compiled in): remove it after, if it was not there before.
   [ -e /var/lib/kubelet ] || touch "$dir/made-var-lib-kubelet"
 
+  # The node's disk: the kubelet's root dir (nodefs) and containerd's root
+  # (imagefs) on one filesystem of its own, a tmpfs, as on a node whose
+  # /var/lib is one partition. The kubelet's eviction thresholds (its
+  # defaults: DiskPressure below 10% free on nodefs or 15% on imagefs, then
+  # evictions and image GC) then depend on what the node holds, not on how
+  # full the build machine's disk is. NODESTATUS_NODE_FS=host keeps it on
+  # DIR's filesystem.
+  mkdir -p "$dir/disk" "$dir/kubelet"
+  if [ "${NODESTATUS_NODE_FS:-tmpfs}" = tmpfs ]; then
+    mount -t tmpfs -o "size=${NODESTATUS_NODE_FS_SIZE:-4g},mode=0755" nodestatus-node "$dir/disk"
+  fi
+  mkdir -p "$dir/disk/kubelet"
+  mount --bind "$dir/disk/kubelet" "$dir/kubelet"
   write_containerd_config "$dir"
   log "starting containerd (log: $dir/containerd.log)"
   setsid containerd --config "$dir/containerd/config.toml" </dev/null >"$dir/containerd.log" 2>&1 &
@@ -215,15 +222,6 @@ up() {
   import "$dir" "$images/pause.tar" "$images/busybox.tar"
 
   write_kubelet_config "$dir"
-  mkdir -p "$dir/kubelet"
-  # The kubelet's root dir on a filesystem of its own (a tmpfs, as a
-  # separate /var/lib/kubelet partition would be): its nodefs thresholds
-  # (DiskPressure below 10% free, then evictions) then depend on what the
-  # node holds, not on how full the build machine's disk is.
-  # NODESTATUS_KUBELET_FS=host keeps it on DIR's filesystem.
-  if [ "${NODESTATUS_KUBELET_FS:-tmpfs}" = tmpfs ]; then
-    mount -t tmpfs -o "size=${NODESTATUS_KUBELET_FS_SIZE:-2g},mode=0755" nodestatus-kubelet "$dir/kubelet"
-  fi
   log "starting the kubelet as $node (log: $dir/kubelet.log)"
   setsid "$bindir/kubelet" \
     --config="$dir/kubelet-config.yaml" \
@@ -304,7 +302,7 @@ down() {
   else
     # Images and snapshots (hundreds of MB) tell nothing after the run; the
     # logs and configs stay.
-    rm -rf "$dir/containerd/root" "$dir/containerd/state"
+    rm -rf "$dir/disk" "$dir/containerd/state"
   fi
   return $ok
 }

@@ -293,3 +293,56 @@ fn a_setter_run_without_its_grants_says_what_to_grant() {
         "Unknown"
     );
 }
+
+#[test]
+fn disk_pressure_reads_the_image_filesystem_at_its_granted_path() {
+    // The kubelet's imagefs thresholds, on the path the operator grants
+    // and names as imagefsPath; the node filesystem's thresholds at 0%
+    // (none), so the image filesystem alone decides.
+    let fs = tempfile::tempdir().unwrap();
+    let (nodefs, imagefs) = (fs.path().join("kubelet"), fs.path().join("containerd"));
+    std::fs::create_dir(&nodefs).unwrap();
+    std::fs::create_dir(&imagefs).unwrap();
+    let status = |grants: Vec<PathBuf>, available: &str| {
+        let config = json!({
+            "nodefsPath": nodefs, "nodefsAvailable": "0%", "nodefsInodesFree": "0%",
+            "imagefsPath": imagefs, "imagefsAvailable": available,
+        });
+        let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+            paths: grants.iter().map(PathGrant::same).collect(),
+            config: config.clone(),
+            ..Default::default()
+        }));
+        drop_plugin(
+            tmp.path(),
+            "disk-pressure.wasm",
+            Path::new(built::DISK_PRESSURE),
+        );
+        dir.rescan();
+        let out = pass_ok(&dir, &nodes::small_node("n1"));
+        condition_of(&out, "DiskPressure")
+            .expect("DiskPressure is set")
+            .clone()
+    };
+    let both = vec![nodefs.clone(), imagefs.clone()];
+    // More than any disk holds.
+    let c = status(both.clone(), "1Ei");
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("KubeletHasDiskPressure")),
+        "{c}"
+    );
+    let c = status(both, "0%");
+    assert_eq!(c["status"], "False", "{c}");
+    // The image filesystem's path not granted: Unknown, naming it.
+    let c = status(vec![nodefs.clone()], "15%");
+    assert_eq!(c["status"], "Unknown", "{c}");
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "cannot read the statistics of the image filesystem at {}",
+            imagefs.display()
+        )),
+        "{c}"
+    );
+}

@@ -237,7 +237,8 @@ pub fn table(kubelet: &Value, ours: &Value, expected_diffs: &[(&str, &str)]) -> 
 /// default plugin set and no CRI; with the kubelet's `--hostname-override`,
 /// and its root dir `kubelet_root` as machine-info's `rootDir` and
 /// disk-pressure's `nodefsPath` (the kubelet's filesystem, where
-/// `/var/lib/kubelet` would be); and the kubelet's containerd as its
+/// `/var/lib/kubelet` would be), containerd's root as its `imagefsPath`;
+/// and the kubelet's containerd as its
 /// `containerRuntimeEndpoint` (the runtime facts over CRI).
 /// The default plugin set and its config for this host (see
 /// [`once_on_host`]): a temporary directory, its plugin directory and config.
@@ -277,6 +278,15 @@ fn host_setup(
     c["containerRuntimeEndpoint"] = runtime_endpoint.into();
     c["plugins"]["machine-info"]["config"]["rootDir"] = root.clone();
     c["plugins"]["disk-pressure"]["config"]["nodefsPath"] = root;
+    // containerd's root, on the node's disk with the kubelet's root dir
+    // (scripts/real-node.sh): the kubelet's imagefs.
+    c["plugins"]["disk-pressure"]["config"]["imagefsPath"] = kubelet_root
+        .parent()
+        .context("the node's directory")?
+        .join("disk/containerd")
+        .display()
+        .to_string()
+        .into();
     std::fs::write(&config, serde_yaml::to_string(&c)?)?;
     Ok((dir, plugins, config))
 }

@@ -1,14 +1,26 @@
 //! The kubelet's `DiskPressureCondition` setter. There is disk pressure when
-//! the node filesystem (the one holding `nodefsPath`, default `/`) has less
-//! available space than `nodefsAvailable` (default `10%`) or fewer free
-//! inodes than `nodefsInodesFree` (default `5%`): the kubelet's hard eviction
-//! thresholds `nodefs.available` and `nodefs.inodesFree`. Each is a
-//! percentage of the filesystem's total, or an amount (`5Gi`, `100k`).
+//! a hard eviction threshold of the kubelet's is met:
+//!
+//! - the node filesystem (the one holding `nodefsPath`, default `/`, where
+//!   the kubelet's root directory is) has less available space than
+//!   `nodefsAvailable` (default `10%`) or fewer free inodes than
+//!   `nodefsInodesFree` (default `5%`): `nodefs.available` and
+//!   `nodefs.inodesFree`;
+//! - the image filesystem (the one holding `imagefsPath`, the container
+//!   runtime's; by default the node filesystem, as on a node whose
+//!   `/var/lib` is one partition) has less available space than
+//!   `imagefsAvailable` (default `15%`) or fewer free inodes than
+//!   `imagefsInodesFree` (default `0%`, none): `imagefs.available` and
+//!   `imagefs.inodesFree`.
+//!
+//! Each is a percentage of the filesystem's total, or an amount (`5Gi`,
+//! `100k`); `0%` sets none. These are the kubelet's defaults, so on one disk
+//! the condition is True below 15% free, as the kubelet's is.
 //!
 //! Like the kubelet: a missing condition is created; the heartbeat is set on
 //! every run; the transition time changes only on a flip; a new condition,
 //! or a flip to True or False, records `NodeHasDiskPressure` or `NodeHasNoDiskPressure`.
-//! When the filesystem's statistics cannot be read the status is Unknown,
+//! When a filesystem's statistics cannot be read the status is Unknown,
 //! with the no-pressure reason and a message naming the path.
 use nodestatus_sdk::host::FsStats;
 use nodestatus_sdk::pressure::PressureCondition;
@@ -28,6 +40,13 @@ pub struct Config {
     pub nodefs_available: String,
     /// Pressure below this many free inodes.
     pub nodefs_inodes_free: String,
+    /// A path on the image filesystem (the container runtime's root's);
+    /// empty for the node filesystem's `nodefsPath`.
+    pub imagefs_path: String,
+    /// Pressure below this much available space on the image filesystem.
+    pub imagefs_available: String,
+    /// Pressure below this many free inodes on the image filesystem.
+    pub imagefs_inodes_free: String,
 }
 
 impl Default for Config {
@@ -36,7 +55,45 @@ impl Default for Config {
             nodefs_path: "/".into(),
             nodefs_available: "10%".into(),
             nodefs_inodes_free: "5%".into(),
+            imagefs_path: String::new(),
+            imagefs_available: "15%".into(),
+            imagefs_inodes_free: "0%".into(),
         }
+    }
+}
+
+impl Config {
+    /// The image filesystem's path: `imagefsPath`, else `nodefsPath`.
+    pub fn imagefs_path(&self) -> &str {
+        if self.imagefs_path.is_empty() {
+            &self.nodefs_path
+        } else {
+            &self.imagefs_path
+        }
+    }
+}
+
+/// One filesystem's eviction thresholds.
+struct Thresholds {
+    available: Threshold,
+    inodes_free: Threshold,
+}
+
+impl Thresholds {
+    fn parse(prefix: &str, available: &str, inodes_free: &str) -> Result<Self> {
+        Ok(Self {
+            available: Threshold::parse(&format!("{prefix}Available"), available)?,
+            inodes_free: Threshold::parse(&format!("{prefix}InodesFree"), inodes_free)?,
+        })
+    }
+
+    /// Whether a threshold is met on a filesystem with these statistics.
+    fn met(&self, s: &FsStats) -> bool {
+        let low_space = u128::from(s.available_bytes) < self.available.amount(s.total_bytes.into());
+        // Filesystems without a fixed inode table (btrfs) report 0 inodes.
+        let low_inodes = s.total_inodes > 0
+            && u128::from(s.free_inodes) < self.inodes_free.amount(s.total_inodes.into());
+        low_space || low_inodes
     }
 }
 
@@ -51,24 +108,40 @@ pub const PRESSURE: PressureCondition = PressureCondition {
     ok_event: "NodeHasNoDiskPressure",
 };
 
-/// The condition for these statistics (or the error reading them).
-pub fn evaluate(stats: std::result::Result<&FsStats, String>, config: &Config) -> Result<Outcome> {
-    let available = Threshold::parse("nodefsAvailable", &config.nodefs_available)?;
-    let inodes = Threshold::parse("nodefsInodesFree", &config.nodefs_inodes_free)?;
-    let s = match stats {
-        Ok(s) => s,
-        Err(e) => {
-            return Ok(PRESSURE.unknown(format!(
-                "cannot read the statistics of the node filesystem at {}: {e}",
-                config.nodefs_path
-            )));
+/// The statistics of the node filesystem and of the image filesystem, or
+/// the error reading each.
+pub struct Filesystems<'a> {
+    pub nodefs: std::result::Result<&'a FsStats, String>,
+    pub imagefs: std::result::Result<&'a FsStats, String>,
+}
+
+/// The condition for these statistics (or the errors reading them).
+pub fn evaluate(fs: Filesystems<'_>, config: &Config) -> Result<Outcome> {
+    let nodefs = Thresholds::parse(
+        "nodefs",
+        &config.nodefs_available,
+        &config.nodefs_inodes_free,
+    )?;
+    let imagefs = Thresholds::parse(
+        "imagefs",
+        &config.imagefs_available,
+        &config.imagefs_inodes_free,
+    )?;
+    let mut met = false;
+    for (name, path, stats, thresholds) in [
+        ("node", config.nodefs_path.as_str(), fs.nodefs, nodefs),
+        ("image", config.imagefs_path(), fs.imagefs, imagefs),
+    ] {
+        match stats {
+            Ok(s) => met |= thresholds.met(s),
+            Err(e) => {
+                return Ok(PRESSURE.unknown(format!(
+                    "cannot read the statistics of the {name} filesystem at {path}: {e}"
+                )));
+            }
         }
-    };
-    let low_space = u128::from(s.available_bytes) < available.amount(s.total_bytes.into());
-    // Filesystems without a fixed inode table (btrfs) report 0 inodes.
-    let low_inodes =
-        s.total_inodes > 0 && u128::from(s.free_inodes) < inodes.amount(s.total_inodes.into());
-    Ok(PRESSURE.outcome(low_space || low_inodes))
+    }
+    Ok(PRESSURE.outcome(met))
 }
 
 pub struct DiskPressure;
@@ -79,15 +152,28 @@ impl Setter for DiskPressure {
             .description(
                 "the kubelet's DiskPressure condition, from the node filesystem's statistics",
             )
-            // statvfs needs nodefsPath granted; the operator may grant just
-            // that directory.
+            // statvfs needs nodefsPath (and imagefsPath) granted; the
+            // operator may grant just those directories.
             .path("/")
     }
 
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
-        let stats = host::fs_stats(&config.nodefs_path);
-        let outcome = evaluate(stats.as_ref().map_err(Clone::clone), &config)?;
+        let nodefs = host::fs_stats(&config.nodefs_path);
+        let imagefs = if config.imagefs_path() == config.nodefs_path {
+            None
+        } else {
+            Some(host::fs_stats(config.imagefs_path()))
+        };
+        let fs = Filesystems {
+            nodefs: nodefs.as_ref().map_err(Clone::clone),
+            imagefs: imagefs
+                .as_ref()
+                .unwrap_or(&nodefs)
+                .as_ref()
+                .map_err(Clone::clone),
+        };
+        let outcome = evaluate(fs, &config)?;
         PRESSURE.set(node, &outcome);
         Ok(())
     }
@@ -118,18 +204,27 @@ mod tests {
         Config {
             nodefs_available: space.into(),
             nodefs_inodes_free: inodes.into(),
+            imagefs_available: "0%".into(),
             ..Config::default()
         }
     }
 
-    /// The status for these statistics and thresholds.
+    /// One filesystem for both, as on a node with one disk.
+    fn one(s: &FsStats) -> Filesystems<'_> {
+        Filesystems {
+            nodefs: Ok(s),
+            imagefs: Ok(s),
+        }
+    }
+
+    /// The status for these statistics and nodefs thresholds.
     fn status(s: &FsStats, space: &str, inodes: &str) -> ConditionStatus {
-        evaluate(Ok(s), &cfg(space, inodes)).unwrap().status
+        evaluate(one(s), &cfg(space, inodes)).unwrap().status
     }
 
     #[test]
     fn default_thresholds_on_this_machine() {
-        let o = evaluate(Ok(&root()), &Config::default()).unwrap();
+        let o = evaluate(one(&root()), &Config::default()).unwrap();
         assert_eq!(o.status, ConditionStatus::False);
         assert_eq!(o.reason, "KubeletHasNoDiskPressure");
         assert_eq!(o.message, "kubelet has no disk pressure");
@@ -141,7 +236,7 @@ mod tests {
         let at = s.available_bytes.to_string();
         let above = (s.available_bytes + 1).to_string();
         assert_eq!(status(&s, &at, "5%"), ConditionStatus::False);
-        let o = evaluate(Ok(&s), &cfg(&above, "5%")).unwrap();
+        let o = evaluate(one(&s), &cfg(&above, "5%")).unwrap();
         assert_eq!(o.status, ConditionStatus::True);
         assert_eq!(o.reason, "KubeletHasDiskPressure");
         assert_eq!(o.message, "kubelet has disk pressure");
@@ -167,20 +262,105 @@ mod tests {
     }
 
     #[test]
+    fn imagefs_thresholds_are_the_kubelets_on_the_image_filesystem() {
+        // 25.3% available on the development machine's disk.
+        let roomy = root();
+        let mut s = root();
+        // 12% available: over nodefs' 10%, under imagefs' 15%.
+        s.available_bytes = s.total_bytes / 100 * 12;
+        let config = Config::default();
+        assert_eq!(config.imagefs_path(), "/", "the node filesystem by default");
+        let pressure = |nodefs: &FsStats, imagefs: &FsStats, config: &Config| {
+            evaluate(
+                Filesystems {
+                    nodefs: Ok(nodefs),
+                    imagefs: Ok(imagefs),
+                },
+                config,
+            )
+            .unwrap()
+            .status
+        };
+        // One disk with 12% free has pressure, as the kubelet's does.
+        assert_eq!(pressure(&s, &s, &config), ConditionStatus::True);
+        // A separate image filesystem: each one's thresholds on its own.
+        assert_eq!(pressure(&s, &roomy, &config), ConditionStatus::False);
+        assert_eq!(pressure(&roomy, &s, &config), ConditionStatus::True);
+        let off = Config {
+            imagefs_available: "0%".into(),
+            ..Config::default()
+        };
+        assert_eq!(pressure(&roomy, &s, &off), ConditionStatus::False);
+        // imagefsInodesFree, none by default.
+        let mut few_inodes = root();
+        few_inodes.free_inodes = few_inodes.total_inodes / 100;
+        assert_eq!(
+            pressure(&roomy, &few_inodes, &config),
+            ConditionStatus::False
+        );
+        let inodes = Config {
+            imagefs_inodes_free: "5%".into(),
+            ..Config::default()
+        };
+        assert_eq!(
+            pressure(&roomy, &few_inodes, &inodes),
+            ConditionStatus::True
+        );
+        assert_eq!(pressure(&roomy, &roomy, &inodes), ConditionStatus::False);
+        let set = Config {
+            imagefs_path: "/var/lib/containerd".into(),
+            ..Config::default()
+        };
+        assert_eq!(set.imagefs_path(), "/var/lib/containerd");
+    }
+
+    #[test]
     fn unknown_on_missing_input_and_errors_on_bad_config() {
-        let o = evaluate(Err("not granted".into()), &Config::default()).unwrap();
+        let gone = Filesystems {
+            nodefs: Err("not granted".into()),
+            imagefs: Err("not granted".into()),
+        };
+        let o = evaluate(gone, &Config::default()).unwrap();
         assert_eq!(o.status, ConditionStatus::Unknown);
         assert_eq!(o.reason, "KubeletHasNoDiskPressure");
         assert!(o.message.contains("node filesystem at /"), "{}", o.message);
-        assert!(evaluate(Ok(&root()), &cfg("ten", "5%")).is_err());
-        assert!(evaluate(Ok(&root()), &cfg("10%", "101%")).is_err());
+        let r = root();
+        let image_gone = Filesystems {
+            nodefs: Ok(&r),
+            imagefs: Err("not granted".into()),
+        };
+        let config = Config {
+            imagefs_path: "/var/lib/containerd".into(),
+            ..Config::default()
+        };
+        let o = evaluate(image_gone, &config).unwrap();
+        assert_eq!(o.status, ConditionStatus::Unknown);
+        assert!(
+            o.message
+                .contains("image filesystem at /var/lib/containerd: not granted"),
+            "{}",
+            o.message
+        );
+        assert!(evaluate(one(&r), &cfg("ten", "5%")).is_err());
+        assert!(evaluate(one(&r), &cfg("10%", "101%")).is_err());
+        let bad = Config {
+            imagefs_inodes_free: "-1".into(),
+            ..Config::default()
+        };
+        let e = evaluate(one(&r), &bad).unwrap_err().to_string();
+        assert!(e.contains("imagefsInodesFree"), "{e}");
     }
 
     #[test]
     fn transition_time_kept_until_a_flip() {
-        let ok = evaluate(Ok(&root()), &Config::default()).unwrap();
-        let full = evaluate(Ok(&root()), &cfg("50%", "5%")).unwrap();
-        let unknown = evaluate(Err("gone".into()), &Config::default()).unwrap();
+        let r = root();
+        let ok = evaluate(one(&r), &Config::default()).unwrap();
+        let full = evaluate(one(&r), &cfg("50%", "5%")).unwrap();
+        let gone = Filesystems {
+            nodefs: Err("gone".into()),
+            imagefs: Err("gone".into()),
+        };
+        let unknown = evaluate(gone, &Config::default()).unwrap();
         PRESSURE.assert_kubelet_transitions(&ok, &full, &unknown);
     }
 }
