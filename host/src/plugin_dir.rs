@@ -68,6 +68,16 @@ pub enum ReloadEvent {
         /// The plugin that was loaded from it.
         plugin: String,
     },
+    /// The file's plugin is disabled in the config (`enabled: false`): not
+    /// loaded, and a version loaded before stops. Not a failure.
+    Disabled {
+        /// The file.
+        file: PathBuf,
+        /// The plugin it names.
+        plugin: String,
+        /// The version that stopped, if one ran.
+        stopped: Option<String>,
+    },
     /// The file could not be loaded.
     Failed {
         /// The file.
@@ -80,13 +90,25 @@ pub enum ReloadEvent {
 }
 
 impl ReloadEvent {
-    /// `loaded`, `reloaded`, `unloaded` or `failed`, for metrics.
+    /// `loaded`, `reloaded`, `unloaded`, `disabled` or `failed`, for metrics.
     pub fn result(&self) -> &'static str {
         match self {
             Self::Loaded { .. } => "loaded",
             Self::Reloaded { .. } => "reloaded",
             Self::Unloaded { .. } => "unloaded",
+            Self::Disabled { .. } => "disabled",
             Self::Failed { .. } => "failed",
+        }
+    }
+
+    /// The file the event is about.
+    pub fn file_mut(&mut self) -> &mut PathBuf {
+        match self {
+            Self::Loaded { file, .. }
+            | Self::Reloaded { file, .. }
+            | Self::Unloaded { file, .. }
+            | Self::Disabled { file, .. }
+            | Self::Failed { file, .. } => file,
         }
     }
 
@@ -111,6 +133,14 @@ impl ReloadEvent {
             Self::Unloaded { file, plugin } => {
                 tracing::info!(file = %file.display(), plugin, "plugin unloaded")
             }
+            Self::Disabled {
+                file,
+                plugin,
+                stopped,
+            } => tracing::info!(
+                file = %file.display(), plugin, stopped = stopped.as_deref().unwrap_or("none"),
+                "plugin disabled in the config: not loaded"
+            ),
             Self::Failed { file, error, kept } => tracing::error!(
                 file = %file.display(), kept = kept.as_deref().unwrap_or("none"), "plugin refused: {error}"
             ),
@@ -433,20 +463,33 @@ impl PluginDir {
                     let error = describe_load_error(&e);
                     // Refused under new settings (disabled, a new pin, a
                     // grant now refused...): the version loaded under the
-                    // old ones stops too.
-                    let previous = if settings_changed { None } else { previous };
-                    pending.insert(
-                        file.clone(),
-                        ReloadEvent::Failed {
+                    // old ones stops too. A disabled plugin stops whatever
+                    // made the file load again.
+                    let disabled = matches!(e, LoadError::Disabled(_));
+                    let version = |p: &Arc<Plugin>| p.metadata().version.clone();
+                    let event = match e {
+                        LoadError::Disabled(plugin) => ReloadEvent::Disabled {
+                            file: file.clone(),
+                            plugin,
+                            stopped: previous.as_ref().map(version),
+                        },
+                        _ => ReloadEvent::Failed {
                             file: file.clone(),
                             error: error.clone(),
-                            kept: previous.as_ref().map(|p| p.metadata().version.clone()),
+                            kept: (!settings_changed)
+                                .then(|| previous.as_ref().map(version))
+                                .flatten(),
                         },
-                    );
+                    };
+                    pending.insert(file.clone(), event);
                     FileState {
                         stamp,
                         sha256: sha,
-                        plugin: previous,
+                        plugin: if settings_changed || disabled {
+                            None
+                        } else {
+                            previous
+                        },
                         error: Some(error),
                         settings_changed: false,
                     }

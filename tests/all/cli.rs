@@ -434,6 +434,33 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
             .args(["once", "--strict", "--plugin", built::KERNEL_CHECK])
             .args(["--cache-dir", built::TEST_CACHE_DIR]),
     );
+    // The failing one disabled in the config: not loaded, said so, and not
+    // a failure for --strict (disabling is the operator's choice).
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "plugins:\n  trap:\n    enabled: false\n").unwrap();
+    let out = nodestatus()
+        .args(["once", "--strict", "--node-name", "files-node"])
+        .args(["--plugin", built::KERNEL_CHECK])
+        .arg("--plugin")
+        .arg(&trap)
+        .arg("--config")
+        .arg(&config)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "disabled {}: enabled: false in the config",
+            trap.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("FAILED") && !stderr.contains("refused"),
+        "{stderr}"
+    );
     // Two files with one name are refused before anything runs.
     let other = tempfile::tempdir().unwrap();
     let twin = drop_plugin(other.path(), "trap.wasm", Path::new(built::KERNEL_CHECK));

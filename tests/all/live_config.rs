@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use nodestatus::config::ConfigFile;
 use nodestatus::live_config::{LiveConfig, Outcome};
+use nodestatus::plugin_dir::ReloadEvent;
 use nodestatus_tests::{built, drop_plugin};
 
 use crate::common::until;
@@ -223,8 +224,24 @@ fn new_settings_that_refuse_a_running_plugin_stop_it() {
         dir.set_settings(crate::common::settings(|_| PluginSettings::default()));
         dir.rescan();
         assert!(dir.current().contains("kernel-check"));
+        let disabled = !refuse.enabled;
         dir.set_settings(crate::common::settings(move |_| refuse.clone()));
         let events = dir.rescan();
         assert!(!dir.current().contains("kernel-check"), "{events:?}");
+        // Disabling is the operator's choice, not a failure: its own event
+        // (logged at INFO, never counted as refused by `once --strict`).
+        match &events[..] {
+            [
+                ReloadEvent::Disabled {
+                    plugin, stopped, ..
+                },
+            ] => {
+                assert!(disabled, "{events:?}");
+                assert_eq!(plugin, "kernel-check");
+                assert!(stopped.is_some(), "the running version stops");
+            }
+            [ReloadEvent::Failed { kept: None, .. }] => assert!(!disabled, "{events:?}"),
+            _ => panic!("{events:?}"),
+        }
     }
 }

@@ -60,7 +60,10 @@ impl Args {
                 &cfg.hostname(&crate::runtime::facts::Facts::default()),
             ),
         };
-        let (loads, out, report) = evaluate(&plugins, &node, &context(&cfg));
+        let (mut loads, out, report) = evaluate(&plugins, &node, &context(&cfg));
+        for e in &mut loads {
+            set.name_origin(e.file_mut());
+        }
         write_report(&mut std::io::stderr(), &loads, &report)?;
         print!("{}", self.output.render(&node, &out)?);
         let failed = failed(&loads, &report);
@@ -90,8 +93,16 @@ pub fn write_report(
     report: &PassReport,
 ) -> std::io::Result<()> {
     for e in loads {
-        if let ReloadEvent::Failed { file, error, .. } = e {
-            writeln!(out, "refused {}: {error}", file.display())?;
+        match e {
+            ReloadEvent::Failed { file, error, .. } => {
+                writeln!(out, "refused {}: {error}", file.display())?
+            }
+            ReloadEvent::Disabled { file, .. } => writeln!(
+                out,
+                "disabled {}: enabled: false in the config",
+                file.display()
+            )?,
+            _ => {}
         }
     }
     let builtins = report.builtins.iter().map(|s| ("built-in ", s));
@@ -200,6 +211,8 @@ impl Output {
 /// (copied into a private directory, under their own file names), or both.
 pub struct PluginSet {
     dir: std::path::PathBuf,
+    /// Each copy's source.
+    origins: std::collections::HashMap<std::path::PathBuf, std::path::PathBuf>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -218,6 +231,7 @@ impl PluginSet {
             }
             return Ok(Self {
                 dir: dir.to_owned(),
+                origins: Default::default(),
                 _tmp: None,
             });
         }
@@ -234,6 +248,7 @@ impl PluginSet {
             }
         }
         sources.extend(files.iter().cloned());
+        let mut origins = std::collections::HashMap::new();
         for src in &sources {
             let name = src
                 .file_name()
@@ -249,11 +264,21 @@ impl PluginSet {
             let bytes = crate::runtime::read_plugin_file(src)
                 .map_err(|e| anyhow::anyhow!("--plugin {}: {e}", src.display()))?;
             std::fs::write(&dest, bytes)?;
+            origins.insert(dest, src.clone());
         }
         Ok(Self {
             dir: tmp.path().to_owned(),
+            origins,
             _tmp: Some(tmp),
         })
+    }
+
+    /// Names a file of the private directory by its source, the path the
+    /// user gave.
+    pub fn name_origin(&self, file: &mut std::path::PathBuf) {
+        if let Some(src) = self.origins.get(file) {
+            file.clone_from(src);
+        }
     }
 
     /// The directory to load.

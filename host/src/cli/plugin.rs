@@ -92,9 +92,15 @@ fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
     }
     let mut refused = 0;
     for e in &events {
-        if let ReloadEvent::Failed { file, error, .. } = e {
-            println!("refused {}: {error}", file.display());
-            refused += 1;
+        match e {
+            ReloadEvent::Failed { file, error, .. } => {
+                println!("refused {}: {error}", file.display());
+                refused += 1;
+            }
+            ReloadEvent::Disabled { file, .. } => {
+                println!("disabled {}: enabled: false in the config", file.display())
+            }
+            _ => {}
         }
     }
     Ok(if refused == 0 {
