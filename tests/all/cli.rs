@@ -398,7 +398,7 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
     let dir = tempfile::tempdir().unwrap();
     let trap = dir.path().join("trap.wasm");
     std::fs::write(&trap, hostile::component("trap", &hostile::Behaviour::Trap)).unwrap();
-    let once = |strict: bool| {
+    let once_with = |strict: bool, config: Option<&Path>| {
         let mut c = nodestatus();
         c.args(["once", "--node-name", "files-node"])
             .args(["--plugin", built::KERNEL_CHECK])
@@ -408,8 +408,12 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
         if strict {
             c.arg("--strict");
         }
+        if let Some(config) = config {
+            c.arg("--config").arg(config);
+        }
         c.output().unwrap()
     };
+    let once = |strict: bool| once_with(strict, None);
     // Without --strict: the failure is reported, the exit status is 0.
     let out = once(false);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -438,16 +442,7 @@ fn once_runs_single_files_and_strict_gates_on_a_failed_setter() {
     // a failure for --strict (disabling is the operator's choice).
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, "plugins:\n  trap:\n    enabled: false\n").unwrap();
-    let out = nodestatus()
-        .args(["once", "--strict", "--node-name", "files-node"])
-        .args(["--plugin", built::KERNEL_CHECK])
-        .arg("--plugin")
-        .arg(&trap)
-        .arg("--config")
-        .arg(&config)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .output()
-        .unwrap();
+    let out = once_with(true, Some(&config));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
