@@ -120,7 +120,10 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
     /// The child died or answered something other than code.
-    #[error("the compiler process failed ({status}): {stderr}")]
+    #[error(
+        "the compiler process failed ({status}){}",
+        if stderr.is_empty() { String::new() } else { format!(": {stderr}") }
+    )]
     Crashed {
         /// How it ended.
         status: String,
@@ -304,6 +307,14 @@ fn classify(
     }
     let status = match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit status {c}"),
+        // nodestatus kills only a child past its deadline (TimedOut): a
+        // SIGKILL from elsewhere is, in practice, the kernel's OOM killer
+        // under the memory limit of the cgroup (the pod) both processes
+        // share, which compileMemoryLimit cannot see coming.
+        (None, Some(libc::SIGKILL)) => format!(
+            "killed by signal {} (SIGKILL, not sent by nodestatus: most likely the out-of-memory killer, under the memory limit of the container or cgroup nodestatus runs in; compiling a Python or JavaScript plugin takes about 360 MB)",
+            libc::SIGKILL
+        ),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => status.to_string(),
     };
@@ -392,6 +403,13 @@ mod tests {
             outcome(exit(EXIT_INVALID), "Cannot allocate memory (out of memory)"),
             Err(Error::Invalid(_))
         ));
+        let killed = outcome(libc::SIGKILL, "").unwrap_err();
+        assert!(
+            matches!(&killed, Error::Crashed { status, .. } if status.starts_with("killed by signal 9 (SIGKILL, not sent by nodestatus: most likely the out-of-memory killer")),
+            "{killed}"
+        );
+        // No stderr, no trailing colon.
+        assert!(killed.to_string().ends_with("about 360 MB))"), "{killed}");
         assert!(matches!(
             outcome(exit(101), "thread 'main' panicked"),
             Err(Error::Crashed { status, .. }) if status == "exit status 101"
