@@ -346,8 +346,12 @@ fn pooling_config() -> PoolingAllocationConfig {
         .max_component_instance_size(32 << 20)
         // The per-plugin cap (StoreLimits) is enforced below this.
         .max_memory_size(4 << 30)
-        // Keep the first MiB of each memory resident between calls.
-        .linear_memory_keep_resident(1 << 20)
+        // Nothing of a memory stays resident once its instance is gone: a
+        // slot keeps its pages after its module is dropped, and each new
+        // build takes a slot no module used, so 1 MiB kept per slot grew the
+        // RSS by 29 MB over 100 hot reloads (bounded only by the pool's 128
+        // memories), with no time to show for it (docs/benchmarks.md).
+        .linear_memory_keep_resident(0)
         .table_keep_resident(64 << 10);
     p
 }
