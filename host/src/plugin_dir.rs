@@ -101,6 +101,21 @@ impl ReloadEvent {
         }
     }
 
+    /// What `once` and `plugin list` print for a file that does not run: a
+    /// refusal (with why) or a plugin disabled in the config.
+    pub fn not_running(&self) -> Option<String> {
+        match self {
+            Self::Failed { file, error, .. } => {
+                Some(format!("refused {}: {error}", file.display()))
+            }
+            Self::Disabled { file, .. } => Some(format!(
+                "disabled {}: enabled: false in the config",
+                file.display()
+            )),
+            _ => None,
+        }
+    }
+
     /// The file the event is about.
     pub fn file_mut(&mut self) -> &mut PathBuf {
         match self {
@@ -465,31 +480,31 @@ impl PluginDir {
                     // grant now refused...): the version loaded under the
                     // old ones stops too. A disabled plugin stops whatever
                     // made the file load again.
-                    let disabled = matches!(e, LoadError::Disabled(_));
                     let version = |p: &Arc<Plugin>| p.metadata().version.clone();
-                    let event = match e {
-                        LoadError::Disabled(plugin) => ReloadEvent::Disabled {
-                            file: file.clone(),
-                            plugin,
-                            stopped: previous.as_ref().map(version),
-                        },
-                        _ => ReloadEvent::Failed {
-                            file: file.clone(),
-                            error: error.clone(),
-                            kept: (!settings_changed)
-                                .then(|| previous.as_ref().map(version))
-                                .flatten(),
-                        },
+                    let (event, kept) = match e {
+                        LoadError::Disabled(plugin) => (
+                            ReloadEvent::Disabled {
+                                file: file.clone(),
+                                plugin,
+                                stopped: previous.as_ref().map(version),
+                            },
+                            None,
+                        ),
+                        _ => {
+                            let kept = if settings_changed { None } else { previous };
+                            let event = ReloadEvent::Failed {
+                                file: file.clone(),
+                                error: error.clone(),
+                                kept: kept.as_ref().map(version),
+                            };
+                            (event, kept)
+                        }
                     };
                     pending.insert(file.clone(), event);
                     FileState {
                         stamp,
                         sha256: sha,
-                        plugin: if settings_changed || disabled {
-                            None
-                        } else {
-                            previous
-                        },
+                        plugin: kept,
                         error: Some(error),
                         settings_changed: false,
                     }

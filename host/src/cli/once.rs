@@ -92,18 +92,8 @@ pub fn write_report(
     loads: &[ReloadEvent],
     report: &PassReport,
 ) -> std::io::Result<()> {
-    for e in loads {
-        match e {
-            ReloadEvent::Failed { file, error, .. } => {
-                writeln!(out, "refused {}: {error}", file.display())?
-            }
-            ReloadEvent::Disabled { file, .. } => writeln!(
-                out,
-                "disabled {}: enabled: false in the config",
-                file.display()
-            )?,
-            _ => {}
-        }
+    for line in loads.iter().filter_map(ReloadEvent::not_running) {
+        writeln!(out, "{line}")?;
     }
     let builtins = report.builtins.iter().map(|s| ("built-in ", s));
     for (kind, s) in report.setters.iter().map(|s| ("", s)).chain(builtins) {

@@ -92,15 +92,11 @@ fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
     }
     let mut refused = 0;
     for e in &events {
-        match e {
-            ReloadEvent::Failed { file, error, .. } => {
-                println!("refused {}: {error}", file.display());
-                refused += 1;
-            }
-            ReloadEvent::Disabled { file, .. } => {
-                println!("disabled {}: enabled: false in the config", file.display())
-            }
-            _ => {}
+        if let Some(line) = e.not_running() {
+            println!("{line}");
+        }
+        if matches!(e, ReloadEvent::Failed { .. }) {
+            refused += 1;
         }
     }
     Ok(if refused == 0 {
