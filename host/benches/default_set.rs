@@ -39,10 +39,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use nodestatus::config::{Config, ConfigFile};
-use nodestatus::pipeline::{PluginSet, pass};
-use nodestatus::runtime::facts::{self, FactSource, Facts};
-use nodestatus::runtime::{CallContext, Plugin, PluginSettings, Runtime};
+use nodestatus_engine::config::{Config, ConfigFile};
+use nodestatus_engine::pipeline::{PassOptions, PluginSet, Setter, pass};
+use nodestatus_runtime::facts::{self, FactSource, Facts};
+use nodestatus_runtime::{CallContext, Plugin, PluginSettings, Runtime};
 use nodestatus_sdk::host::{self, FsStats, IpAddress, NativeHost, NetworkInterface, SystemInfo};
 use nodestatus_tests::{built, nodes};
 
@@ -166,17 +166,14 @@ fn default_config() -> Config {
 /// The input each plugin of `plugins` gets in a pass over `node`: the
 /// node's JSON, then each setter's output in turn, as `pass` chains
 /// them when every output is accepted.
-fn pass_inputs(
-    runtime: &Runtime,
-    plugins: &[Arc<Plugin>],
-    node: &serde_json::Value,
-) -> Vec<String> {
+fn pass_inputs(runtime: &Runtime, setters: &[Setter], node: &serde_json::Value) -> Vec<String> {
     let mut json = serde_json::to_string(node).expect("a Value serializes");
     let ctx = CallContext::default();
-    plugins
+    setters
         .iter()
         .map(|p| {
             let out = p
+                .plugin()
                 .call_set(runtime, &json, ctx.clone())
                 .unwrap_or_else(|e| panic!("{}: {e}", p.name()))
                 .json;
@@ -200,12 +197,19 @@ fn host_work(
     for _ in 0..iters {
         let ctx = pass_ctx();
         let started = Instant::now();
-        black_box(pass(runtime, set, black_box(node), &ctx));
+        black_box(pass(
+            runtime,
+            set,
+            black_box(node),
+            &ctx,
+            PassOptions::default(),
+        ));
         let pass_time = started.elapsed();
         let started = Instant::now();
-        for (p, input) in set.plugins().iter().zip(inputs) {
+        for (p, input) in set.setters().iter().zip(inputs) {
             black_box(
-                p.call_set(runtime, black_box(input), ctx.clone())
+                p.plugin()
+                    .call_set(runtime, black_box(input), ctx.clone())
                     .expect("the wasm setter succeeds"),
             );
         }
@@ -227,7 +231,7 @@ fn benches(c: &mut Criterion) {
 
     let (mut plugins, mut fresh_set) = (Vec::new(), Vec::new());
     for &(name, file, native) in DEFAULT_SET {
-        let settings = config.plugin_settings(name);
+        let settings = config.plugin_settings(name).sandbox;
         let plugin = Plugin::load_file(&runtime, Path::new(file), &|_| settings.clone())
             .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
         // The same plugin with a fresh instance per call (the shipped config
@@ -263,8 +267,8 @@ fn benches(c: &mut Criterion) {
             b.iter(|| black_box(native(black_box(&node_json)).expect("the native setter succeeds")))
         });
         group.finish();
-        plugins.push(Arc::new(plugin));
-        fresh_set.push(Arc::new(fresh));
+        plugins.push(Setter::from(Arc::new(plugin)));
+        fresh_set.push(Setter::from(Arc::new(fresh)));
     }
 
     let set = PluginSet::new(plugins);
@@ -276,18 +280,18 @@ fn benches(c: &mut Criterion) {
         facts: Arc::new(Facts::new(source.clone())),
         ..CallContext::default()
     };
-    let (_, report) = pass(&runtime, &set, &node, &pass_ctx());
+    let (_, report) = pass(&runtime, &set, &node, &pass_ctx(), PassOptions::default());
     if let Some((name, e)) = report.failures().next() {
         panic!("{name} failed in the pass: {e}");
     }
     let configs: Vec<String> = DEFAULT_SET
         .iter()
-        .map(|(name, ..)| config.plugin_settings(name).config.to_string())
+        .map(|(name, ..)| config.plugin_settings(name).sandbox.config.to_string())
         .collect();
     // The sync loop's usual pass: over the node the previous pass made, ten
     // seconds later, so each condition's heartbeat moves and nothing else
     // changes.
-    let (mut steady, _) = pass(&runtime, &set, &node, &pass_ctx());
+    let (mut steady, _) = pass(&runtime, &set, &node, &pass_ctx(), PassOptions::default());
     for c in steady["status"]["conditions"]
         .as_array_mut()
         .expect("conditions")
@@ -296,13 +300,37 @@ fn benches(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("pass/default");
     group.bench_function("wasm", |b| {
-        b.iter(|| black_box(pass(&runtime, &set, black_box(&node), &pass_ctx())))
+        b.iter(|| {
+            black_box(pass(
+                &runtime,
+                &set,
+                black_box(&node),
+                &pass_ctx(),
+                PassOptions::default(),
+            ))
+        })
     });
     group.bench_function("wasm-steady", |b| {
-        b.iter(|| black_box(pass(&runtime, &set, black_box(&steady), &pass_ctx())))
+        b.iter(|| {
+            black_box(pass(
+                &runtime,
+                &set,
+                black_box(&steady),
+                &pass_ctx(),
+                PassOptions::default(),
+            ))
+        })
     });
     group.bench_function("wasm-fresh", |b| {
-        b.iter(|| black_box(pass(&runtime, &fresh_set, black_box(&node), &pass_ctx())))
+        b.iter(|| {
+            black_box(pass(
+                &runtime,
+                &fresh_set,
+                black_box(&node),
+                &pass_ctx(),
+                PassOptions::default(),
+            ))
+        })
     });
     group.bench_function("native", |b| {
         b.iter(|| {
@@ -318,7 +346,7 @@ fn benches(c: &mut Criterion) {
     });
     // The host's work: the pass minus its calls, in the same iteration.
     for (id, over) in [("host", &node), ("host-steady", &steady)] {
-        let inputs = pass_inputs(&runtime, set.plugins(), over);
+        let inputs = pass_inputs(&runtime, set.setters(), over);
         group.bench_function(id, |b| {
             b.iter_custom(|iters| host_work(iters, &runtime, &set, over, &inputs, pass_ctx))
         });

@@ -38,8 +38,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use nodestatus::plugin_dir::{PluginDir, ReloadEvent, SettingsFn};
-use nodestatus::runtime::{
+use nodestatus_engine::config::{PluginConfig, SettingsFn};
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus_runtime::{
     CallContext, CompileLimits, Compiler, PathGrant, Plugin, PluginSettings, Runtime,
     RuntimeOptions,
 };
@@ -53,10 +54,12 @@ const GUESTS: &[(&str, &str)] = &[
 
 fn settings_fn(config: &'static str) -> SettingsFn {
     let config: serde_json::Value = serde_json::from_str(config).expect("a JSON config");
-    Arc::new(move |_| PluginSettings {
-        paths: vec![PathGrant::same("/proc")],
-        config: config.clone(),
-        ..Default::default()
+    Arc::new(move |_| {
+        PluginConfig::from(PluginSettings {
+            paths: vec![PathGrant::same("/proc")],
+            config: config.clone(),
+            ..Default::default()
+        })
     })
 }
 
@@ -85,7 +88,7 @@ fn activate(runtime: &Runtime, name: &str, src: &Path, settings: &SettingsFn) ->
     let elapsed = started.elapsed();
     let set = dir.current();
     assert!(
-        set.plugins().iter().any(|p| p.name() == name),
+        set.setters().iter().any(|p| p.name() == name),
         "{name} is active after the rescan"
     );
     elapsed
@@ -130,14 +133,14 @@ fn benches(c: &mut Criterion) {
         let src = guest(name);
         let settings = settings_fn(config);
         // The first load warms the cache (a cold compile if it was not).
-        let plugin = Plugin::load_file(&cached, &src, &|n| settings(n))
+        let plugin = Plugin::load_file(&cached, &src, &|n| settings(n).sandbox)
             .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
         plugin
             .call_set(&cached, &node_json, ctx.clone())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let warm = Plugin::load_file(&cached, &src, &|n| PluginSettings {
             reuse_instance: true,
-            ..settings(n)
+            ..settings(n).sandbox
         })
         .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
 

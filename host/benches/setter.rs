@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kernel_check::KernelCheck;
-use nodestatus::pipeline::{PluginSet, pass};
-use nodestatus::runtime::{CallContext, Plugin, PluginSettings, Runtime};
+use nodestatus_engine::pipeline::{PassOptions, PluginSet, Setter, pass};
+use nodestatus_runtime::{CallContext, Plugin, PluginSettings, Runtime};
 use nodestatus_tests::{built, nodes};
 
 fn load(runtime: &Runtime, path: &Path) -> Plugin {
@@ -161,13 +161,27 @@ fn benches(c: &mut Criterion) {
         b.iter(|| black_box(exec_plugin(&exec, black_box(&node_json))))
     });
 
-    let set = PluginSet::new(vec![Arc::new(load(&runtime, path))]);
-    let (_, report) = pass(&runtime, &set, &node, &CallContext::default());
+    let set = PluginSet::new(vec![Setter::from(Arc::new(load(&runtime, path)))]);
+    let (_, report) = pass(
+        &runtime,
+        &set,
+        &node,
+        &CallContext::default(),
+        PassOptions::default(),
+    );
     if let Some((name, e)) = report.failures().next() {
         panic!("{name} failed in the pass: {e}");
     }
     c.bench_function("wasm/pass", |b| {
-        b.iter(|| black_box(pass(&runtime, &set, black_box(&node), &ctx)))
+        b.iter(|| {
+            black_box(pass(
+                &runtime,
+                &set,
+                black_box(&node),
+                &ctx,
+                PassOptions::default(),
+            ))
+        })
     });
 
     c.bench_function("load/cached", |b| {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use nodestatus::cli::{self, LogFormat};
-use nodestatus::runtime::compile;
+use nodestatus_runtime::compile;
 
 /// In the compile child, a failed allocation exits with a status the
 /// parent reads as out of memory.

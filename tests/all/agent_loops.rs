@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use http::{Method, Request, Response};
 use kube::client::Body;
-use nodestatus::agent::client::{NodeClient, Traffic};
-use nodestatus::agent::decide::FixedRandom;
-use nodestatus::agent::{Agent, SyncOutcome};
+use nodestatus_engine::agent::client::{NodeClient, Traffic};
+use nodestatus_engine::agent::decide::FixedRandom;
+use nodestatus_engine::agent::{Agent, AgentHandle, SyncOutcome};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -25,9 +25,12 @@ type Send = mock::SendResponse<Response<Body>>;
 
 /// The apiserver's side of the mock: each request in order, events answered
 /// on the side (they are recorded in the background and may come at any
-/// point).
+/// point), and with `leases`, the lease's requests too (a test of the
+/// status sync, while the lease loop runs beside it).
 struct Server {
     handle: Handle,
+    leases: bool,
+    lease_rv: u64,
 }
 
 struct Received {
@@ -50,6 +53,18 @@ impl Server {
             let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if path.ends_with("/events") {
                 reply(send, 201, &body);
+                continue;
+            }
+            if self.leases && path.contains("/leases") {
+                self.lease_rv += 1;
+                match method {
+                    Method::GET => reply(send, 404, &status(404, "NotFound")),
+                    _ => {
+                        let mut l = body;
+                        l["metadata"]["resourceVersion"] = json!(self.lease_rv.to_string());
+                        reply(send, if method == Method::POST { 201 } else { 200 }, &l);
+                    }
+                }
                 continue;
             }
             return Received {
@@ -94,7 +109,7 @@ const NODES: &str = "/api/v1/nodes";
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vt-node";
 
 struct Rig {
-    agent: Arc<Agent>,
+    agent: Agent,
     server: Server,
     _dir: tempfile::TempDir,
 }
@@ -116,12 +131,34 @@ fn rig(yaml: &str, ready: bool, r: f64) -> Rig {
     let (svc, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let nc = NodeClient::new(client, "vt-node", Arc::new(Traffic::default()));
-    let agent = Agent::with_random(cfg, nc, plugins, Arc::new(FixedRandom(r)));
+    // No watch: every request is the loops' own.
+    let agent = Agent::with_random(cfg, nc, plugins, Arc::new(FixedRandom(r))).without_watch();
     Rig {
         agent,
-        server: Server { handle },
+        server: Server {
+            handle,
+            leases: false,
+            lease_rv: 0,
+        },
         _dir: dir,
     }
+}
+
+/// Runs `f` on the agent in a task of its own (the mock answers from this
+/// one); gives the agent back with the result.
+fn drive<T: std::marker::Send + 'static>(
+    mut agent: Agent,
+    f: impl for<'a> FnOnce(
+        &'a mut Agent,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = T> + std::marker::Send + 'a>,
+    > + std::marker::Send
+    + 'static,
+) -> tokio::task::JoinHandle<(Agent, T)> {
+    tokio::spawn(async move {
+        let r = f(&mut agent).await;
+        (agent, r)
+    })
 }
 
 /// The node as the server would answer it: `node` with a uid and a
@@ -151,9 +188,8 @@ async fn registration_backs_off_from_100ms_doubling_to_7s() {
         _dir,
     } = rig("", false, 0.0);
     let t0 = Instant::now();
-    let run = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.register(&CancellationToken::new()).await }
+    let run = drive(agent, |a| {
+        Box::pin(async move { a.register(&CancellationToken::new()).await })
     });
     let mut at = Vec::new();
     for _ in 0..9 {
@@ -164,7 +200,8 @@ async fn registration_backs_off_from_100ms_doubling_to_7s() {
     let r = server.expect(Method::POST, NODES).await;
     let created = stored(&r.body, 1);
     reply(r.send, 201, &created);
-    run.await.unwrap().unwrap();
+    let (agent, registered) = run.await.unwrap();
+    registered.unwrap();
     let gaps: Vec<u128> = std::iter::once(ms(at[0] - t0))
         .chain(at.windows(2).map(|w| ms(w[1] - w[0])))
         .collect();
@@ -173,7 +210,7 @@ async fn registration_backs_off_from_100ms_doubling_to_7s() {
         vec![100, 200, 400, 800, 1600, 3200, 6400, 7000, 7000],
         "the sleep before each try"
     );
-    assert!(agent.ready_reason().await.is_some(), "no sync yet");
+    assert!(agent.handle().ready_reason().is_some(), "no sync yet");
 }
 
 #[tokio::test(start_paused = true)]
@@ -183,8 +220,12 @@ async fn a_403_on_the_lease_after_start_is_retried_with_backoff_and_reported() {
         mut server,
         _dir,
     } = rig("nodeLeaseDurationSeconds: 40\n", false, 0.5);
+    // Registered: the status sync has nothing to write (no setter), and the
+    // lease loop starts.
+    let (agent, _) = register(agent, &mut server).await;
+    let handle = agent.handle();
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.clone().lease_loop(cancel.clone()));
+    let run = tokio::spawn(agent.run(cancel.clone()));
     // No lease cached: GET. Refused 5 times (5 tries), then the loop backs
     // off 200 ms and tries again.
     let mut last = None;
@@ -227,27 +268,34 @@ async fn a_403_on_the_lease_after_start_is_retried_with_backoff_and_reported() {
         !run.is_finished(),
         "a 403 after start must not end the lease loop"
     );
-    let metrics = agent.metrics().encode();
+    let metrics = handle.metrics().encode();
     assert!(
         metrics.contains("nodestatus_loop_errors_total{loop=\"lease\",kind=\"forbidden\"} 1"),
         "{metrics}"
     );
     cancel.cancel();
-    run.await.unwrap();
+    run.await.unwrap().unwrap();
 }
 
 /// Registers `vt-node` through the mock (one POST answered 201); returns
-/// the stored node.
-async fn register(agent: &Arc<Agent>, server: &mut Server) -> Value {
-    let reg = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.register(&CancellationToken::new()).await }
+/// the agent and the stored node.
+async fn register(agent: Agent, server: &mut Server) -> (Agent, Value) {
+    let reg = drive(agent, |a| {
+        Box::pin(async move { a.register(&CancellationToken::new()).await })
     });
     let r = server.expect(Method::POST, NODES).await;
     let created = stored(&r.body, 1);
     reply(r.send, 201, &created);
-    reg.await.unwrap().unwrap();
-    created
+    let (agent, registered) = reg.await.unwrap();
+    registered.unwrap();
+    (agent, created)
+}
+
+/// One status sync in a task of its own.
+fn sync_once(
+    agent: Agent,
+) -> tokio::task::JoinHandle<(Agent, nodestatus_engine::agent::Result<SyncOutcome>)> {
+    drive(agent, |a| Box::pin(async move { a.sync_once().await }))
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,17 +305,14 @@ async fn five_tries_the_first_from_the_cache_the_others_from_a_get_each_with_a_d
         mut server,
         _dir,
     } = rig("", true, 0.5);
-    let created = register(&agent, &mut server).await;
+    let (agent, created) = register(agent, &mut server).await;
     assert!(
         created["status"]["conditions"]
             .as_array()
             .is_none_or(|l| l.iter().all(|c| c["type"] != "Ready")),
         "no Ready before the readiness checks ran: {created}"
     );
-    let sync = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.sync_once().await }
-    });
+    let sync = sync_once(agent);
     // Try 0 diffs against the cached node: no GET before the patch. The
     // server never answers: the call ends at its deadline (10 s by default).
     let first = server.expect(Method::PATCH, NODE_STATUS).await;
@@ -296,7 +341,7 @@ async fn five_tries_the_first_from_the_cache_the_others_from_a_get_each_with_a_d
         prev = p.at;
     }
     assert!(matches!(
-        sync.await.unwrap().unwrap(),
+        sync.await.unwrap().1.unwrap(),
         SyncOutcome::Patched { .. }
     ));
 }
@@ -309,11 +354,8 @@ async fn five_failed_tries_end_the_pass_with_the_kubelets_error_and_the_next_pas
         mut server,
         _dir,
     } = rig("", true, 0.5);
-    let created = register(&agent, &mut server).await;
-    let sync = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.sync_once().await }
-    });
+    let (agent, created) = register(agent, &mut server).await;
+    let sync = sync_once(agent);
     let p = server.expect(Method::PATCH, NODE_STATUS).await;
     reply(p.send, 503, &status(503, "ServiceUnavailable"));
     for _ in 1..5 {
@@ -322,7 +364,8 @@ async fn five_failed_tries_end_the_pass_with_the_kubelets_error_and_the_next_pas
         let p = server.expect(Method::PATCH, NODE_STATUS).await;
         reply(p.send, 503, &status(503, "ServiceUnavailable"));
     }
-    let err = sync.await.unwrap().unwrap_err();
+    let (agent, result) = sync.await.unwrap();
+    let err = result.unwrap_err();
     assert!(
         err.to_string()
             .starts_with("update node status exceeds retry count"),
@@ -330,7 +373,7 @@ async fn five_failed_tries_end_the_pass_with_the_kubelets_error_and_the_next_pas
     );
     // The failures counted one pass, not five tries: a readiness setter
     // would need three such passes.
-    let text = agent.metrics().encode();
+    let text = agent.handle().metrics().encode();
     assert!(
         text.contains("nodestatus_sync_passes_total{result=\"error\"} 1"),
         "{text}"
@@ -349,22 +392,23 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
         _dir,
     } = rig("registerNode: false\n", true, 0.25);
     let t0 = Instant::now();
-    let reg = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.register(&CancellationToken::new()).await }
+    let reg = drive(agent, |a| {
+        Box::pin(async move { a.register(&CancellationToken::new()).await })
     });
     let g = server.expect(Method::GET, NODE).await;
     let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"});
     let node = stored(
-        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "vt-node", "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": nodestatus::node::kubelet::go_arch()}}, "status": {"conditions": [ready]}}),
+        &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "vt-node", "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": nodestatus_model::node::kubelet::go_arch()}}, "status": {"conditions": [ready]}}),
         3,
     );
     reply(g.send, 200, &node);
-    reg.await.unwrap().unwrap();
+    let (agent, registered) = reg.await.unwrap();
+    registered.unwrap();
     let started = Instant::now();
     assert_eq!(ms(started - t0), 100);
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.clone().sync_loop(cancel.clone()));
+    server.leases = true;
+    let run = tokio::spawn(agent.run(cancel.clone()));
     let mut writes = Vec::new();
     let mut current = node.clone();
     for i in 0..3u64 {
@@ -382,7 +426,7 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
                 assert_eq!(keys, vec!["lastHeartbeatTime", "type"], "{}", p.body);
             }
         }
-        current = nodestatus::node::patch::apply(&current, &p.body);
+        current = nodestatus_tests::patch::apply(&current, &p.body);
         current["metadata"]["resourceVersion"] = json!((4 + i).to_string());
         // The heartbeat is wall-clock time, to the second, and virtual time
         // runs minutes in a real second: keep the stored one old, so that
@@ -396,7 +440,7 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
     // 532.3 s, seen by the pass at 53 x 10.1 = 535.3 s. No write between.
     assert_eq!(writes, vec![0, 232_300, 535_300]);
     cancel.cancel();
-    run.await.unwrap();
+    run.await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -408,8 +452,9 @@ async fn the_fast_update_runs_every_100ms_until_ready_for_at_most_two_minutes() 
         mut server,
         _dir,
     } = rig("", false, 0.0);
-    register(&agent, &mut server).await;
-    let passes = |agent: &Agent| -> u64 {
+    let (agent, _) = register(agent, &mut server).await;
+    let handle = agent.handle();
+    let passes = |agent: &AgentHandle| -> u64 {
         agent
             .metrics()
             .encode()
@@ -419,22 +464,30 @@ async fn the_fast_update_runs_every_100ms_until_ready_for_at_most_two_minutes() 
             .sum()
     };
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.clone().sync_loop(cancel.clone()));
+    server.leases = true;
+    let leases = tokio::spawn(async move {
+        // Nothing but the lease's requests, answered on the side.
+        server.next().await;
+        unreachable!("the status sync wrote nothing");
+    });
+    let run = tokio::spawn(agent.run(cancel.clone()));
     tokio::time::sleep(Duration::from_millis(10_050)).await;
     // 0, 0.1, ..., 10.0 s: 101 passes.
-    assert_eq!(passes(&agent), 101);
+    assert_eq!(passes(&handle), 101);
     tokio::time::sleep(Duration::from_secs(120)).await;
-    let at_130 = passes(&agent);
+    let at_130 = passes(&handle);
     // After 120 s only the regular passes (every 10 s, draw 0): 130.0 ..
     // 200.0 s.
     tokio::time::sleep(Duration::from_secs(70)).await;
-    assert_eq!(passes(&agent) - at_130, 7);
+    assert_eq!(passes(&handle) - at_130, 7);
     assert!(
         (1195..=1210).contains(&at_130),
         "{at_130} passes in the first 130 s"
     );
+    assert!(!leases.is_finished(), "no request but the lease's");
+    leases.abort();
     cancel.cancel();
-    run.await.unwrap();
+    run.await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]
@@ -445,7 +498,7 @@ async fn shutdown_is_immediate_while_the_apiserver_never_answers() {
         _dir,
     } = rig("", true, 0.5);
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.clone().run(cancel.clone()));
+    let run = tokio::spawn(agent.run(cancel.clone()));
     // Take requests and never answer them (the watch's list, the create).
     let hold = tokio::spawn(async move {
         let mut held = Vec::new();
@@ -481,19 +534,16 @@ async fn a_built_in_write_the_apiserver_would_refuse_is_discarded_not_patched() 
         mut server,
         _dir,
     } = rig("", true, 0.5);
-    let reg = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.register(&CancellationToken::new()).await }
+    let reg = drive(agent, |a| {
+        Box::pin(async move { a.register(&CancellationToken::new()).await })
     });
     let r = server.expect(Method::POST, NODES).await;
     let mut stored_node = stored(&r.body, 1);
     stored_node["status"]["capacity"]["example.com/fpga"] = json!("1.5");
     reply(r.send, 201, &stored_node);
-    reg.await.unwrap().unwrap();
-    let sync = tokio::spawn({
-        let agent = agent.clone();
-        async move { agent.sync_once().await }
-    });
+    let (agent, registered) = reg.await.unwrap();
+    registered.unwrap();
+    let sync = sync_once(agent);
     let p = server.expect(Method::PATCH, NODE_STATUS).await;
     assert!(
         p.body
@@ -503,17 +553,18 @@ async fn a_built_in_write_the_apiserver_would_refuse_is_discarded_not_patched() 
         p.body
     );
     reply(p.send, 200, &stored_node);
-    sync.await.unwrap().unwrap();
-    let pass = agent.last_pass().await.unwrap();
+    let (agent, synced) = sync.await.unwrap();
+    synced.unwrap();
+    let pass = agent.handle().last_pass().unwrap();
     let step = pass
         .builtins
         .iter()
-        .find(|b| b.plugin == nodestatus::pipeline::ALLOCATABLE)
+        .find(|b| b.plugin == nodestatus_engine::pipeline::ALLOCATABLE)
         .unwrap();
     let err = step.outcome.as_ref().unwrap_err();
     assert_eq!(
         err.kind,
-        nodestatus::runtime::CallErrorKind::Invalid,
+        nodestatus_engine::pipeline::SetterErrorKind::Invalid,
         "{err}"
     );
     assert!(err.to_string().contains("example.com/fpga"), "{err}");

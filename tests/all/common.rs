@@ -1,8 +1,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use nodestatus::plugin_dir::{PluginDir, SettingsFn};
-use nodestatus::runtime::{PluginSettings, Runtime};
+use nodestatus_engine::config::{PluginConfig, SettingsFn};
+use nodestatus_engine::plugin_dir::PluginDir;
+use nodestatus_runtime::Runtime;
 use nodestatus_tests::built;
 
 /// One runtime for the whole test binary, with the warm shared cache.
@@ -12,9 +13,12 @@ pub fn runtime() -> Runtime {
         .clone()
 }
 
-/// Settings from a closure.
-pub fn settings(f: impl Fn(&str) -> PluginSettings + Send + Sync + 'static) -> SettingsFn {
-    Arc::new(f)
+/// Settings from a closure that gives each plugin name its sandbox
+/// ([`nodestatus_runtime::PluginSettings`]) or its whole [`PluginConfig`].
+pub fn settings<S: Into<PluginConfig>>(
+    f: impl Fn(&str) -> S + Send + Sync + 'static,
+) -> SettingsFn {
+    Arc::new(move |n| f(n).into())
 }
 
 /// A plugin directory in a fresh temp dir, with default settings.
@@ -47,11 +51,12 @@ pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
 /// One pass of every plugin in `dir` over `node`, which must succeed for
 /// every setter; returns the resulting node.
 pub fn pass_ok(dir: &PluginDir, node: &serde_json::Value) -> serde_json::Value {
-    let (out, report) = nodestatus::pipeline::pass(
+    let (out, report) = nodestatus_engine::pipeline::pass(
         dir.runtime(),
         &dir.current(),
         node,
-        &nodestatus::runtime::CallContext::default(),
+        &nodestatus_runtime::CallContext::default(),
+        Default::default(),
     );
     for s in &report.setters {
         assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);
@@ -74,10 +79,10 @@ pub fn configured(
     yaml: &str,
     dir: &std::path::Path,
 ) -> (
-    Arc<nodestatus::config::Config>,
-    Arc<nodestatus::plugin_dir::PluginDir>,
+    Arc<nodestatus_engine::config::Config>,
+    Arc<nodestatus_engine::plugin_dir::PluginDir>,
 ) {
-    let cfg = nodestatus::config::ConfigFile::parse(yaml, std::path::Path::new("test.yaml"))
+    let cfg = nodestatus_engine::config::ConfigFile::parse(yaml, std::path::Path::new("test.yaml"))
         .unwrap()
         .validate()
         .unwrap();

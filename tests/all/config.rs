@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nodestatus::config::{ConfigFile, MAX_CONFIG_BYTES, MAX_YAML_VALUES};
+use nodestatus_engine::config::{ConfigFile, MAX_CONFIG_BYTES, MAX_YAML_VALUES};
 use proptest::prelude::*;
 
 /// What a case writes at the config path.
@@ -802,8 +802,8 @@ proptest! {
 
     #[test]
     fn durations_never_panic_and_never_exceed_the_maximum(s in "[+-]?([0-9]{0,30}(\\.[0-9]{0,30})?(ns|us|µs|ms|s|m|h|x)?){1,4}") {
-        if let Ok(d) = nodestatus::config::GoDuration::parse(&s) {
-            prop_assert!(d.0 <= nodestatus::config::MAX_DURATION);
+        if let Ok(d) = nodestatus_engine::config::GoDuration::parse(&s) {
+            prop_assert!(d.0 <= nodestatus_engine::config::MAX_DURATION);
         }
     }
 }

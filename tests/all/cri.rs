@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nodestatus::cri;
-use nodestatus::runtime::{CallContext, PluginSettings};
+use nodestatus_engine::cri;
+use nodestatus_runtime::{CallContext, PluginSettings};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -104,7 +104,7 @@ impl Containerd {
         // An empty tar: two zero blocks.
         let (layer, layer_size) = put(&[0u8; 1024]);
         let config = json!({
-            "architecture": nodestatus::node::kubelet::go_arch(), "os": "linux",
+            "architecture": nodestatus_model::node::kubelet::go_arch(), "os": "linux",
             "rootfs": {"type": "layers", "diff_ids": [layer]}, "config": {}
         });
         let (config, config_size) = put(config.to_string().as_bytes());
@@ -198,7 +198,12 @@ fn the_runtime_facts_come_from_a_real_containerd() {
 
 /// A plugin directory with version-info, images and ready, `granted` the
 /// container runtime or not.
-fn runtime_setters(granted: bool) -> (tempfile::TempDir, Arc<nodestatus::plugin_dir::PluginDir>) {
+fn runtime_setters(
+    granted: bool,
+) -> (
+    tempfile::TempDir,
+    Arc<nodestatus_engine::plugin_dir::PluginDir>,
+) {
     let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
         container_runtime: granted,
         ..Default::default()
@@ -211,20 +216,26 @@ fn runtime_setters(granted: bool) -> (tempfile::TempDir, Arc<nodestatus::plugin_
         drop_plugin(tmp.path(), file, Path::new(src));
     }
     dir.rescan();
-    assert_eq!(dir.current().plugins().len(), 3);
+    assert_eq!(dir.current().setters().len(), 3);
     (tmp, dir)
 }
 
 fn pass_with(
-    dir: &nodestatus::plugin_dir::PluginDir,
-    answer: Option<Result<cri::Facts, cri::Error>>,
+    dir: &nodestatus_engine::plugin_dir::PluginDir,
+    answer: Option<Result<nodestatus_runtime::facts::RuntimeFacts, cri::Error>>,
 ) -> Value {
     let ctx = CallContext {
-        container_runtime: answer.map(Arc::new),
+        container_runtime: answer.map(|a| Arc::new(a.map_err(|e| e.to_string()))),
         ..CallContext::default()
     };
-    let node = nodestatus::node::kubelet::initial_node("cri-node", "cri-node");
-    let (out, report) = nodestatus::pipeline::pass(dir.runtime(), &dir.current(), &node, &ctx);
+    let node = nodestatus_model::node::kubelet::initial_node("cri-node", "cri-node");
+    let (out, report) = nodestatus_engine::pipeline::pass(
+        dir.runtime(),
+        &dir.current(),
+        &node,
+        &ctx,
+        Default::default(),
+    );
     for s in &report.setters {
         if s.plugin != "images" {
             assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);

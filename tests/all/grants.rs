@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use nodestatus::pipeline::pass;
-use nodestatus::plugin_dir::PluginDir;
-use nodestatus::runtime::{
+use nodestatus_engine::pipeline::{SetterErrorKind, pass};
+use nodestatus_engine::plugin_dir::PluginDir;
+use nodestatus_runtime::{
     CallContext, CallErrorKind, LoadError, PathGrant, Plugin, PluginSettings, Ungranted, Withheld,
 };
 use nodestatus_tests::{built, drop_plugin, nodes};
@@ -33,7 +33,7 @@ fn a_plugin_reads_only_what_was_granted() {
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
     let set = dir.current();
-    let probe = &set.plugins()[0];
+    let probe = set.setters()[0].plugin();
     // Asked for /tmp and /etc; granted only a directory inside /tmp.
     assert_eq!(probe.granted_paths(), &[PathGrant::same(granted.path())]);
     assert!(probe.withheld().contains(&Withheld::Path("/etc".into())));
@@ -44,6 +44,7 @@ fn a_plugin_reads_only_what_was_granted() {
         &set,
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     assert!(
         report.setters[0].outcome.is_ok(),
@@ -91,6 +92,7 @@ fn nothing_is_granted_by_default() {
         &dir.current(),
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     let a = &out["metadata"]["annotations"];
     assert!(
@@ -118,7 +120,7 @@ fn an_ungranted_request_can_refuse_the_plugin() {
     let (tmp, dir) = plugin_dir(settings(refuse));
     let file = drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    assert!(dir.current().plugins().is_empty());
+    assert!(dir.current().setters().is_empty());
     let err = Plugin::load_file(dir.runtime(), &file, &refuse).expect_err("refused");
     let want = [
         Withheld::Path("/etc".into()),
@@ -143,20 +145,20 @@ fn a_sha256_pin_is_enforced() {
         text.contains("sha256 mismatch for plugin \\\"probe\\\": the config pins 0000"),
         "{text}"
     );
-    assert!(dir.current().plugins().is_empty());
+    assert!(dir.current().setters().is_empty());
 
-    let sha = nodestatus::runtime::sha256_hex(&std::fs::read(built::PROBE).unwrap());
+    let sha = nodestatus_runtime::sha256_hex(&std::fs::read(built::PROBE).unwrap());
     let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
         sha256: Some(sha.clone()),
         ..Default::default()
     }));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    assert_eq!(dir.current().plugins().len(), 1);
+    assert_eq!(dir.current().setters().len(), 1);
 }
 
 /// Runs one pass of the probe in `dir` and returns its annotations.
-fn probe_annotations(dir: &nodestatus::plugin_dir::PluginDir) -> serde_json::Value {
+fn probe_annotations(dir: &nodestatus_engine::plugin_dir::PluginDir) -> serde_json::Value {
     pass_ok(dir, &nodes::small_node("n1"))["metadata"]["annotations"].clone()
 }
 
@@ -217,7 +219,7 @@ fn a_granted_path_that_appears_later_is_seen_without_a_reload() {
     }));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    assert_eq!(dir.current().plugins().len(), 1, "the plugin loads");
+    assert_eq!(dir.current().setters().len(), 1, "the plugin loads");
     let a = probe_annotations(&dir);
     assert!(
         a["probe.nodestatus.test/read-0"]
@@ -260,6 +262,7 @@ fn a_setter_run_without_its_grants_says_what_to_grant() {
         &dir.current(),
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     let e = report
         .setters
@@ -269,7 +272,11 @@ fn a_setter_run_without_its_grants_says_what_to_grant() {
         .outcome
         .clone()
         .expect_err("machine-info without /proc");
-    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
+    assert_eq!(
+        e.kind,
+        SetterErrorKind::Call(CallErrorKind::Ungranted),
+        "{e}"
+    );
     assert!(
         e.message.contains(
             "cannot read /proc/meminfo: /proc is not granted to machine-info; add it to plugins.machine-info.paths or use the default config"

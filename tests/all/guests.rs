@@ -2,7 +2,8 @@
 //! (componentize-js) and C (wasi-libc, wit-bindgen, wasm-tools), built from
 //! source by scripts/guests/*.sh, in the real host.
 
-use nodestatus::runtime::{CallErrorKind, PathGrant, PluginSettings};
+use nodestatus_engine::pipeline::{SetterError, SetterErrorKind};
+use nodestatus_runtime::{CallErrorKind, PathGrant, PluginSettings};
 use nodestatus_tests::{drop_plugin, guest, nodes};
 use serde_json::json;
 
@@ -26,8 +27,8 @@ fn python_cpu_features_labels_this_cpu() {
     drop_plugin(tmp.path(), "cpu-features.wasm", &guest("cpu-features"));
     dir.rescan();
     let set = dir.current();
-    assert_eq!(set.plugins().len(), 1, "cpu-features loads");
-    assert_eq!(set.plugins()[0].name(), "cpu-features");
+    assert_eq!(set.setters().len(), 1, "cpu-features loads");
+    assert_eq!(set.setters()[0].name(), "cpu-features");
 
     let node = pass_ok(&dir, &nodes::small_node("n1"));
     let labels = &node["metadata"]["labels"];
@@ -120,15 +121,16 @@ fn python_and_javascript_guests_serve_pass_after_pass_in_one_instance() {
 
 /// One pass of the guest plugin `name` alone, granted nothing: the node it
 /// left and the error it must have failed with.
-fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::CallError) {
+fn fails_without_grants(name: &str) -> (serde_json::Value, SetterError) {
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
     drop_plugin(tmp.path(), &format!("{name}.wasm"), &guest(name));
     dir.rescan();
-    let (out, report) = nodestatus::pipeline::pass(
+    let (out, report) = nodestatus_engine::pipeline::pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),
-        &nodestatus::runtime::CallContext::default(),
+        &nodestatus_runtime::CallContext::default(),
+        Default::default(),
     );
     let e = report.setters[0]
         .outcome
@@ -141,7 +143,11 @@ fn fails_without_grants(name: &str) -> (serde_json::Value, nodestatus::runtime::
 fn javascript_load_average_without_proc_fails_cleanly() {
     let (out, e) = fails_without_grants("load-average");
     // It asks for /proc, which is not granted.
-    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
+    assert_eq!(
+        e.kind,
+        SetterErrorKind::Call(CallErrorKind::Ungranted),
+        "{e}"
+    );
     assert!(e.to_string().contains("/proc/loadavg"), "{e}");
     // Where, in the author's file (through the source map that build.mjs
     // embeds), not in the bundle.
@@ -178,7 +184,7 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
         &guest("memory-features"),
     );
     dir.rescan();
-    assert_eq!(dir.current().plugins()[0].name(), "memory-features");
+    assert_eq!(dir.current().setters()[0].name(), "memory-features");
 
     // A node that claims both, so that what is false here must be removed.
     let mut node = nodes::small_node("n1");
@@ -206,7 +212,11 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
 #[test]
 fn python_cpu_features_without_proc_says_it_is_not_granted() {
     let (_, e) = fails_without_grants("cpu-features");
-    assert_eq!(e.kind, CallErrorKind::Ungranted, "{e}");
+    assert_eq!(
+        e.kind,
+        SetterErrorKind::Call(CallErrorKind::Ungranted),
+        "{e}"
+    );
     // The SDK's FileError, inside the sandbox: not "no such file".
     assert!(
         e.to_string()

@@ -1,14 +1,15 @@
 //! Hostile plugins: each fails alone, with a clear error, while the other
 //! setters' results still reach the output. Every check is on the typed
-//! reason (the [`CallErrorKind`] or the [`LoadError`] variant); the messages
+//! reason (the [`SetterErrorKind`] or the [`LoadError`] variant); the messages
 //! are checked only for the setting they name.
 
 use std::path::Path;
 use std::time::Duration;
 
-use nodestatus::pipeline::pass;
-use nodestatus::plugin_dir::ReloadEvent;
-use nodestatus::runtime::{
+use nodestatus_engine::pipeline::SetterErrorKind::{self, Call};
+use nodestatus_engine::pipeline::{SetterError, pass};
+use nodestatus_engine::plugin_dir::ReloadEvent;
+use nodestatus_runtime::{
     CallContext, CallErrorKind, LoadError, MetadataError, PathGrant, Plugin, PluginSettings,
 };
 use nodestatus_tests::hostile::{self, Behaviour};
@@ -23,7 +24,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
         timeout: if name == "spin" {
             Duration::from_millis(200)
         } else {
-            nodestatus::runtime::DEFAULT_TIMEOUT
+            nodestatus_runtime::DEFAULT_TIMEOUT
         },
         ..Default::default()
     }));
@@ -111,7 +112,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
         refused("garbled.wasm"),
         LoadError::Metadata(e) if e.kind == CallErrorKind::InvalidResult
     ));
-    assert_eq!(dir.current().plugins().len(), cases.len() + 1);
+    assert_eq!(dir.current().setters().len(), cases.len() + 1);
 
     let set = dir.current();
     let (out, report) = pass(
@@ -119,6 +120,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
         &set,
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     let outcome = |name: &str| {
         report
@@ -129,7 +131,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
             .outcome
             .clone()
     };
-    let error = |name: &str, kind: CallErrorKind, text: &str| {
+    let error = |name: &str, kind: SetterErrorKind, text: &str| {
         let e = outcome(name).expect_err(name);
         assert_eq!(e.kind, kind, "{name}: {e}");
         assert!(
@@ -138,32 +140,36 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
             e.message
         );
     };
-    error("spin", CallErrorKind::Timeout, "CPU deadline");
-    error("grow", CallErrorKind::Memory, "memory cap");
-    error("trap", CallErrorKind::Trap, "unreachable");
-    error("garbage", CallErrorKind::Output, "not JSON");
-    error("not-a-node", CallErrorKind::Output, "not a JSON object");
-    error("pod", CallErrorKind::Output, "not \"Node\"");
+    error("spin", Call(CallErrorKind::Timeout), "CPU deadline");
+    error("grow", Call(CallErrorKind::Memory), "memory cap");
+    error("trap", Call(CallErrorKind::Trap), "unreachable");
+    error("garbage", SetterErrorKind::Output, "not JSON");
+    error("not-a-node", SetterErrorKind::Output, "not a JSON object");
+    error("pod", SetterErrorKind::Output, "not \"Node\"");
     error(
         "rename",
-        CallErrorKind::Policy,
+        SetterErrorKind::Policy,
         "metadata.name may not be changed",
     );
-    error("taint", CallErrorKind::Policy, "spec.taints");
+    error("taint", SetterErrorKind::Policy, "spec.taints");
     error(
         "role",
-        CallErrorKind::Policy,
+        SetterErrorKind::Policy,
         "metadata.labels[node-role.kubernetes.io/control-plane]",
     );
-    error("fail", CallErrorKind::Plugin, "the device is on fire");
+    error("fail", Call(CallErrorKind::Plugin), "the device is on fire");
     error(
         "ungranted",
-        CallErrorKind::Ungranted,
+        Call(CallErrorKind::Ungranted),
         "plugins.ungranted.paths",
     );
-    error("utf8", CallErrorKind::InvalidResult, "");
-    error("oob", CallErrorKind::InvalidResult, "");
-    error("huge", CallErrorKind::OutputTooLarge, "4194304-byte limit");
+    error("utf8", Call(CallErrorKind::InvalidResult), "");
+    error("oob", Call(CallErrorKind::InvalidResult), "");
+    error(
+        "huge",
+        Call(CallErrorKind::OutputTooLarge),
+        "4194304-byte limit",
+    );
 
     // kernel-check ran after the hostile ones (by name) and its work is there.
     assert!(outcome("kernel-check").is_ok());
@@ -174,7 +180,13 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     assert_eq!(types, vec!["KernelSupported"]);
 
     // The runtime is not poisoned: a second pass behaves the same.
-    let (out2, report2) = pass(dir.runtime(), &set, &out, &CallContext::default());
+    let (out2, report2) = pass(
+        dir.runtime(),
+        &set,
+        &out,
+        &CallContext::default(),
+        Default::default(),
+    );
     assert_eq!(report2.failures().count(), cases.len());
     assert_eq!(out2["metadata"]["labels"], out["metadata"]["labels"]);
 }
@@ -189,17 +201,13 @@ fn a_memory_cap_is_configurable_per_plugin() {
     };
     let grow = hostile::component("grow", &Behaviour::GrowMemory);
     let e = run_alone("grow", &grow, capped).expect("grow fails");
-    assert_eq!(e.kind, CallErrorKind::Memory);
+    assert_eq!(e.kind, Call(CallErrorKind::Memory));
     assert!(e.message.contains("2097152-byte limit"), "{e}");
 }
 
 /// Runs `bytes` as the only plugin `name` under `plugin_settings`, and
 /// returns its error, if it failed.
-fn run_alone(
-    name: &str,
-    bytes: &[u8],
-    plugin_settings: PluginSettings,
-) -> Option<nodestatus::runtime::CallError> {
+fn run_alone(name: &str, bytes: &[u8], plugin_settings: PluginSettings) -> Option<SetterError> {
     let (tmp, dir) = plugin_dir(settings(move |_| plugin_settings.clone()));
     drop_bytes(tmp.path(), &format!("{name}.wasm"), bytes);
     dir.rescan();
@@ -208,6 +216,7 @@ fn run_alone(
         &dir.current(),
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     report.setters[0].outcome.clone().err()
 }
@@ -247,7 +256,11 @@ fn a_setter_that_fails_for_want_of_a_grant_is_ungranted_and_runs_once_granted() 
             plugin_settings.paths, plugin_settings.container_runtime
         );
         let error = run_alone(name, bytes, plugin_settings);
-        assert_eq!(error.as_ref().map(|e| e.kind), want, "{what}: {error:?}");
+        assert_eq!(
+            error.as_ref().map(|e| e.kind),
+            want.map(Call),
+            "{what}: {error:?}"
+        );
         if want == Some(CallErrorKind::Ungranted) {
             let setting = match name {
                 "runtime" => "`containerRuntime: true` under plugins.runtime",

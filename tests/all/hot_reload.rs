@@ -5,19 +5,19 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nodestatus::pipeline::pass;
-use nodestatus::plugin_dir::ReloadEvent;
-use nodestatus::runtime::{CallContext, PluginSettings};
+use nodestatus_engine::pipeline::pass;
+use nodestatus_engine::plugin_dir::ReloadEvent;
+use nodestatus_runtime::{CallContext, PluginSettings};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
 
 use crate::common::*;
 
-fn version(dir: &nodestatus::plugin_dir::PluginDir) -> Option<String> {
+fn version(dir: &nodestatus_engine::plugin_dir::PluginDir) -> Option<String> {
     dir.current()
-        .plugins()
+        .setters()
         .iter()
-        .find(|p| p.name() == "probe")
-        .map(|p| p.metadata().version.clone())
+        .find(|s| s.name() == "probe")
+        .map(|s| s.plugin().metadata().version.clone())
 }
 
 #[test]
@@ -47,6 +47,7 @@ fn drop_replace_break_and_delete_a_plugin() {
         &dir.current(),
         &node,
         &CallContext::default(),
+        Default::default(),
     );
     assert_eq!(
         out["metadata"]["labels"]["probe.nodestatus.test/version"],
@@ -60,7 +61,13 @@ fn drop_replace_break_and_delete_a_plugin() {
         "probe 2 never loaded: {:?}",
         events.lock().unwrap()
     );
-    let (out, _) = pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
+    let (out, _) = pass(
+        dir.runtime(),
+        &dir.current(),
+        &out,
+        &CallContext::default(),
+        Default::default(),
+    );
     assert_eq!(
         out["metadata"]["labels"]["probe.nodestatus.test/version"],
         "2"
@@ -94,7 +101,13 @@ fn drop_replace_break_and_delete_a_plugin() {
         wait_for(10, || version(&dir).is_none()),
         "probe never unloaded"
     );
-    let (out, report) = pass(dir.runtime(), &dir.current(), &out, &CallContext::default());
+    let (out, report) = pass(
+        dir.runtime(),
+        &dir.current(),
+        &out,
+        &CallContext::default(),
+        Default::default(),
+    );
     assert!(
         out["metadata"]["labels"]
             .get("probe.nodestatus.test/version")
@@ -127,6 +140,7 @@ fn ownership_survives_a_restart_of_the_engine() {
         &dir.current(),
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     );
     assert!(
         out["metadata"]["annotations"]["nodestatus.io/owned-fields"]
@@ -143,6 +157,7 @@ fn ownership_survives_a_restart_of_the_engine() {
         &dir2.current(),
         &out,
         &CallContext::default(),
+        Default::default(),
     );
     assert_eq!(report.released.len(), 2, "{:?}", report.released);
     assert!(out2["status"]["conditions"].as_array().unwrap().is_empty());
@@ -198,7 +213,13 @@ fn swaps_child() {
             let mut node = nodes::small_node("n1");
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let set = dir.current();
-                let (out, report) = pass(dir.runtime(), &set, &node, &CallContext::default());
+                let (out, report) = pass(
+                    dir.runtime(),
+                    &set,
+                    &node,
+                    &CallContext::default(),
+                    Default::default(),
+                );
                 let label = &out["metadata"]["labels"]["probe.nodestatus.test/version"];
                 match report.setters.iter().find(|s| s.plugin == "probe") {
                     // Every pass used one whole version: what it reports and

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use nodestatus::agent::client::{NodeClient, RequestKind, Traffic};
-use nodestatus::agent::{Agent, SyncOutcome};
-use nodestatus::config::ConfigFile;
-use nodestatus::embedded_apiserver::EmbeddedApiserver;
+use nodestatus_engine::agent::client::{NodeClient, RequestKind, Traffic};
+use nodestatus_engine::agent::{Agent, AgentHandle, SyncOutcome};
+use nodestatus_engine::config::ConfigFile;
+use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -107,7 +107,7 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: n\n  user:\n    token: {}\ncontexts:\n- name: n\n  context:\n    cluster: local\n    user: n\ncurrent-context: n\n",
             cluster().server,
-            nodestatus::embedded_apiserver::node_token(node)
+            nodestatus_engine::embedded_apiserver::node_token(node)
         ),
     )
     .unwrap();
@@ -139,7 +139,7 @@ pub fn engine_command(
         .stderr(std::fs::File::create(&log).unwrap());
     // A test that fails before it stops the engine must not leave it
     // running (it would keep writing its node).
-    nodestatus::embedded_apiserver::kill_with_parent(&mut c);
+    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
     (c, log)
 }
 
@@ -163,9 +163,29 @@ pub fn condition<'a>(node: &'a Value, t: &str) -> Option<&'a Value> {
 }
 
 pub struct TestAgent {
-    pub agent: Arc<Agent>,
+    /// The agent, until [`TestAgent::spawn`] runs it.
+    agent: Option<Agent>,
+    /// What it publishes, and its plugins.
+    pub handle: AgentHandle,
     pub dir: tempfile::TempDir,
     pub traffic: Arc<Traffic>,
+}
+
+impl TestAgent {
+    /// The agent, to drive one step of a loop (`register`, `sync_once`,
+    /// `renew_lease`).
+    pub fn agent(&mut self) -> &mut Agent {
+        self.agent.as_mut().expect("the agent is running")
+    }
+
+    /// Runs the agent's loops until `cancel`.
+    pub fn spawn(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> tokio::task::JoinHandle<nodestatus_engine::agent::Result<()>> {
+        let agent = self.agent.take().expect("the agent runs once");
+        tokio::spawn(agent.run(cancel.clone()))
+    }
 }
 
 /// An agent for `name` with the node's own credentials, fast periods, and the
@@ -209,22 +229,24 @@ pub fn agent_via(
     );
     let (cfg, plugins) = crate::common::configured(&yaml, dir.path());
     let traffic = Arc::new(Traffic::default());
-    let token = nodestatus::embedded_apiserver::node_token(identity);
+    let token = nodestatus_engine::embedded_apiserver::node_token(identity);
     let nc = match server {
         None => NodeClient::new(client(&token), name, traffic.clone()),
         Some(server) => NodeClient::from_config(
             client_config(server, &token),
             name,
             traffic.clone(),
-            nodestatus::agent::client::call_deadline(
+            nodestatus_engine::agent::client::call_deadline(
                 cfg.node_status_update_frequency,
                 cfg.node_lease_duration_seconds,
             ),
         )
         .unwrap(),
     };
+    let agent = Agent::new(cfg, nc, plugins);
     TestAgent {
-        agent: Agent::new(cfg, nc, plugins),
+        handle: agent.handle(),
+        agent: Some(agent),
         dir,
         traffic,
     }
@@ -254,19 +276,19 @@ where
 
 #[tokio::test(flavor = "multi_thread")]
 async fn registers_with_the_right_labels_and_renews_its_lease() {
-    let t = agent(
+    let mut t = agent(
         "reg-node",
         "reg-node",
         "nodeLabels: {example.com/pool: blue}\nregisterWithTaints: [{key: example.com/new, effect: NoSchedule}]\nproviderID: example://reg-node\n",
         &default_plugins(),
     );
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("reg-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await,
         "node never Ready"
@@ -275,7 +297,7 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
     let labels = &node["metadata"]["labels"];
     assert_eq!(
         labels["kubernetes.io/hostname"],
-        nodestatus::runtime::facts::Facts::default()
+        nodestatus_runtime::facts::Facts::default()
             .system()
             .hostname
             .to_lowercase()
@@ -283,7 +305,7 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
     assert_eq!(labels["kubernetes.io/os"], "linux");
     assert_eq!(
         labels["kubernetes.io/arch"],
-        nodestatus::node::kubelet::go_arch()
+        nodestatus_model::node::kubelet::go_arch()
     );
     assert_eq!(labels["beta.kubernetes.io/os"], "linux");
     assert_eq!(labels["example.com/pool"], "blue");
@@ -344,16 +366,16 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
-    let t = agent("count-node", "count-node", "", &default_plugins());
+    let mut t = agent("count-node", "count-node", "", &default_plugins());
     let cancel = CancellationToken::new();
-    t.agent.register(&cancel).await.unwrap();
-    t.agent.sync_once().await.unwrap();
+    t.agent().register(&cancel).await.unwrap();
+    t.agent().sync_once().await.unwrap();
     // The step function, with no timers: a change is written at once, and
     // the next passes, which change nothing, write nothing.
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
-    t.agent.plugins().rescan();
+    t.handle.plugins().rescan();
     assert!(matches!(
-        t.agent.sync_once().await.unwrap(),
+        t.agent().sync_once().await.unwrap(),
         SyncOutcome::Patched { .. }
     ));
     assert!(
@@ -363,12 +385,12 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
             .is_some()
     );
     for _ in 0..3 {
-        assert_eq!(t.agent.sync_once().await.unwrap(), SyncOutcome::Unchanged);
+        assert_eq!(t.agent().sync_once().await.unwrap(), SyncOutcome::Unchanged);
     }
 
     // Now the real loops for a while, counting every request the engine sends.
     let before = t.traffic.snapshot().len();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let window = Duration::from_secs(14);
     tokio::time::sleep(window).await;
     cancel.cancel();
@@ -392,10 +414,11 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
         (10..=15).contains(&leases),
         "{leases} lease writes in {window:?}"
     );
-    // One GET at start (run registers again and finds the node), none after.
+    // No GET: the agent registered before it ran, and its live copy of the
+    // node comes from its writes and the watch.
     assert_eq!(
         count(RequestKind::GetNode),
-        1,
+        0,
         "GETs in a steady state: {sent:#?}"
     );
     for s in sent.iter().filter(|s| s.kind == RequestKind::UpdateLease) {
@@ -436,11 +459,11 @@ async fn a_flipped_condition_and_a_dropped_plugin_reach_the_server_within_one_pe
     );
     let mut plugins = default_plugins();
     plugins.push(("probe.wasm", Path::new(built::PROBE)));
-    let t = agent("flip-node", "flip-node", &yaml, &plugins);
+    let mut t = agent("flip-node", "flip-node", &yaml, &plugins);
     let cancel = CancellationToken::new();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = t.agent.plugins().watch(stop.clone()).unwrap();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let watcher = t.handle.plugins().watch(stop.clone()).unwrap();
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("flip-node")
@@ -498,9 +521,9 @@ async fn a_flipped_condition_and_a_dropped_plugin_reach_the_server_within_one_pe
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again() {
-    let t = agent("del-node", "del-node", "", &default_plugins());
+    let mut t = agent("del-node", "del-node", "", &default_plugins());
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let nodes: Api<Node> = Api::all(admin());
     let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
     assert!(
@@ -533,7 +556,7 @@ async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again()
         .await
         .unwrap();
     assert!(
-        until(10, || async { t.agent.node_deleted() }).await,
+        until(10, || async { t.handle.node_deleted() }).await,
         "the deletion was not noticed"
     );
     // Five update periods and more than a lease duration later, still gone.
@@ -551,15 +574,15 @@ async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again()
             <= 1,
         "a create after the deletion"
     );
-    let why = t.agent.ready_reason().await.unwrap_or_default();
+    let why = t.handle.ready_reason().unwrap_or_default();
     assert!(why.contains("was deleted"), "/readyz: {why}");
     assert!(
-        t.agent
+        t.handle
             .metrics()
             .encode()
             .contains("nodestatus_node_deleted 1"),
         "{}",
-        t.agent.metrics().encode()
+        t.handle.metrics().encode()
     );
     assert!(!run.is_finished(), "the loops must go on");
 
@@ -570,27 +593,27 @@ async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again()
     assert!(
         until(10, || async {
             server_node("del-node").await.is_some_and(|n| {
-                condition(&n, "KernelSupported").is_some() && nodestatus::agent::is_ready(&n)
+                condition(&n, "KernelSupported").is_some() && nodestatus_engine::agent::is_ready(&n)
             })
         })
         .await,
         "the node created again was not kept current"
     );
-    assert!(until(5, || async { !t.agent.node_deleted() }).await);
+    assert!(until(5, || async { !t.handle.node_deleted() }).await);
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn another_agents_condition_survives_every_patch() {
-    let t = agent("npd-node", "npd-node", "", &default_plugins());
+    let mut t = agent("npd-node", "npd-node", "", &default_plugins());
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("npd-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await
     );
@@ -604,13 +627,19 @@ async fn another_agents_condition_survives_every_patch() {
         )
         .await
         .unwrap();
-    // Force several engine writes (a changed plugin set changes the status).
+    // Several engine writes (a changed plugin set changes the status, and
+    // the periodic reports follow every 6 s).
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
-    t.agent.plugins().rescan();
-    for _ in 0..3 {
-        t.agent.sync_once().await.ok();
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    t.handle.plugins().rescan();
+    assert!(
+        until(10, || async {
+            server_node("npd-node")
+                .await
+                .is_some_and(|n| condition(&n, "ProbeRan").is_some())
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(7)).await;
     cancel.cancel();
     run.await.unwrap().unwrap();
     let node = server_node("npd-node").await.unwrap();
@@ -642,14 +671,14 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
     .unwrap();
     // A plugin is named by its file (the component declares broken-runtime).
     plugins.push(("broken-runtime.wasm", fail.as_path()));
-    let t = agent(
+    let mut t = agent(
         "crit-node",
         "crit-node",
         "plugins:\n  broken-runtime:\n    affectsReadiness: true\n",
         &plugins,
     );
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("crit-node").await.and_then(|n| condition(&n, "Ready").cloned()).is_some_and(|c| {
@@ -662,12 +691,12 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
     );
     // Fixing it (removing the plugin) makes the node Ready again.
     std::fs::remove_file(t.dir.path().join("broken-runtime.wasm")).unwrap();
-    t.agent.plugins().rescan();
+    t.handle.plugins().rescan();
     assert!(
         until(10, || async {
             server_node("crit-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await
     );
@@ -677,10 +706,10 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_identity_cannot_register_another_node_and_says_so() {
-    let t = agent("node-b", "node-a", "", &default_plugins());
+    let mut t = agent("node-b", "node-a", "", &default_plugins());
     let started = Instant::now();
     let err = t
-        .agent
+        .agent()
         .register(&CancellationToken::new())
         .await
         .unwrap_err();
@@ -715,23 +744,23 @@ async fn a_node_identity_cannot_patch_another_nodes_status_or_lease() {
     let before_lease = serde_json::to_value(leases.get(y).await.unwrap()).unwrap();
 
     // The control: X's identity writes X's own status and lease.
-    let own = agent("own-node-x", "own-node-x", "", &default_plugins());
-    own.agent.register_once().await.unwrap();
-    own.agent.sync_once().await.unwrap();
-    own.agent.renew_lease(&mut None).await.unwrap();
+    let mut own = agent("own-node-x", "own-node-x", "", &default_plugins());
+    own.agent().register_once().await.unwrap();
+    own.agent().sync_once().await.unwrap();
+    own.agent().renew_lease(None).await.unwrap();
     assert!(condition(&server_node("own-node-x").await.unwrap(), "KernelSupported").is_some());
 
     // The same engine, pointed at Y with X's identity, is refused both.
-    let t = agent(y, "own-node-x", "", &default_plugins());
-    let err = t.agent.sync_once().await.unwrap_err();
+    let mut t = agent(y, "own-node-x", "", &default_plugins());
+    let err = t.agent().sync_once().await.unwrap_err();
     let text = format!("{err}: {err:?}");
     assert!(text.contains("403"), "{text}");
-    let err = t.agent.renew_lease(&mut None).await.unwrap_err();
+    let err = t.agent().renew_lease(None).await.unwrap_err();
     let text = format!("{err}: {err:?}");
     assert!(text.contains("403"), "{text}");
     // A lease update from a cached copy (no GET first) is refused too.
-    let mut cached = Some(leases.get(y).await.unwrap());
-    let err = t.agent.renew_lease(&mut cached).await.unwrap_err();
+    let cached = Some(leases.get(y).await.unwrap());
+    let err = t.agent().renew_lease(cached).await.unwrap_err();
     assert!(format!("{err:?}").contains("403"), "{err:?}");
 
     // Nothing of Y changed.
@@ -747,14 +776,14 @@ async fn a_node_identity_cannot_patch_another_nodes_status_or_lease() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn register_node_false_waits_for_an_existing_node() {
-    let t = agent(
+    let mut t = agent(
         "companion-node",
         "companion-node",
         "registerNode: false\n",
         &default_plugins(),
     );
     assert!(
-        !t.agent.register_once().await.unwrap(),
+        !t.agent().register_once().await.unwrap(),
         "it must not create the node"
     );
     assert!(server_node("companion-node").await.is_none());
@@ -765,9 +794,9 @@ async fn register_node_false_waits_for_an_existing_node() {
         .create(&Default::default(), &node)
         .await
         .unwrap();
-    assert!(t.agent.register_once().await.unwrap());
+    assert!(t.agent().register_once().await.unwrap());
     assert!(matches!(
-        t.agent.sync_once().await.unwrap(),
+        t.agent().sync_once().await.unwrap(),
         SyncOutcome::Patched { .. }
     ));
     let n = server_node("companion-node").await.unwrap();
@@ -787,14 +816,14 @@ async fn events_use_the_kubelets_reasons() {
     .unwrap();
     let mut plugins = default_plugins();
     plugins.push(("flaky.wasm", fail.as_path()));
-    let t = agent(
+    let mut t = agent(
         "drop-node",
         "drop-node",
         "plugins:\n  flaky:\n    affectsReadiness: true\n",
         &plugins,
     );
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let events: Api<Event> = Api::namespaced(admin(), "default");
     let reasons = || async {
         events
@@ -856,15 +885,15 @@ async fn metrics_status_and_probes_move_with_the_engine() {
     .unwrap();
     let mut plugins = default_plugins();
     plugins.push(("flaky.wasm", fail.as_path()));
-    let t = agent("metrics-node", "metrics-node", "", &plugins);
+    let mut t = agent("metrics-node", "metrics-node", "", &plugins);
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
     let cancel = CancellationToken::new();
-    let http = tokio::spawn(nodestatus::http::serve(
+    let http = tokio::spawn(nodestatus_engine::http::serve(
         addr,
-        t.agent.clone(),
+        t.handle.clone(),
         cancel.clone(),
     ));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -880,7 +909,7 @@ async fn metrics_status_and_probes_move_with_the_engine() {
             == 200
     );
 
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             tokio::task::spawn_blocking(move || http_get(addr, "/readyz").0 == 200)
@@ -931,7 +960,7 @@ async fn metrics_status_and_probes_move_with_the_engine() {
     );
     // They move: more passes, more failures, a reload.
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
-    t.agent.plugins().rescan();
+    t.handle.plugins().rescan();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let m2 = get("/metrics").await;
     for series in [
@@ -979,19 +1008,19 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
         .map(|(f, p)| (f, Path::new(p)))
         .collect();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/default-config.yaml");
-    let t = agent_with_config("default-node", "default-node", "", Some(&config), &plugins);
-    assert_eq!(t.agent.plugins().current().plugins().len(), 11);
+    let mut t = agent_with_config("default-node", "default-node", "", Some(&config), &plugins);
+    assert_eq!(t.handle.plugins().current().setters().len(), 11);
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("default-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await
     );
-    let pass = t.agent.last_pass().await.unwrap();
+    let pass = t.handle.last_pass().unwrap();
     assert_eq!(
         pass.failures().count(),
         0,
@@ -1016,7 +1045,7 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
     // half a percent of 15%, the build beside this test may move the disk
     // across it, and either reason is right.
     let (free, inodes) = {
-        let st = nodestatus::runtime::facts::statvfs(Path::new("/")).unwrap();
+        let st = nodestatus_runtime::facts::statvfs(Path::new("/")).unwrap();
         (
             st.available_bytes as f64 / st.total_bytes as f64,
             st.free_inodes as f64 / st.total_inodes.max(1) as f64,
@@ -1069,20 +1098,20 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
         "allocatable = capacity - 100Mi eviction threshold"
     );
     assert_eq!(st["capacity"]["pods"], "110");
-    let disk = nodestatus::runtime::facts::statvfs(Path::new("/")).unwrap();
+    let disk = nodestatus_runtime::facts::statvfs(Path::new("/")).unwrap();
     let eph =
         nodestatus_sdk::Quantity::parse(st["capacity"]["ephemeral-storage"].as_str().unwrap())
             .unwrap();
     assert_eq!(eph.as_units_ceil(), disk.total_bytes as i128);
     // nodeInfo, addresses, daemon endpoints: the same fields as a kubelet's.
-    let sys = nodestatus::runtime::facts::Facts::default();
+    let sys = nodestatus_runtime::facts::Facts::default();
     let sys = sys.system();
     for (field, want) in [
         ("machineID", sys.machine_id.as_str()),
         ("bootID", sys.boot_id.as_str()),
         ("kernelVersion", sys.kernel_release.as_str()),
         ("operatingSystem", "linux"),
-        ("architecture", nodestatus::node::kubelet::go_arch()),
+        ("architecture", nodestatus_model::node::kubelet::go_arch()),
     ] {
         assert_eq!(st["nodeInfo"][field], want, "{field}");
     }
@@ -1180,7 +1209,7 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         "a new file in the variant must be dry-run here or have its shape checked"
     );
     // The ConfigMap's config is a valid nodestatus config.
-    let cm = nodestatus::config::yaml_to_json(
+    let cm = nodestatus_engine::config::yaml_to_json(
         &std::fs::read_to_string(deploy.join("configmap.yaml")).unwrap(),
     )
     .unwrap();
@@ -1196,7 +1225,7 @@ fn manifest(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
         .split("\n---")
-        .map(|doc| nodestatus::config::yaml_to_json(doc).unwrap())
+        .map(|doc| nodestatus_engine::config::yaml_to_json(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -1271,8 +1300,8 @@ fn the_default_daemonset_runs_as_the_node_with_no_token_and_no_privilege() {
         .validate()
         .unwrap();
     for (name, s) in &cfg.plugins {
-        for g in &s.paths {
-            for p in nodestatus::config::PROTECTED_PATHS
+        for g in &s.sandbox.paths {
+            for p in nodestatus_engine::config::PROTECTED_PATHS
                 .iter()
                 .filter(|p| !p.starts_with("/proc"))
             {
@@ -1423,14 +1452,14 @@ async fn companion_mode_patches_only_its_own_fields_beside_a_kubelet() {
         .await
         .unwrap();
 
-    let t = agent(
+    let mut t = agent(
         "comp-node",
         "comp-node",
         "companion: true\n",
         &[("kernel-check.wasm", Path::new(built::KERNEL_CHECK))],
     );
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("comp-node")
@@ -1449,7 +1478,7 @@ async fn companion_mode_patches_only_its_own_fields_beside_a_kubelet() {
 
     // Removing the plugin removes the fields it owned, and only those.
     std::fs::remove_file(t.dir.path().join("kernel-check.wasm")).unwrap();
-    t.agent.plugins().rescan();
+    t.handle.plugins().rescan();
     assert!(
         until(10, || async {
             server_node("comp-node")
@@ -1492,11 +1521,11 @@ async fn companion_mode_patches_only_its_own_fields_beside_a_kubelet() {
 #[tokio::test(flavor = "multi_thread")]
 async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     let grants = "plugins:\n  cpu-features: {paths: [/proc]}\n  load-average: {paths: [/proc], config: {maxLoadPerCpu: 1000}}\n  memory-features: {paths: [/proc]}\n";
-    let t = agent("guest-node", "guest-node", grants, &[]);
+    let mut t = agent("guest-node", "guest-node", grants, &[]);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = t.agent.plugins().watch(stop.clone()).unwrap();
+    let watcher = t.handle.plugins().watch(stop.clone()).unwrap();
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let vendor = "feature.node.kubernetes.io/cpu-model.vendor_id";
     let has_vendor = |n: &Value| n["metadata"]["labels"][vendor].is_string();
     let high_load = |n: &Value| condition(n, "HighLoad").map(|c| c["reason"].clone());
@@ -1548,7 +1577,7 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     // The removal alone takes HighLoad away (a pass with no setter): wait
     // for a pass that ran the C setter.
     let c_ran = || async {
-        t.agent.last_pass().await.is_some_and(|p| {
+        t.handle.last_pass().is_some_and(|p| {
             p.setters
                 .iter()
                 .any(|s| s.plugin == "memory-features" && s.outcome.is_ok())
@@ -1557,7 +1586,7 @@ async fn guests_in_other_languages_hot_reload_against_the_apiserver() {
     assert!(
         until(60, c_ran).await,
         "{:?}",
-        t.agent.last_pass().await.map(|p| p.setters)
+        t.handle.last_pass().map(|p| p.setters.clone())
     );
 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1575,15 +1604,15 @@ fn lifecycle_unknown() -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_foreign_change_to_an_owned_field_is_corrected_within_a_period_and_foreign_fields_stay() {
-    let t = agent("heal-node", "heal-node", "", &default_plugins());
+    let mut t = agent("heal-node", "heal-node", "", &default_plugins());
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let nodes: Api<Node> = Api::all(admin());
     assert!(
         until(20, || async {
             server_node("heal-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await
     );
@@ -1621,7 +1650,7 @@ async fn a_foreign_change_to_an_owned_field_is_corrected_within_a_period_and_for
         until(6, || async {
             server_node("heal-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await,
         "Ready=Unknown was never corrected: {:#}",
@@ -1780,7 +1809,7 @@ async fn pump(
 #[tokio::test(flavor = "multi_thread")]
 async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops_recover() {
     let proxy = Freezer::start(&cluster().server).await;
-    let t = agent_via(
+    let mut t = agent_via(
         "freeze-node",
         "freeze-node",
         "",
@@ -1788,9 +1817,9 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
         &default_plugins(),
         Some(&proxy.url()),
     );
-    assert_eq!(t.agent.client().deadline(), Duration::from_secs(1));
+    assert_eq!(t.agent().client().deadline(), Duration::from_secs(1));
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
     let renewed_after = |t0: k8s_openapi::jiff::Timestamp| {
         let leases = leases.clone();
@@ -1805,7 +1834,7 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
     };
     let t0 = k8s_openapi::jiff::Timestamp::now();
     assert!(until(20, || renewed_after(t0)).await, "never renewed");
-    assert!(until(10, || async { t.agent.ready_reason().await.is_none() }).await);
+    assert!(until(10, || async { t.handle.ready_reason().is_none() }).await);
 
     // Every connection stops answering for 6 s.
     proxy.freeze(true);
@@ -1830,10 +1859,10 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
         thawed.elapsed()
     );
     // The status loop recovered too: a fresh successful sync.
-    let synced = t.agent.metrics().encode();
+    let synced = t.handle.metrics().encode();
     assert!(
         until(10, || async {
-            let now = t.agent.metrics().encode();
+            let now = t.handle.metrics().encode();
             metric(&now, "nodestatus_sync_passes_total{result=\"unchanged\"}")
                 + metric(&now, "nodestatus_sync_passes_total{result=\"reported\"}")
                 > metric(
@@ -1876,7 +1905,7 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
         })
         .expect("an IPv4 address on this host")
         .to_owned();
-    let t = agent(
+    let mut t = agent(
         "cloud-node",
         "cloud-node",
         &format!(
@@ -1888,7 +1917,7 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
         ],
     );
     let cancel = CancellationToken::new();
-    t.agent.register(&cancel).await.unwrap();
+    t.agent().register(&cancel).await.unwrap();
     let n = server_node("cloud-node").await.unwrap();
     // (The apiserver's TaintNodesByCondition adds not-ready beside it.)
     assert!(
@@ -1908,18 +1937,18 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
         .patch_status("cloud-node", &PatchParams::default(), &Patch::Merge(&ccm))
         .await
         .unwrap();
-    let run = tokio::spawn(t.agent.clone().run(cancel.clone()));
+    let run = t.spawn(&cancel);
     assert!(
         until(20, || async {
             server_node("cloud-node")
                 .await
-                .is_some_and(|n| nodestatus::agent::is_ready(&n))
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let n = server_node("cloud-node").await.unwrap();
-    let pass = t.agent.last_pass().await.unwrap();
+    let pass = t.handle.last_pass().unwrap();
     assert!(pass.failures().next().is_none(), "{:?}", pass.setters);
     assert_eq!(
         n["status"]["addresses"], ccm["status"]["addresses"],

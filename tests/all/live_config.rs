@@ -7,15 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nodestatus::config::ConfigFile;
-use nodestatus::live_config::{LiveConfig, Outcome};
-use nodestatus::plugin_dir::ReloadEvent;
+use nodestatus_engine::config::{ConfigFile, PluginConfig};
+use nodestatus_engine::live_config::{LiveConfig, Outcome};
+use nodestatus_engine::plugin_dir::ReloadEvent;
 use nodestatus_tests::{built, drop_plugin};
 
 use crate::common::until;
 use crate::kube::server_node;
 
-fn load(path: &Path) -> anyhow::Result<nodestatus::config::Config> {
+fn load(path: &Path) -> anyhow::Result<nodestatus_engine::config::Config> {
     Ok(ConfigFile::read(path)?.validate()?)
 }
 
@@ -195,7 +195,7 @@ async fn a_running_engine_takes_a_new_grant_without_a_restart() {
 
 #[test]
 fn new_settings_that_refuse_a_running_plugin_stop_it() {
-    use nodestatus::runtime::PluginSettings;
+    use nodestatus_runtime::PluginSettings;
     let (tmp, dir) =
         crate::common::plugin_dir(crate::common::settings(|_| PluginSettings::default()));
     drop_plugin(
@@ -212,14 +212,14 @@ fn new_settings_that_refuse_a_running_plugin_stop_it() {
     // Disabled, or pinned to another build: it stops; the version loaded
     // under the old settings is not kept.
     for refuse in [
-        PluginSettings {
+        PluginConfig {
             enabled: false,
             ..Default::default()
         },
-        PluginSettings {
+        PluginConfig::from(PluginSettings {
             sha256: Some("0".repeat(64)),
             ..Default::default()
-        },
+        }),
     ] {
         dir.set_settings(crate::common::settings(|_| PluginSettings::default()));
         dir.rescan();

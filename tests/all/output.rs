@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use nodestatus::node::patch;
-use nodestatus::pipeline::pass;
-use nodestatus::policy::Allowance;
-use nodestatus::runtime::{CallContext, CallErrorKind, PluginSettings};
-use nodestatus::validate::{self, Origin};
+use nodestatus_engine::config::PluginConfig;
+use nodestatus_engine::pipeline::{SetterErrorKind, pass};
+use nodestatus_model::node::patch;
+use nodestatus_model::policy::Allowance;
+use nodestatus_model::validate::{self, Origin};
+use nodestatus_runtime::{CallContext, PluginSettings};
 use nodestatus_tests::hostile::{self, Behaviour};
 use nodestatus_tests::{built, drop_bytes, drop_plugin};
 use serde_json::{Value, json};
@@ -49,7 +50,7 @@ struct Case {
     /// Its output, given its input node.
     output: Box<dyn Fn(&Value) -> String>,
     /// The kind of error the host must report.
-    kind: CallErrorKind,
+    kind: SetterErrorKind,
     /// Text the error message must hold.
     text: &'static str,
     /// Its allowance (allow, deny), when not the default.
@@ -73,7 +74,7 @@ fn case(
     plugin: &'static str,
     what: &'static str,
     output: Box<dyn Fn(&Value) -> String>,
-    kind: CallErrorKind,
+    kind: SetterErrorKind,
     text: &'static str,
     server: Server,
 ) -> Case {
@@ -168,7 +169,7 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
         })
         .collect();
     let allowances = Arc::new(allowances);
-    let (tmp, dir) = plugin_dir(settings(move |n| PluginSettings {
+    let (tmp, dir) = plugin_dir(settings(move |n| PluginConfig {
         // The good setter runs last, after every hostile one.
         order: (n == "kernel-check").then_some(5000),
         fields: allowances.get(n).cloned().unwrap_or_default(),
@@ -188,7 +189,7 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
         );
     }
     dir.rescan();
-    assert_eq!(dir.current().plugins().len(), cases.len() + 1);
+    assert_eq!(dir.current().setters().len(), cases.len() + 1);
 
     let started = Instant::now();
     let (out, report) = pass(
@@ -196,6 +197,7 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
         &dir.current(),
         &stored,
         &CallContext::default(),
+        Default::default(),
     );
     let pass = started.elapsed();
 
@@ -320,8 +322,8 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
 /// The ten outputs of issue 13, each seen to send a node NotReady.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_ten_refused_outputs_are_dropped_alone_and_the_node_is_still_written() {
-    use CallErrorKind::{Invalid, Limit};
     use Server::Refuses;
+    use SetterErrorKind::{Invalid, Limit};
     let cases = vec![
         case(
             "untyped-condition",
@@ -420,8 +422,8 @@ async fn the_ten_refused_outputs_are_dropped_alone_and_the_node_is_still_written
 /// The other hostile outputs of issue 13's suite, and the policy bypasses.
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_outputs_are_dropped_with_a_typed_reason() {
-    use CallErrorKind::{Invalid, Limit, Output, Policy};
     use Server::{Accepts, NotSent, Refuses};
+    use SetterErrorKind::{Invalid, Limit, Output, Policy};
     let mut cases = vec![
         case(
             "not-json",
@@ -582,7 +584,7 @@ async fn a_flapping_setter_costs_one_patch_a_pass_and_no_more() {
         .find("\"example.com/flap\":\"")
         .unwrap()
         + "\"example.com/flap\":\"".len();
-    let (tmp, dir) = plugin_dir(settings(|n| PluginSettings {
+    let (tmp, dir) = plugin_dir(settings(|n| PluginConfig {
         order: (n == "kernel-check").then_some(5000),
         ..Default::default()
     }));
@@ -612,6 +614,7 @@ async fn a_flapping_setter_costs_one_patch_a_pass_and_no_more() {
             &dir.current(),
             &current,
             &CallContext::default(),
+            Default::default(),
         );
         assert_eq!(report.failures().count(), 0, "{:?}", report.setters);
         // The status loop's rule: patch when the status changed.
@@ -671,6 +674,7 @@ fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
         &dir.current(),
         &node,
         &CallContext::default(),
+        Default::default(),
     );
     let outcome = |p: &str| {
         report
@@ -687,7 +691,7 @@ fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
         outcome("kernel-check")
     );
     let e = outcome("adds-bad").unwrap_err();
-    assert_eq!(e.kind, CallErrorKind::Invalid);
+    assert_eq!(e.kind, SetterErrorKind::Invalid);
     assert!(e.message.contains("worse label"), "{e}");
     assert!(!e.message.contains("bad label"), "{e}");
     assert!(out["metadata"]["labels"]["kernel.example.com/version"].is_string());
@@ -700,8 +704,8 @@ fn a_setter_is_not_blamed_for_what_the_node_already_holds() {
 /// reported like a setter's write.
 #[test]
 fn the_host_stamps_condition_times_and_forces_os_and_arch_as_a_reported_step() {
-    use nodestatus::node::{FieldPath, condition_time};
-    use nodestatus::pipeline::OS_ARCH_LABELS;
+    use nodestatus_engine::pipeline::OS_ARCH_LABELS;
+    use nodestatus_model::node::{FieldPath, condition_time};
 
     let node = base_node("host-stamps");
     let mut bare = node.clone();
@@ -722,6 +726,7 @@ fn the_host_stamps_condition_times_and_forces_os_and_arch_as_a_reported_step() {
         &dir.current(),
         &node,
         &CallContext::default(),
+        Default::default(),
     );
     let after = condition_time(std::time::SystemTime::now());
 

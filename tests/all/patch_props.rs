@@ -1,5 +1,5 @@
 //! Generated tests of the hand-written strategic merge patch
-//! ([`nodestatus::node::patch::two_way`]) against the real API server.
+//! ([`nodestatus_model::node::patch::two_way`]) against the real API server.
 //!
 //! Each case is a pair of nodes, old and new, with random labels,
 //! annotations, conditions (reordered, added, removed, fields dropped),
@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus::node::patch;
+use nodestatus_model::node::patch;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
@@ -404,4 +404,183 @@ fn regression_addresses_of_one_type_apart() {
         {"type": "InternalIP", "address": "10.0.0.2"}
     ]}});
     rt.block_on(checker.case(&one, &apart)).unwrap();
+}
+
+/// The patch builder against its oracle ([`nodestatus_tests::patch::apply`]),
+/// with no server: golden patches, and generated pairs of nodes.
+mod oracle {
+    use nodestatus_model::node::patch::{changed, two_way};
+    use nodestatus_tests::patch::apply;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn cond(t: &str, s: &str, hb: &str) -> Value {
+        json!({"type": t, "status": s, "lastHeartbeatTime": hb, "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": format!("R{s}"), "message": "m"})
+    }
+
+    fn node(hb: &str) -> Value {
+        let conditions: Vec<Value> = ["MemoryPressure", "DiskPressure", "PIDPressure"]
+            .iter()
+            .map(|t| cond(t, "False", hb))
+            .chain([cond("Ready", "True", hb)])
+            .collect();
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "labels": {"a": "1"}},
+            "spec": {"podCIDR": "10.0.0.0/24"},
+            "status": {
+                "conditions": conditions,
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n"}],
+                "capacity": {"cpu": "2", "memory": "1Gi"},
+                "images": [{"names": ["a"], "sizeBytes": 1}],
+            }
+        })
+    }
+
+    #[test]
+    fn heartbeat_only_patch_is_the_kubelets() {
+        let old = node("2026-01-01T00:00:00Z");
+        let new = node("2026-01-01T00:00:10Z");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p.to_string(),
+            r#"{"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"conditions":[{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"MemoryPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"DiskPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"PIDPressure"},{"lastHeartbeatTime":"2026-01-01T00:00:10Z","type":"Ready"}]}}"#
+        );
+        assert!(!changed(&old, &new));
+        assert_eq!(apply(&old, &p), new);
+    }
+
+    #[test]
+    fn golden_patch_for_a_flip_a_label_and_new_addresses() {
+        let old = node("2026-01-01T00:00:00Z");
+        let mut new = old.clone();
+        new["status"]["conditions"][3] = json!({"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:10Z", "reason": "KubeletNotReady", "message": "node is shutting down"});
+        new["metadata"]["labels"]["b"] = json!("2");
+        new["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("a");
+        new["status"]["addresses"][0]["address"] = json!("10.0.0.2");
+        new["spec"]["podCIDR"] = json!("changed");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p.to_string(),
+            r#"{"metadata":{"labels":{"a":null,"b":"2"}},"status":{"$setElementOrder/conditions":[{"type":"MemoryPressure"},{"type":"DiskPressure"},{"type":"PIDPressure"},{"type":"Ready"}],"addresses":[{"address":"10.0.0.2","type":"InternalIP"},{"address":"n","type":"Hostname"},{"$patch":"replace"}],"conditions":[{"lastTransitionTime":"2026-01-01T00:00:10Z","message":"node is shutting down","reason":"KubeletNotReady","status":"False","type":"Ready"}]}}"#
+        );
+        assert!(changed(&old, &new));
+        let mut expected = new.clone();
+        expected["spec"] = old["spec"].clone();
+        assert_eq!(apply(&old, &p), expected);
+    }
+
+    #[test]
+    fn removed_conditions_are_deleted_and_nothing_unchanged_is_sent() {
+        let old = node("t");
+        assert!(two_way(&old, &old).is_none());
+        let mut new = old.clone();
+        new["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .remove(1);
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(
+            p["status"]["conditions"],
+            json!([{"$patch": "delete", "type": "DiskPressure"}])
+        );
+        assert_eq!(apply(&old, &p), new);
+    }
+
+    /// A status map that appears empty sends nothing (it changes no field,
+    /// and the API server stores no empty map); one that appears with keys
+    /// is sent whole, one that goes is `null`. Labels and annotations are
+    /// always sent by key.
+    #[test]
+    fn maps_are_patched_by_key() {
+        let mut old = node("t");
+        old["status"].as_object_mut().unwrap().remove("capacity");
+        let mut new = old.clone();
+        new["status"]["capacity"] = json!({});
+        assert_eq!(two_way(&old, &new), None);
+        new["status"]["capacity"] = json!({"cpu": "2"});
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(p["status"]["capacity"], json!({"cpu": "2"}));
+        // Gone: the whole map is removed.
+        let p = two_way(&new, &old).unwrap();
+        assert_eq!(p["status"]["capacity"], Value::Null);
+        assert_eq!(apply(&new, &p), old);
+        // Labels are always by key.
+        let mut bare = old.clone();
+        bare["metadata"].as_object_mut().unwrap().remove("labels");
+        let p = two_way(&old, &bare).unwrap();
+        assert_eq!(p["metadata"]["labels"], json!({"a": null}));
+    }
+
+    /// Found by `patch_props` against the real API server: into a node
+    /// without addresses, `[a, {"$patch": "replace"}]` was stored as
+    /// `[a, {}]`.
+    #[test]
+    fn addresses_into_a_node_without_any_carry_no_directive() {
+        let mut old = node("t");
+        old["status"].as_object_mut().unwrap().remove("addresses");
+        let new = node("t");
+        let p = two_way(&old, &new).unwrap();
+        assert_eq!(p["status"]["addresses"], new["status"]["addresses"]);
+        assert_eq!(apply(&old, &p), new);
+        // With addresses there, the list is replaced whole.
+        let mut fewer = new.clone();
+        fewer["status"]["addresses"].as_array_mut().unwrap().pop();
+        let p = two_way(&new, &fewer).unwrap();
+        assert_eq!(
+            p["status"]["addresses"].as_array().unwrap().last().unwrap(),
+            &json!({"$patch": "replace"})
+        );
+        assert_eq!(apply(&new, &p), fewer);
+    }
+
+    fn arb_node() -> impl Strategy<Value = Value> {
+        let cond_types = prop::sample::subsequence(vec!["A", "B", "C", "Ready"], 0..=4);
+        (
+            prop::collection::btree_map("[a-c]", "[x-z]{0,2}", 0..4),
+            cond_types,
+            prop::collection::vec(("[A-C]", "True|False"), 0..4),
+            prop::collection::btree_map("cpu|memory|pods|gpu", "[1-9]", 0..4),
+            prop::option::of(prop::collection::vec("[a-c]", 0..3)),
+            "[0-9]",
+        )
+            .prop_map(|(labels, types, _, cap, addrs, hb)| {
+                let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": labels}, "spec": {}, "status": {}});
+                n["status"]["conditions"] = Value::Array(types.iter().map(|t| cond(t, if hb.as_str() < "5" { "True" } else { "False" }, &hb)).collect());
+                n["status"]["capacity"] = json!(cap);
+                if let Some(a) = addrs {
+                    n["status"]["addresses"] = Value::Array(a.iter().map(|x| json!({"type": "InternalIP", "address": x})).collect());
+                }
+                n
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn applying_the_patch_to_the_old_node_gives_the_new_one(old in arb_node(), new in arb_node()) {
+            let mut expected = new.clone();
+            expected["spec"] = old["spec"].clone();
+            match two_way(&old, &new) {
+                None => prop_assert_eq!(&old, &expected),
+                Some(p) => {
+                    let applied = apply(&old, &p);
+                    // An empty map and an absent one are the same to the API server.
+                    prop_assert_eq!(normalize(applied), normalize(expected));
+                }
+            }
+        }
+    }
+
+    fn normalize(mut v: Value) -> Value {
+        if let Some(o) = v.as_object_mut() {
+            for x in o.values_mut() {
+                *x = normalize(x.take());
+            }
+            o.retain(|_, x| !x.as_object().is_some_and(|m| m.is_empty()));
+        }
+        v
+    }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use nodestatus::embedded_apiserver::EmbeddedApiserver;
+use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_plugin};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -64,13 +64,13 @@ async fn survives_an_outage_restarts_invisibly_and_marks_not_ready_only_on_node_
             .cloned()
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !nodes
+    while nodes
         .get_opt("term-node")
         .await
         .unwrap()
         .as_ref()
         .and_then(ready)
-        .is_some_and(|c| c.status == "True")
+        .is_none_or(|c| c.status != "True")
     {
         assert!(
             Instant::now() < deadline,

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nodestatus::runtime::{PathGrant, PluginSettings};
+use nodestatus_runtime::{PathGrant, PluginSettings};
 use nodestatus_tests::{built, drop_plugin, nodes};
 use serde_json::{Value, json};
 
@@ -74,7 +74,7 @@ fn gpu_sees_a_driver_that_loads_after_it_started() {
     }));
     drop_plugin(tmp.path(), "gpu.wasm", Path::new(built::GPU));
     dir.rescan();
-    assert_eq!(dir.current().plugins().len(), 1, "gpu loads");
+    assert_eq!(dir.current().setters().len(), 1, "gpu loads");
 
     let node = pass_ok(&dir, &nodes::small_node("n1"));
     let c = condition_of(&node, "GPUHealthy").expect("GPUHealthy is set");
@@ -149,7 +149,7 @@ fn disk_reports_usage_from_statvfs_and_counts_healthy_mounts() {
     let ann = &node["metadata"]["annotations"];
     let data_ann: Value =
         serde_json::from_str(ann["disk.nodestatus.io/mnt-data"].as_str().unwrap()).unwrap();
-    let st = nodestatus::runtime::facts::statvfs(data.path()).unwrap();
+    let st = nodestatus_runtime::facts::statvfs(data.path()).unwrap();
     assert_eq!(data_ann["path"], "/mnt/data");
     assert_eq!(data_ann["totalBytes"], st.total_bytes, "{data_ann}");
     assert_eq!(data_ann["readOnly"], false);

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nodestatus::pipeline::pass;
-use nodestatus::plugin_dir::{PluginDir, ReloadEvent};
-use nodestatus::runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
-use nodestatus::runtime::{
+use nodestatus_engine::pipeline::{SetterErrorKind, pass};
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus_runtime::compile::{self, DEFAULT_COMPILE_MEMORY_LIMIT};
+use nodestatus_runtime::{
     CallContext, CallErrorKind, CompileLimits, Compiler, DEFAULT_MEMORY_LIMIT, LoadError,
     MetadataError, PathGrant, Plugin, PluginSettings, Runtime, RuntimeOptions,
 };
@@ -99,15 +99,15 @@ fn print_row(r: Row) {
     );
 }
 
-fn settings_for_hostile(cap: usize) -> nodestatus::plugin_dir::SettingsFn {
+fn settings_for_hostile(cap: usize) -> nodestatus_engine::config::SettingsFn {
     settings(move |name| PluginSettings {
         timeout: if name == "kernel-check" {
-            nodestatus::runtime::DEFAULT_TIMEOUT
+            nodestatus_runtime::DEFAULT_TIMEOUT
         } else {
             DEADLINE
         },
         memory_limit: if name == "kernel-check" {
-            nodestatus::runtime::DEFAULT_MEMORY_LIMIT
+            nodestatus_runtime::DEFAULT_MEMORY_LIMIT
         } else {
             cap
         },
@@ -146,17 +146,18 @@ fn mkfifo(path: &Path) {
 }
 
 /// One pass of every plugin in `dir` over a small node.
-fn one_pass(dir: &PluginDir) -> (Value, nodestatus::pipeline::PassReport) {
+fn one_pass(dir: &PluginDir) -> (Value, nodestatus_engine::pipeline::PassReport) {
     pass(
         dir.runtime(),
         &dir.current(),
         &nodes::small_node("n1"),
         &CallContext::default(),
+        Default::default(),
     )
 }
 
 /// Asserts that kernel-check ran and its label reached the node.
-fn good_plugin_kept(out: &Value, report: &nodestatus::pipeline::PassReport) {
+fn good_plugin_kept(out: &Value, report: &nodestatus_engine::pipeline::PassReport) {
     let kc = report
         .setters
         .iter()
@@ -171,7 +172,14 @@ fn good_plugin_kept(out: &Value, report: &nodestatus::pipeline::PassReport) {
 
 /// Loads `behaviour` as plugin `name` beside kernel-check, runs one pass and
 /// checks the hostile call failed with `kind` while everything else held.
-fn call_row(kind: &'static str, name: &str, behaviour: Behaviour, cap: usize, want: CallErrorKind) {
+fn call_row(
+    kind: &'static str,
+    name: &str,
+    behaviour: Behaviour,
+    cap: usize,
+    want: impl Into<SetterErrorKind>,
+) {
+    let want = want.into();
     let bytes = hostile::component(name, &behaviour);
     let (_tmp, dir) = dir_with(&format!("{name}.wasm"), &bytes, cap);
     let events = dir.rescan();
@@ -191,6 +199,7 @@ fn call_row(kind: &'static str, name: &str, behaviour: Behaviour, cap: usize, wa
                 &d.current(),
                 &nodes::small_node("n1"),
                 &CallContext::default(),
+                Default::default(),
             )
         },
     );
@@ -229,7 +238,7 @@ fn call_row(kind: &'static str, name: &str, behaviour: Behaviour, cap: usize, wa
 /// file is refused with a load error that `check` accepts, that kernel-check
 /// loads and runs, and that the rescan ends within the deadline plus margin.
 fn load_row(kind: &'static str, file: &str, bytes: &[u8], check: impl Fn(&LoadError) -> bool) {
-    let (_tmp, dir) = dir_with(file, bytes, nodestatus::runtime::DEFAULT_MEMORY_LIMIT);
+    let (_tmp, dir) = dir_with(file, bytes, nodestatus_runtime::DEFAULT_MEMORY_LIMIT);
     refused_at_load(
         kind,
         dir,
@@ -269,20 +278,19 @@ fn refused_at_load(
         dir.current().contains("kernel-check"),
         "{kind}: {events:#?}"
     );
-    assert_eq!(dir.current().plugins().len(), 1, "{kind}");
+    assert_eq!(dir.current().setters().len(), 1, "{kind}");
     let (out, report) = one_pass(&dir);
     good_plugin_kept(&out, &report);
-    let settings = settings_for_hostile(nodestatus::runtime::DEFAULT_MEMORY_LIMIT);
-    let err =
-        Plugin::load_file(dir.runtime(), &dir.dir().join(file), &|n| settings(n)).expect_err(kind);
+    let settings = settings_for_hostile(nodestatus_runtime::DEFAULT_MEMORY_LIMIT);
+    let err = Plugin::load_file(dir.runtime(), &dir.dir().join(file), &|n| {
+        settings(n).sandbox
+    })
+    .expect_err(kind);
     assert!(check(&err), "{kind}: unexpected load error {err:?}");
     assert!(elapsed < limit, "{kind}: the rescan took {elapsed:?}");
     print_row(Row {
         kind,
-        outcome: format!(
-            "refused at load: {}",
-            nodestatus::plugin_dir::describe_load_error(&err)
-        ),
+        outcome: format!("refused at load: {}", nodestatus_runtime::error_chain(&err)),
         kept,
         elapsed,
         peak_growth: growth,
@@ -297,7 +305,7 @@ fn meta_kind(e: &LoadError, kind: CallErrorKind) -> bool {
 fn hostile_kinds_hold() {
     println!("| kind | what happened | what was kept | pass (or load) time | peak RSS growth |");
     println!("|---|---|---|---|---|");
-    let cap = nodestatus::runtime::DEFAULT_MEMORY_LIMIT;
+    let cap = nodestatus_runtime::DEFAULT_MEMORY_LIMIT;
     // Guest code.
     call_row(
         "infinite loop in `set`",
@@ -367,7 +375,7 @@ fn hostile_kinds_hold() {
         "garbage",
         Behaviour::Return("this is not JSON".into()),
         cap,
-        CallErrorKind::Output,
+        SetterErrorKind::Output,
     );
     call_row(
         "`statvfs` of a path not granted, the host's refusal returned as its error",
@@ -497,12 +505,13 @@ fn a_file_claiming_another_name_never_takes_its_grants() {
     let events = dir.rescan();
     let set = dir.current();
     let p = set
-        .plugins()
+        .setters()
         .iter()
-        .find(|p| p.name() == "pid-pressure")
-        .expect("pid-pressure loaded");
+        .find(|s| s.name() == "pid-pressure")
+        .expect("pid-pressure loaded")
+        .plugin();
     assert!(p.source().ends_with("pid-pressure.wasm"), "{events:#?}");
-    assert_eq!(set.plugins().len(), 1);
+    assert_eq!(set.setters().len(), 1);
     assert!(events.iter().any(|e| matches!(e,
         ReloadEvent::Failed { file, error, .. } if file.ends_with("aaa.wasm") && error.contains("rename the file to pid-pressure.wasm"))));
 }
@@ -535,7 +544,7 @@ fn two_files_for_one_name_are_settled_before_anything_is_logged_as_loaded() {
     assert!(loaded[0].ends_with("kernel-check.wasm"), "{events:#?}");
     assert!(events.iter().any(|e| matches!(e,
         ReloadEvent::Failed { file, error, .. } if file.ends_with("kernel_check.wasm") && error.contains("already loaded from"))));
-    assert_eq!(dir.current().plugins().len(), 1);
+    assert_eq!(dir.current().setters().len(), 1);
 }
 
 #[test]
@@ -577,10 +586,7 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
     assert!(growth < 64 << 20, "{growth}");
     print_row(Row {
         kind: "1 GiB (sparse) file in the plugin directory",
-        outcome: format!(
-            "refused at load: {}",
-            nodestatus::plugin_dir::describe_load_error(&err)
-        ),
+        outcome: format!("refused at load: {}", nodestatus_runtime::error_chain(&err)),
         kept: "the rescan goes on",
         elapsed,
         peak_growth: growth.max(1),
@@ -589,7 +595,7 @@ fn a_fifo_or_a_huge_file_is_never_read_whole() {
         kind: "FIFO in place of a plugin file",
         outcome: format!(
             "refused at load: {}",
-            nodestatus::plugin_dir::describe_load_error(&LoadError::NotRegular {
+            nodestatus_runtime::error_chain(&LoadError::NotRegular {
                 path: "fifo.wasm".into(),
                 kind: "FIFO (named pipe)"
             })
@@ -627,7 +633,7 @@ fn a_read_that_never_completes_ends_at_the_deadline() {
     );
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     dir.rescan();
-    let probe_outcome = |report: &nodestatus::pipeline::PassReport| {
+    let probe_outcome = |report: &nodestatus_engine::pipeline::PassReport| {
         report
             .setters
             .iter()
@@ -644,7 +650,11 @@ fn a_read_that_never_completes_ends_at_the_deadline() {
         let (out, report) = within(DEADLINE + MARGIN, "a FIFO read", move || one_pass(&d));
         let elapsed = started.elapsed();
         let e = probe_outcome(&report).expect_err("a read with no writer cannot succeed");
-        assert_eq!(e.kind, CallErrorKind::Timeout, "pass {round}: {e}");
+        assert_eq!(
+            e.kind,
+            SetterErrorKind::Call(CallErrorKind::Timeout),
+            "pass {round}: {e}"
+        );
         let said = ["blocked in the kernel", "still blocked"][round];
         assert!(e.message.contains(said), "pass {round}: {e}");
         good_plugin_kept(&out, &report);
@@ -700,6 +710,7 @@ fn a_reused_instance_serves_call_after_call_until_a_call_fails() {
                     &dir.current(),
                     &node,
                     &CallContext::default(),
+                    Default::default(),
                 );
                 match &report.setters[0].outcome {
                     Ok(_) => out["metadata"]["labels"]["example.com/count"]
@@ -759,7 +770,7 @@ fn a_planted_cache_entry_is_not_executed() {
     let cache = tempfile::tempdir().unwrap();
     let rt = Runtime::new(Some(cache.path().join("c"))).unwrap();
     let probe = std::fs::read(built::PROBE).unwrap();
-    let sha = nodestatus::runtime::sha256_hex(&probe);
+    let sha = nodestatus_runtime::sha256_hex(&probe);
     let pin = sha.clone();
     let load = |rt: &Runtime| {
         let tmp = tempfile::tempdir().unwrap();
@@ -797,7 +808,7 @@ fn a_planted_cache_entry_is_not_executed() {
     // 2. An entry compiled from the evil component, renamed under probe's key.
     let evil_rt_dir = tempfile::tempdir().unwrap();
     let evil_rt = Runtime::new(Some(evil_rt_dir.path().join("c"))).unwrap();
-    let evil_sha = nodestatus::runtime::sha256_hex(&evil);
+    let evil_sha = nodestatus_runtime::sha256_hex(&evil);
     {
         let tmp = tempfile::tempdir().unwrap();
         drop_bytes(tmp.path(), "probe.wasm", &evil);
@@ -921,7 +932,7 @@ fn the_precompile_cache_stays_under_its_cap_with_50_rebuilt_versions() {
         drop_bytes(plugins.path(), "rebuilt.wasm", &bytes);
         dir.rescan();
         assert!(dir.current().contains("rebuilt"));
-        let newest = cache.entry_path(&nodestatus::runtime::sha256_hex(&bytes));
+        let newest = cache.entry_path(&nodestatus_runtime::sha256_hex(&bytes));
         entry_sizes.push(std::fs::metadata(&newest).expect("the newest entry").len());
         assert!(
             cache_bytes(&cache_dir) <= cap,
@@ -974,7 +985,7 @@ fn probe_annotations(grants: Vec<PathGrant>, config: Value, env: Vec<String>) ->
     }));
     drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
     let events = dir.rescan();
-    assert_eq!(dir.current().plugins().len(), 1, "{events:#?}");
+    assert_eq!(dir.current().setters().len(), 1, "{events:#?}");
     pass_ok(&dir, &nodes::small_node("n1"))["metadata"]["annotations"].clone()
 }
 
@@ -1033,7 +1044,7 @@ fn a_grant_of_a_process_directory_is_refused() {
         let (tmp, dir) = plugin_dir(settings(grant));
         drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
         let events = dir.rescan();
-        assert!(dir.current().plugins().is_empty(), "{from}: {events:#?}");
+        assert!(dir.current().setters().is_empty(), "{from}: {events:#?}");
         let err =
             Plugin::load_file(&runtime(), &tmp.path().join("probe.wasm"), &grant).unwrap_err();
         assert!(
@@ -1142,8 +1153,8 @@ impl std::io::Write for Captured {
 
 #[test]
 fn a_log_and_event_flood_is_quoted_and_limited_per_window() {
-    use nodestatus::runtime::{EVENTS_PER_WINDOW, LOG_LINES_PER_WINDOW};
-    let forged = "ok\n2026-11-23T11:00:00.000000Z  INFO nodestatus::plugin_dir: plugin loaded plugin=\"pid-pressure\"\u{1b}[2J";
+    use nodestatus_runtime::{EVENTS_PER_WINDOW, LOG_LINES_PER_WINDOW};
+    let forged = "ok\n2026-11-23T11:00:00.000000Z  INFO nodestatus_engine::plugin_dir: plugin loaded plugin=\"pid-pressure\"\u{1b}[2J";
     let bytes = hostile::component(
         "flood",
         &Behaviour::Flood {
@@ -1155,7 +1166,7 @@ fn a_log_and_event_flood_is_quoted_and_limited_per_window() {
     let (_tmp, dir) = dir_with(
         "flood.wasm",
         &bytes,
-        nodestatus::runtime::DEFAULT_MEMORY_LIMIT,
+        nodestatus_runtime::DEFAULT_MEMORY_LIMIT,
     );
     dir.rescan();
     let buf = Captured::default();

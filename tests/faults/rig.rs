@@ -14,7 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use nodestatus::embedded_apiserver::{EmbeddedApiserver, Extras, node_token};
+use nodestatus_engine::embedded_apiserver::{EmbeddedApiserver, Extras, node_token};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::json;
 

@@ -40,7 +40,7 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node as KNode, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus::embedded_apiserver::{EmbeddedApiserver, Extras, NodeParts, node_token};
+use nodestatus_engine::embedded_apiserver::{EmbeddedApiserver, Extras, NodeParts, node_token};
 use serde_json::{Value, json};
 
 use audit::{TEST_AGENT, Writer};
@@ -122,7 +122,8 @@ fn preflight() -> anyhow::Result<PathBuf> {
             || Path::new("/sys/fs/cgroup/cgroup.controllers").is_file(),
         "no cgroup hierarchy under /sys/fs/cgroup: the kubelet cannot run here (set NODESTATUS_SKIP_REALNODE=1 to skip)"
     );
-    let kubelet = nodestatus::embedded_apiserver::apiserver_binary().with_file_name("kubelet");
+    let kubelet =
+        nodestatus_engine::embedded_apiserver::apiserver_binary().with_file_name("kubelet");
     ensure!(
         kubelet.exists(),
         "no kubelet at {}: run scripts/ensure-apiserver.sh (it builds it with the apiserver)",
@@ -765,7 +766,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     })
     .await
     .context("the kubelet's /stats/summary has no imagefs after 30 s")?;
-    let disk = nodestatus::runtime::facts::statvfs(&node_dir.join("disk"))?;
+    let disk = nodestatus_runtime::facts::statvfs(&node_dir.join("disk"))?;
     for (name, fs) in [
         ("nodefs", &summary["node"]["fs"]),
         ("imagefs", &summary["node"]["runtime"]["imageFs"]),

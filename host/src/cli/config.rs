@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::config::{ConfigFile, DEFAULT_CONFIG, Layers};
+use nodestatus_engine::config::{ConfigFile, DEFAULT_CONFIG, Layers};
 
 /// Check configuration.
 #[derive(clap::Subcommand)]

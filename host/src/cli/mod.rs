@@ -13,7 +13,7 @@
 //! Every command that reads settings takes the same [`Layers`]: `--config`
 //! (else the embedded default) with each setting's flag over it.
 //!
-//! [`Layers`]: crate::config::Layers
+//! [`Layers`]: nodestatus_engine::config::Layers
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,7 +64,7 @@ pub fn init(format: LogFormat, one_shot: bool) {
 }
 
 /// The binary that compiles plugins in a bounded child process
-/// ([`crate::runtime::compile`]): this one.
+/// ([`nodestatus_runtime::compile`]): this one.
 pub fn compiler_exe() -> Option<PathBuf> {
     std::env::current_exe().ok()
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::config::Layers;
-use crate::pipeline::{self, PassReport};
-use crate::plugin_dir::{PluginDir, ReloadEvent};
-use crate::runtime::CallContext;
+use nodestatus_engine::config::Layers;
+use nodestatus_engine::pipeline::{self, PassReport};
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus_runtime::CallContext;
 
 /// Run every setter once over a node and print the resulting Node.
 ///
@@ -55,9 +55,9 @@ impl Args {
         let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
         let node = match &self.node {
             Some(p) => read_node(p)?,
-            None => crate::node::kubelet::initial_node(
+            None => nodestatus_model::node::kubelet::initial_node(
                 &cfg.node_name,
-                &cfg.hostname(&crate::runtime::facts::Facts::default()),
+                &cfg.hostname(&nodestatus_runtime::facts::Facts::default()),
             ),
         };
         let (mut loads, out, report) = evaluate(&plugins, &node, &context(&cfg));
@@ -78,10 +78,11 @@ impl Args {
 
 /// The context of a one-shot pass: this machine's facts, and the container
 /// runtime's when the config names one.
-fn context(cfg: &crate::config::Config) -> CallContext {
+fn context(cfg: &nodestatus_engine::config::Config) -> CallContext {
     CallContext {
-        container_runtime: crate::cri::Client::from_config(cfg)
-            .map(|c| std::sync::Arc::new(c.facts_blocking())),
+        container_runtime: cfg
+            .cri_client()
+            .map(|c| std::sync::Arc::new(c.facts_blocking().map_err(|e| e.to_string()))),
         ..CallContext::default()
     }
 }
@@ -148,7 +149,7 @@ pub fn evaluate(
 ) -> (Vec<ReloadEvent>, Value, PassReport) {
     let loads = dir.rescan();
     let set = dir.current();
-    let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx);
+    let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx, Default::default());
     (loads, out, report)
 }
 
@@ -251,7 +252,7 @@ impl PluginSet {
                     src.display()
                 );
             }
-            let bytes = crate::runtime::read_plugin_file(src)
+            let bytes = nodestatus_runtime::read_plugin_file(src)
                 .map_err(|e| anyhow::anyhow!("--plugin {}: {e}", src.display()))?;
             std::fs::write(&dest, bytes)?;
             origins.insert(dest, src.clone());
@@ -283,7 +284,7 @@ pub fn read_node(path: &Path) -> anyhow::Result<Value> {
         .map_err(|e| anyhow::anyhow!("cannot read node file {}: {e}", path.display()))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
-    crate::policy::validate(&v)
+    nodestatus_model::policy::validate(&v)
         .map_err(|e| anyhow::anyhow!("{} is not a Node: {e}", path.display()))?;
     Ok(v)
 }

@@ -4,9 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::config::Layers;
-use crate::plugin_dir::{PluginDir, ReloadEvent};
-use crate::runtime::Plugin;
+use nodestatus_engine::config::Layers;
+use nodestatus_engine::pipeline::Setter;
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus_runtime::Plugin;
 
 /// Inspect plugins.
 #[derive(clap::Subcommand)]
@@ -41,16 +42,22 @@ impl Command {
 fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
     let config = Arc::new(layers.load()?);
     let dir = PluginDir::open(&config, None, super::compiler_exe())?;
-    match Plugin::load_file(dir.runtime(), file, &|name| config.plugin_settings(name)) {
+    // A plugin is named by its file: its settings are that name's.
+    let name = nodestatus_runtime::name_of_file(file).unwrap_or_default();
+    let plugin_config = Arc::new(config.plugin_settings(&name));
+    match Plugin::load_file(dir.runtime(), file, &|_| plugin_config.sandbox.clone()) {
         Ok(p) => {
-            let (allow, deny) = p.settings().fields.describe();
+            let s = Setter::new(Arc::new(p), plugin_config.clone());
+            let p = s.plugin();
+            let (allow, deny) = s.config().fields.describe();
             let info = serde_json::json!({
                 "file": file,
                 "sha256": p.sha256(),
                 "metadata": p.metadata(),
                 "granted": {"paths": p.granted_paths(), "withheld": p.withheld()},
-                "affectsReadiness": p.affects_readiness(),
-                "order": crate::pipeline::order_of(&p),
+                "enabled": s.config().enabled,
+                "affectsReadiness": s.affects_readiness(),
+                "order": s.order(),
                 "fields": {"allow": allow, "deny": deny},
             });
             println!("{}", serde_json::to_string_pretty(&info)?);
@@ -60,7 +67,7 @@ fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "{} would be refused: {}",
                 file.display(),
-                crate::plugin_dir::describe_load_error(&e)
+                nodestatus_runtime::error_chain(&e)
             );
             Ok(ExitCode::FAILURE)
         }
@@ -75,11 +82,12 @@ fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
         "{:>6}  {:<20} {:<10} {:<14} grants",
         "order", "plugin", "version", "sha256"
     );
-    for p in dir.current().plugins() {
+    for s in dir.current().setters() {
+        let p = s.plugin();
         let grants: Vec<String> = p.granted_paths().iter().map(|g| g.to_string()).collect();
         println!(
             "{:>6}  {:<20} {:<10} {:<14} {}",
-            crate::pipeline::order_of(p),
+            s.order(),
             p.name(),
             p.metadata().version,
             &p.sha256()[..12],

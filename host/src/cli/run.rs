@@ -5,7 +5,7 @@
 //! node as it is: a restart of nodestatus is not a node outage. The node's
 //! own shutdown marks it Ready=False `node is shutting down`, written at
 //! once, and the loops go on until SIGTERM: logind's `PrepareForShutdown`
-//! where logind exists ([`crate::node_shutdown`]), or SIGUSR2 (the
+//! where logind exists ([`nodestatus_engine::node_shutdown`]), or SIGUSR2 (the
 //! operator's signal).
 
 use std::path::PathBuf;
@@ -15,11 +15,11 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Agent;
-use crate::agent::client::{NodeClient, Traffic};
-use crate::config::Layers;
-use crate::embedded_apiserver::EmbeddedApiserver;
-use crate::plugin_dir::PluginDir;
+use nodestatus_engine::agent::Agent;
+use nodestatus_engine::agent::client::{NodeClient, Traffic};
+use nodestatus_engine::config::Layers;
+use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
+use nodestatus_engine::plugin_dir::PluginDir;
 
 /// Register this node and keep its status and lease current.
 ///
@@ -122,7 +122,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     plugins.rescan();
     let order: Vec<String> = plugins
         .current()
-        .plugins()
+        .setters()
         .iter()
         .map(|p| p.name().to_owned())
         .collect();
@@ -130,7 +130,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
     // Every call's deadline: min(nodeStatusUpdateFrequency, nodeLeaseDuration).
-    let deadline = crate::agent::client::call_deadline(
+    let deadline = nodestatus_engine::agent::client::call_deadline(
         cfg.node_status_update_frequency,
         cfg.node_lease_duration_seconds,
     );
@@ -141,6 +141,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         deadline,
     )?;
     let agent = Agent::new(cfg.clone(), node_client, plugins.clone());
+    let handle = agent.handle();
 
     let cancel = CancellationToken::new();
     let address = o.address.clone();
@@ -150,9 +151,9 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         let addr: std::net::SocketAddr = address
             .parse()
             .with_context(|| format!("--address {address:?} is not host:port"))?;
-        let (agent, cancel) = (agent.clone(), cancel.clone());
+        let (agent, cancel) = (handle.clone(), cancel.clone());
         Some(tokio::spawn(async move {
-            if let Err(e) = crate::http::serve(addr, agent, cancel).await {
+            if let Err(e) = nodestatus_engine::http::serve(addr, agent, cancel).await {
                 tracing::error!(%addr, "the HTTP endpoint failed: {e}");
             }
         }))
@@ -162,7 +163,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
     let signals = {
         let cancel = cancel.clone();
-        let agent = agent.clone();
+        let agent = handle.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -179,7 +180,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
                         let agent = agent.clone();
                         tokio::spawn(async move {
                             if let Err(e) = agent.node_shutdown().await {
-                                tracing::warn!("could not write {}: {e}; the next pass retries", crate::agent::SHUTTING_DOWN);
+                                tracing::warn!("could not write {}: {e}; the next pass retries", nodestatus_engine::agent::SHUTTING_DOWN);
                             }
                         });
                     }
@@ -188,20 +189,24 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             cancel.cancel();
         })
     };
-    // The config file, read again while running (crate::live_config).
+    // The config file, read again while running (nodestatus_engine::live_config).
     let live = o.layers.file.clone().map(|path| {
         let layers = o.layers.clone();
-        let live =
-            crate::live_config::LiveConfig::new(path, cfg.clone(), move || Ok(layers.load()?));
-        tokio::spawn(crate::live_config::watch(
+        let live = nodestatus_engine::live_config::LiveConfig::new(path, cfg.clone(), move || {
+            Ok(layers.load()?)
+        });
+        tokio::spawn(nodestatus_engine::live_config::watch(
             live,
-            agent.clone(),
+            handle.clone(),
             plugins.clone(),
             cancel.clone(),
         ))
     });
     // The node's own shutdown from logind, where it exists (else a no-op).
-    let logind = tokio::spawn(crate::node_shutdown::watch(agent.clone(), cancel.clone()));
+    let logind = tokio::spawn(nodestatus_engine::node_shutdown::watch(
+        handle.clone(),
+        cancel.clone(),
+    ));
     let result = agent.run(cancel.clone()).await;
     cancel.cancel();
     if let Some(h) = http {

@@ -1,0 +1,499 @@
+//! The one driver of the agent: it owns the [`State`], performs the
+//! [`Action`]s its steps ask for (API calls, passes of the setters, events,
+//! metrics, the watch), feeds the answers back as [`Input`]s, wakes it when
+//! its next timer is due, and publishes a [`Snapshot`] after every step.
+//!
+//! Nothing here decides anything about the node: every rule is in the
+//! step. No lock is held across an API call: the state has one owner, the
+//! driver's task; `/readyz` and `/status` read the last snapshot through an
+//! [`AgentHandle`], and never wait on a loop.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::NodeClient;
+use super::decide::{Random, ThreadRandom};
+use super::handle::{AgentHandle, Command};
+use super::state::{Action, Answer, Call, Ctx, Input, Observation, Snapshot, State, WatchEvent};
+use super::{Result, SyncOutcome};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::pipeline;
+use crate::plugin_dir::PluginDir;
+use nodestatus_runtime::CallContext;
+use nodestatus_runtime::facts::{FactSource, Facts, RuntimeFacts};
+
+/// The agent for one node: its state and the driver that performs its
+/// actions.
+pub struct Agent {
+    state: State,
+    client: NodeClient,
+    plugins: Arc<PluginDir>,
+    facts: FactSource,
+    cri: Option<Arc<crate::cri::Client>>,
+    /// Whether the last read of the container runtime failed (to log a
+    /// change once).
+    cri_failing: bool,
+    rng: Arc<dyn Random>,
+    metrics: Arc<Metrics>,
+    commands: mpsc::UnboundedSender<Command>,
+    inbox: mpsc::UnboundedReceiver<Command>,
+    watch_tx: mpsc::UnboundedSender<WatchEvent>,
+    watch_rx: mpsc::UnboundedReceiver<WatchEvent>,
+    restart_watch: Arc<tokio::sync::Notify>,
+    snapshot: watch::Sender<Arc<Snapshot>>,
+    inflight: JoinSet<Input>,
+    shutdown_waiters: Vec<oneshot::Sender<std::result::Result<SyncOutcome, String>>>,
+    /// Whether [`Agent::run`] watches the node.
+    watch: bool,
+}
+
+/// What a drive waits for.
+enum Until {
+    RegisterTry,
+    Registered,
+    Sync,
+    Lease,
+    Never,
+}
+
+/// What ended a drive.
+enum Ended {
+    Register(Result<bool>),
+    Sync(Result<SyncOutcome>),
+    Lease(Result<()>),
+    Cancelled,
+}
+
+impl Agent {
+    /// An agent for `cfg.node_name`, talking through `client`, running the
+    /// setters of `plugins` over this machine's facts.
+    pub fn new(cfg: Arc<Config>, client: NodeClient, plugins: Arc<PluginDir>) -> Self {
+        Self::with_random(cfg, client, plugins, Arc::new(ThreadRandom))
+    }
+
+    /// Like [`Self::new`], with the random source of the jitter (tests).
+    pub fn with_random(
+        cfg: Arc<Config>,
+        client: NodeClient,
+        plugins: Arc<PluginDir>,
+        rng: Arc<dyn Random>,
+    ) -> Self {
+        Self::with_facts(cfg, client, plugins, rng, FactSource::host())
+    }
+
+    /// Like [`Self::with_random`], with the machine facts the setters read
+    /// (a simulated node's).
+    pub fn with_facts(
+        cfg: Arc<Config>,
+        client: NodeClient,
+        plugins: Arc<PluginDir>,
+        rng: Arc<dyn Random>,
+        facts: FactSource,
+    ) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        client.traffic().attach(metrics.clone());
+        {
+            let m = metrics.clone();
+            plugins.on_event(move |e| m.reload(e.result()));
+        }
+        metrics
+            .plugins_loaded
+            .set(plugins.current().setters().len() as i64);
+        let hostname = cfg.hostname(&Facts::new(facts.clone()));
+        let state = State::new(cfg.clone(), hostname, Instant::now());
+        let (snapshot, _) = watch::channel(Arc::new(state.snapshot()));
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let (watch_tx, watch_rx) = mpsc::unbounded_channel();
+        Self {
+            cri: cfg.cri_client().map(Arc::new),
+            state,
+            client,
+            plugins,
+            facts,
+            cri_failing: false,
+            rng,
+            metrics,
+            commands,
+            inbox,
+            watch_tx,
+            watch_rx,
+            restart_watch: Arc::new(tokio::sync::Notify::new()),
+            snapshot,
+            inflight: JoinSet::new(),
+            shutdown_waiters: Vec::new(),
+            watch: true,
+        }
+    }
+
+    /// An agent that does not watch its node: the live node comes only
+    /// from its own GETs and the answers of its writes (request-level
+    /// tests; a fleet of simulated nodes whose events come from one
+    /// watch, through [`Agent::watch_events`]).
+    pub fn without_watch(mut self) -> Self {
+        self.watch = false;
+        self
+    }
+
+    /// Where events of the node's watch go, when the caller watches it.
+    pub fn watch_events(&self) -> mpsc::UnboundedSender<WatchEvent> {
+        self.watch_tx.clone()
+    }
+
+    /// A handle for `/readyz`, `/status`, signals and live config.
+    pub fn handle(&self) -> AgentHandle {
+        AgentHandle {
+            snapshot: self.snapshot.subscribe(),
+            commands: self.commands.clone(),
+            metrics: self.metrics.clone(),
+            plugins: self.plugins.clone(),
+            name: Arc::from(self.state.cfg().node_name.as_str()),
+        }
+    }
+
+    /// The state (for inspection).
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The API calls.
+    pub fn client(&self) -> &NodeClient {
+        &self.client
+    }
+
+    /// Runs the loops until `cancel` fires, then returns at once: in-flight
+    /// calls are dropped and the node is left as it is. Returns an error
+    /// only for an identity error at start.
+    pub async fn run(mut self, cancel: CancellationToken) -> Result<()> {
+        let ctx = self.ctx();
+        let event = self.state.event(
+            &ctx,
+            nodestatus_runtime::EventType::Normal,
+            "Starting",
+            "Starting nodestatus.",
+            None,
+        );
+        self.perform(vec![event]);
+        let watch = self.watch.then(|| {
+            tokio::spawn(super::watch::watch_node(
+                self.client.clone(),
+                self.watch_tx.clone(),
+                self.restart_watch.clone(),
+                cancel.clone(),
+            ))
+        });
+        let result = self.drive(Until::Never, true, &cancel).await;
+        cancel.cancel();
+        if let Some(w) = watch {
+            let _ = w.await;
+        }
+        match result {
+            Err(e) => Err(e),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Registers with backoff (100 ms doubling to 7 s) until it succeeds,
+    /// the credentials are refused (an identity error at start: returned),
+    /// or `cancel` fires.
+    pub async fn register(&mut self, cancel: &CancellationToken) -> Result<()> {
+        match self.drive(Until::Registered, true, cancel).await? {
+            Ended::Register(Ok(_)) | Ended::Cancelled => Ok(()),
+            Ended::Register(Err(e)) => Err(e),
+            _ => unreachable!("a registration drive ends with the registration"),
+        }
+    }
+
+    /// One registration try, now. `Ok(true)` when the node exists and is
+    /// reconciled.
+    pub async fn register_once(&mut self) -> Result<bool> {
+        self.state.register_now(Instant::now());
+        match self
+            .drive(Until::RegisterTry, true, &CancellationToken::new())
+            .await?
+        {
+            Ended::Register(r) => r,
+            _ => unreachable!("a registration drive ends with the registration"),
+        }
+    }
+
+    /// One regular status sync, now (`updateNodeStatus`): up to 5 tries,
+    /// the first from the live node, later ones from a fresh GET.
+    pub async fn sync_once(&mut self) -> Result<SyncOutcome> {
+        let now = self.step(Input::SyncNow);
+        self.perform(now);
+        match self
+            .drive(Until::Sync, false, &CancellationToken::new())
+            .await?
+        {
+            Ended::Sync(r) => r,
+            _ => unreachable!("a sync drive ends with the sync"),
+        }
+    }
+
+    /// One lease renewal, now, from the cached lease (`None`: GET first).
+    pub async fn renew_lease(&mut self, cached: Option<Lease>) -> Result<()> {
+        self.state.lease.set_cache(cached);
+        let now = self.step(Input::LeaseNow);
+        self.perform(now);
+        match self
+            .drive(Until::Lease, false, &CancellationToken::new())
+            .await?
+        {
+            Ended::Lease(r) => r,
+            _ => unreachable!("a lease drive ends with the lease"),
+        }
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            now: Instant::now(),
+            wall: k8s_openapi::jiff::Timestamp::now(),
+            rng: &*self.rng,
+        }
+    }
+
+    fn step(&mut self, input: Input) -> Vec<Action> {
+        let ctx = Ctx {
+            now: Instant::now(),
+            wall: k8s_openapi::jiff::Timestamp::now(),
+            rng: &*self.rng,
+        };
+        let actions = self.state.step(input, &ctx);
+        self.snapshot.send_replace(Arc::new(self.state.snapshot()));
+        actions
+    }
+
+    /// Steps on inputs (answers, watch events, commands, and with `timers`
+    /// the loops' own timers) until `until` is met or `cancel` fires. An
+    /// identity error at start ends it with that error.
+    async fn drive(
+        &mut self,
+        until: Until,
+        timers: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Ended> {
+        if timers {
+            let due = self.step(Input::Tick);
+            if let Some(end) = self.perform_until(due, &until)? {
+                return Ok(end);
+            }
+        }
+        loop {
+            let wake = if timers {
+                self.state.next_wakeup()
+            } else {
+                None
+            };
+            let input = tokio::select! {
+                _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+                Some(done) = self.inflight.join_next(), if !self.inflight.is_empty() => match done {
+                    Ok(input) => input,
+                    Err(e) => {
+                        tracing::error!("an action of the agent failed: {e}");
+                        continue;
+                    }
+                },
+                Some(e) = self.watch_rx.recv() => Input::Watch(e),
+                Some(c) = self.inbox.recv() => match c {
+                    Command::Input(i) => i,
+                    Command::Shutdown(reply) => {
+                        self.shutdown_waiters.push(reply);
+                        Input::NodeShutdown
+                    }
+                },
+                _ = sleep_until(wake) => Input::Tick,
+            };
+            let actions = self.step(input);
+            if let Some(end) = self.perform_until(actions, &until)? {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Performs `actions`; returns what ends the drive, if one of them does.
+    fn perform_until(&mut self, actions: Vec<Action>, until: &Until) -> Result<Option<Ended>> {
+        let mut ended = None;
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                Action::Exit(e) => return Err(e),
+                Action::RegisterDone(r) => match (until, r) {
+                    (Until::RegisterTry, r) => ended = Some(Ended::Register(r)),
+                    (Until::Registered, Ok(true)) => ended = Some(Ended::Register(Ok(true))),
+                    _ => {}
+                },
+                Action::SyncDone {
+                    result,
+                    for_shutdown,
+                } => {
+                    if for_shutdown {
+                        let reply = result
+                            .as_ref()
+                            .map(Clone::clone)
+                            .map_err(ToString::to_string);
+                        for w in self.shutdown_waiters.drain(..) {
+                            let _ = w.send(reply.clone());
+                        }
+                    }
+                    if matches!(until, Until::Sync) && ended.is_none() {
+                        ended = Some(Ended::Sync(result));
+                    }
+                }
+                Action::LeaseDone(r) => {
+                    if matches!(until, Until::Lease) {
+                        ended = Some(Ended::Lease(r));
+                    }
+                }
+                other => rest.push(other),
+            }
+        }
+        self.perform(rest);
+        Ok(ended)
+    }
+
+    /// Performs actions that end nothing.
+    fn perform(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Call(call) => {
+                    let client = self.client.clone();
+                    self.inflight
+                        .spawn(async move { Input::Answer(answer(&client, call).await) });
+                }
+                Action::RunPass {
+                    for_loop,
+                    base,
+                    problems,
+                    options,
+                } => self.run_pass(for_loop, base, problems, options),
+                Action::RecordEvent(event) => {
+                    let client = self.client.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = client.create_event(&event).await {
+                            tracing::debug!("could not record event: {e}");
+                        }
+                    });
+                }
+                Action::ResetConnections => match self.client.reset_connections() {
+                    Ok(true) => {
+                        tracing::info!(
+                            node = self.client.name(),
+                            "closed every API connection after a failed heartbeat; the next try dials anew"
+                        );
+                        self.restart_watch.notify_one();
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!("{e}"),
+                },
+                Action::RestartWatch => self.restart_watch.notify_one(),
+                Action::Observe(o) => self.observe(o),
+                Action::RegisterDone(_)
+                | Action::SyncDone { .. }
+                | Action::LeaseDone(_)
+                | Action::Exit(_) => {}
+            }
+        }
+    }
+
+    fn observe(&self, o: Observation) {
+        let m = &self.metrics;
+        match o {
+            Observation::SyncResult(r) => m.sync_result(r),
+            Observation::Patch(bytes) => {
+                m.patches.inc();
+                m.patch_bytes.inc_by(bytes as u64);
+            }
+            Observation::LeaseResult(ok) => m.lease_result(ok),
+            Observation::LoopError(l, class) => m.loop_error(l, class),
+            Observation::NodeDeleted(gone) => {
+                m.node_deleted.set(i64::from(gone));
+            }
+        }
+    }
+
+    /// A pass of the setters over `base`: the container runtime read
+    /// first (the setters never wait on it), then the pipeline on a
+    /// blocking thread.
+    fn run_pass(
+        &mut self,
+        for_loop: super::state::Loop,
+        base: Value,
+        problems: Vec<String>,
+        options: pipeline::PassOptions,
+    ) {
+        let set = self.plugins.current();
+        let runtime = self.plugins.runtime().clone();
+        let facts = Arc::new(Facts::new(self.facts.clone()));
+        let cri = self.cri.clone();
+        let metrics = self.metrics.clone();
+        let failing_before = self.cri_failing;
+        self.inflight.spawn(async move {
+            let container_runtime = match &cri {
+                None => None,
+                Some(c) => Some(Arc::new(read_runtime(c, failing_before).await)),
+            };
+            let ctx = CallContext {
+                facts,
+                node_problems: problems.into(),
+                container_runtime,
+            };
+            let loaded = set.setters().len();
+            let started = std::time::Instant::now();
+            let cache_runtime = runtime.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                pipeline::pass(&runtime, &set, &base, &ctx, options)
+            })
+            .await
+            .map_err(|e| e.to_string());
+            if let Ok((_, report)) = &result {
+                metrics.observe_pass(report, started.elapsed());
+                metrics.observe_cache(cache_runtime.cache());
+                metrics.plugins_loaded.set(loaded as i64);
+            }
+            Input::Answer(Answer::Pass(for_loop, result))
+        });
+    }
+}
+
+/// What the runtime said, logged when it stops answering and when it
+/// answers again.
+async fn read_runtime(
+    c: &crate::cri::Client,
+    failing_before: bool,
+) -> std::result::Result<RuntimeFacts, String> {
+    let answer = c.facts().await;
+    match (&answer, failing_before) {
+        (Err(e), false) => tracing::warn!("container runtime: {e}"),
+        (Ok(f), true) => {
+            tracing::info!("container runtime: {} {} answers again", f.name, f.version)
+        }
+        _ => {}
+    }
+    answer.map_err(|e| e.to_string())
+}
+
+/// Performs one API call.
+async fn answer(client: &NodeClient, call: Call) -> Answer {
+    match call {
+        Call::GetNode(l) => Answer::Node(l, client.get_node().await),
+        Call::CreateNode(node) => Answer::Created(client.create_node(&node).await),
+        Call::PatchStatus(l, body) => Answer::Patched(l, client.patch_status(&body).await),
+        Call::GetLease => Answer::Lease(client.get_lease().await),
+        Call::CreateLease(lease) => Answer::LeaseWritten(client.create_lease(&lease).await),
+        Call::UpdateLease(lease) => Answer::LeaseWritten(client.update_lease(&lease).await),
+    }
+}
+
+async fn sleep_until(wake: Option<Instant>) {
+    match wake {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

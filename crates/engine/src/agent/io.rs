@@ -1,0 +1,164 @@
+//! What goes into a step and what comes out of it: the [`Input`]s (time,
+//! answers, watch events, commands) and the [`Action`]s the driver
+//! performs, with the API [`Call`]s and their [`Answer`]s.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Event;
+use serde_json::Value;
+
+use super::client;
+use super::{Error, SyncOutcome};
+use crate::config::Config;
+use crate::pipeline::{PassOptions, PassReport};
+
+/// Which loop a call or a pass belongs to; its answer goes back to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loop {
+    /// Registration (and the reconcile of an existing node).
+    Register,
+    /// The status sync.
+    Sync,
+}
+
+/// An API call the state asks for. Its answer comes back as an
+/// [`Answer`].
+#[derive(Debug, Clone)]
+pub enum Call {
+    /// GET the node (`None`: not found).
+    GetNode(Loop),
+    /// Create the node.
+    CreateNode(Value),
+    /// PATCH `nodes/<name>/status` with this strategic merge patch,
+    /// serialized once.
+    PatchStatus(Loop, Box<serde_json::value::RawValue>),
+    /// GET the lease (`None`: not found).
+    GetLease,
+    /// Create the lease.
+    CreateLease(Lease),
+    /// Update the lease (an optimistic PUT of the copy it came from).
+    UpdateLease(Lease),
+}
+
+/// The answer to a [`Call`] or an [`Action::RunPass`].
+#[derive(Debug)]
+pub enum Answer {
+    /// The node, or `None` when it does not exist.
+    Node(Loop, client::Result<Option<Value>>),
+    /// The created node.
+    Created(client::Result<Value>),
+    /// The node after the patch.
+    Patched(Loop, client::Result<Value>),
+    /// The lease, or `None` when it does not exist.
+    Lease(client::Result<Option<Lease>>),
+    /// The lease as written (created or updated).
+    LeaseWritten(client::Result<Lease>),
+    /// A pass of the setters over the base it was given: the new node and
+    /// what the pass did, or why it did not finish.
+    Pass(Loop, std::result::Result<(Value, PassReport), String>),
+}
+
+/// What the watch of the node saw.
+#[derive(Debug, Clone)]
+pub enum WatchEvent {
+    /// The watch (re)started: until it has listed the node, the live copy
+    /// is not trusted.
+    Restarted,
+    /// A list begins.
+    Listing,
+    /// The node, from a list or a change.
+    Applied(Value, bool),
+    /// The list is complete.
+    Listed,
+    /// The node was deleted.
+    Deleted,
+    /// The watch failed; it restarts from a fresh list.
+    Failed,
+}
+
+/// An input of [`State::step`](super::State::step).
+// A few of these move per pass, one at a time; none is stored in bulk, so
+// the size of the answers they carry costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Input {
+    /// Time passed: whatever is due now runs.
+    Tick,
+    /// The answer to an action.
+    Answer(Answer),
+    /// What the watch saw.
+    Watch(WatchEvent),
+    /// Run a regular status sync now (the driver's `sync_once`).
+    SyncNow,
+    /// Renew the lease now (the driver's `renew_lease`).
+    LeaseNow,
+    /// The machine itself is shutting down (logind, or SIGUSR2).
+    NodeShutdown,
+    /// logind cancelled the shutdown.
+    NodeShutdownCancelled,
+    /// A live config change, in force from the next pass.
+    Config(Arc<Config>),
+}
+
+/// What a metric should count; the driver keeps the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    /// A status sync ended: `patched`, `reported`, `unchanged` or `error`.
+    SyncResult(&'static str),
+    /// A status patch of this many bytes is sent.
+    Patch(usize),
+    /// A lease renewal ended.
+    LeaseResult(bool),
+    /// A pass of a loop failed, with this error class.
+    LoopError(&'static str, &'static str),
+    /// Whether the node is found deleted.
+    NodeDeleted(bool),
+}
+
+/// An action [`State::step`](super::State::step) asks the driver for.
+// A few of these move per pass, one at a time; none is stored in bulk, so
+// the size of the answers they carry costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Action {
+    /// Make an API call; its answer comes back as [`Input::Answer`].
+    Call(Call),
+    /// Run the setters over `base` on a copy; the new node comes back as
+    /// [`Answer::Pass`].
+    RunPass {
+        /// The loop that asked.
+        for_loop: Loop,
+        /// The node the setters start from.
+        base: Value,
+        /// Why the node is not ready, for the `ready` setter.
+        problems: Vec<String>,
+        /// The built-in steps this pass runs after the setters.
+        options: PassOptions,
+    },
+    /// Record an event about the node (in the background, never waited
+    /// for).
+    RecordEvent(Box<Event>),
+    /// Drop every pooled connection (`closeAllConns`) and restart the watch
+    /// on new ones.
+    ResetConnections,
+    /// Restart the watch of the node from a fresh list.
+    RestartWatch,
+    /// Count something.
+    Observe(Observation),
+    /// A registration try ended: `Ok(true)` when the node exists and is
+    /// ours, `Ok(false)` while `registerNode: false` waits for it, or the
+    /// error (retried after the backoff's next step).
+    RegisterDone(super::Result<bool>),
+    /// A status sync ended.
+    SyncDone {
+        /// What it did.
+        result: super::Result<SyncOutcome>,
+        /// Whether the node's shutdown began it.
+        for_shutdown: bool,
+    },
+    /// A lease renewal ended.
+    LeaseDone(super::Result<()>),
+    /// An error at start that ends the agent (an identity error).
+    Exit(Error),
+}

@@ -1,0 +1,233 @@
+//! The node lease: a `coordination.k8s.io/v1` Lease named after the node
+//! in `kube-node-lease`, renewed every quarter of `nodeLeaseDurationSeconds`
+//! (4 % jitter), as the kubelet's lease controller does.
+//!
+//! A renewal is up to 5 tries. Each is an optimistic update of the cached
+//! lease (its resourceVersion, no GET); a 409 or a 404 drops the cache, so
+//! the next try GETs it (and creates it when missing, only while the node
+//! exists: the lease is owned by the node). After a failed try past the
+//! first (but a conflict), every connection is dropped. A renewal whose
+//! tries all fail backs off from 200 ms doubling to 7 s. The lease's owner
+//! reference to the Node is set once the node's uid is known, and
+//! `leaseDurationSeconds` is written on every renewal.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use tokio::time::Instant;
+
+use super::decide::{self, Backoff, JITTER, LEASE_UPDATE_RETRY};
+use super::state::{Action, Answer, Call, Ctx, Observation, State, is_conflict};
+use super::{Error, client};
+
+/// Where a try is.
+#[derive(Debug)]
+enum Op {
+    /// No renewal runs.
+    Idle,
+    /// A GET of the lease.
+    Getting,
+    /// The lease is being created.
+    Creating,
+    /// The lease is being updated from `base`, the copy it came from.
+    Updating(Box<Lease>),
+}
+
+/// The lease loop's state.
+#[derive(Debug)]
+pub struct LeaseLoop {
+    /// The lease as last written or read: the next update's base.
+    cache: Option<Lease>,
+    backoff: Backoff,
+    next_at: Option<Instant>,
+    attempt: usize,
+    op: Op,
+}
+
+impl LeaseLoop {
+    /// A lease loop, not started.
+    pub fn new() -> Self {
+        Self {
+            cache: None,
+            backoff: Backoff::lease(),
+            next_at: None,
+            attempt: 0,
+            op: Op::Idle,
+        }
+    }
+
+    /// Starts the loop at `now` (once the node is registered): the first
+    /// renewal at once.
+    pub fn start(&mut self, now: Instant) {
+        if self.next_at.is_none() {
+            self.next_at = Some(now);
+        }
+    }
+
+    /// Replaces the cached lease, the next update's base (`None`: the next
+    /// renewal GETs it first).
+    pub fn set_cache(&mut self, lease: Option<Lease>) {
+        self.cache = lease;
+    }
+
+    /// When the next renewal is due (`None` before the start and while one
+    /// runs).
+    pub fn next_at(&self) -> Option<Instant> {
+        matches!(self.op, Op::Idle)
+            .then_some(self.next_at)
+            .flatten()
+    }
+}
+
+impl Default for LeaseLoop {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Starts a renewal unless one runs.
+pub(super) fn start(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    if !matches!(s.lease.op, Op::Idle) {
+        return;
+    }
+    s.lease.attempt = 0;
+    try_lease(s, ctx, out);
+}
+
+/// One try: an update of the cached lease, or a GET when there is none.
+fn try_lease(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    match s.lease.cache.take() {
+        Some(base) => update(s, base, ctx, out),
+        None => {
+            s.lease.op = Op::Getting;
+            out.push(Action::Call(Call::GetLease));
+        }
+    }
+}
+
+fn update(s: &mut State, base: Lease, ctx: &Ctx, out: &mut Vec<Action>) {
+    let lease = new_lease(s, Some(base.clone()), ctx);
+    s.lease.op = Op::Updating(Box::new(base));
+    out.push(Action::Call(Call::UpdateLease(lease)));
+}
+
+/// An answer to the current try.
+pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
+    let op = std::mem::replace(&mut s.lease.op, Op::Idle);
+    match (op, a) {
+        (Op::Getting, Answer::Lease(r)) => match r {
+            Ok(Some(l)) => update(s, l, ctx, out),
+            Ok(None) if s.live.uid.is_none() => try_failed(
+                s,
+                Error::LeaseWaitsForNode(s.cfg.node_name.clone()),
+                ctx,
+                out,
+            ),
+            Ok(None) => {
+                let lease = new_lease(s, None, ctx);
+                s.lease.op = Op::Creating;
+                out.push(Action::Call(Call::CreateLease(lease)));
+            }
+            Err(e) => try_failed(s, e.into(), ctx, out),
+        },
+        (Op::Creating, Answer::LeaseWritten(r)) => match r {
+            Ok(l) => {
+                s.lease.cache = Some(l);
+                done(s, Ok(()), ctx, out);
+            }
+            Err(e) => try_failed(s, e.into(), ctx, out),
+        },
+        (Op::Updating(base), Answer::LeaseWritten(r)) => match r {
+            Ok(l) => {
+                s.lease.cache = Some(l);
+                done(s, Ok(()), ctx, out);
+            }
+            // Stale or gone: GET (and create if missing) on the next try.
+            Err(
+                e @ client::Error::Api {
+                    code: 409 | 404, ..
+                },
+            ) => try_failed(s, e.into(), ctx, out),
+            Err(e) => {
+                s.lease.cache = Some(*base);
+                try_failed(s, e.into(), ctx, out);
+            }
+        },
+        (op, a) => {
+            tracing::debug!(?op, ?a, "lease: an answer it did not wait for");
+            s.lease.op = op;
+        }
+    }
+}
+
+fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
+    let attempt = s.lease.attempt;
+    if decide::reset_after_failure(attempt) && !is_conflict(&e) {
+        out.push(Action::ResetConnections);
+    }
+    // Without the node, no try can create the lease.
+    let stop = matches!(e, Error::LeaseWaitsForNode(_));
+    s.lease.attempt += 1;
+    if !stop && s.lease.attempt < LEASE_UPDATE_RETRY {
+        try_lease(s, ctx, out);
+    } else {
+        done(s, Err(Error::LeaseRetriesExceeded(Box::new(e))), ctx, out);
+    }
+}
+
+/// A renewal ended: the next one a jittered interval later, or after the
+/// backoff's next step.
+fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Action>) {
+    out.push(Action::Observe(Observation::LeaseResult(result.is_ok())));
+    let delay = match &result {
+        Ok(()) => {
+            s.last_lease_ok = Some(ctx.now);
+            s.recovered("lease", ctx);
+            s.lease.backoff.reset();
+            let interval = Duration::from_secs_f64(s.cfg.node_lease_duration_seconds as f64 * 0.25);
+            decide::jitter(interval, JITTER, ctx.rng.unit())
+        }
+        Err(e) => {
+            s.failed("lease", e, ctx, out);
+            let d = s.lease.backoff.next_delay();
+            tracing::warn!(retry_in = ?d, "unable to renew the node lease: {e}");
+            d
+        }
+    };
+    s.lease.next_at = Some(ctx.now + delay);
+    out.push(Action::LeaseDone(result));
+}
+
+/// The lease to write: `base` (or a new one) held by this node for
+/// `nodeLeaseDurationSeconds`, renewed now, owned by the node once its uid
+/// is known.
+fn new_lease(s: &State, base: Option<Lease>, ctx: &Ctx) -> Lease {
+    let name = s.cfg.node_name.clone();
+    let mut lease = base.unwrap_or_else(|| Lease {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some("kube-node-lease".into()),
+            ..Default::default()
+        },
+        spec: None,
+    });
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    spec.holder_identity = Some(name.clone());
+    spec.lease_duration_seconds = Some(s.cfg.node_lease_duration_seconds);
+    spec.renew_time = Some(MicroTime(ctx.wall));
+    if let Some(uid) = s.live.uid.clone() {
+        let owned = lease.metadata.owner_references.get_or_insert_with(Vec::new);
+        if !owned.iter().any(|o| o.uid == uid) {
+            owned.retain(|o| o.kind != "Node");
+            owned.push(OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: name.clone(),
+                uid,
+                ..Default::default()
+            });
+        }
+    }
+    lease
+}

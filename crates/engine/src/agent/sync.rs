@@ -1,0 +1,402 @@
+//! The status sync (`syncNodeStatus`): every `nodeStatusUpdateFrequency`
+//! (4 % jitter), run the setters on a copy of the live node and patch
+//! `nodes/<name>/status` only when the status changed or the report period
+//! ran out.
+//!
+//! A pass is up to 5 tries (`nodeStatusUpdateRetry`): the first from the
+//! live node (the watch's copy, when it is trusted), the others from a
+//! fresh GET; after a failed try past the first, every connection is
+//! dropped (`onRepeatedHeartbeatFailure`). At start, a fast update runs
+//! every 100 ms until the node is Ready (2 minutes at most); it patches only
+//! a change with Ready not False, and ends at its first failure.
+//!
+//! The failure counter of a readiness setter counts passes, not tries, and
+//! only the events of the try whose result reached the server are recorded.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::decide::{
+    self, FastUpdate, NODE_STATUS_UPDATE_RETRY, PassKind, ReportSchedule, SyncClock,
+};
+use super::state::{Action, Answer, Call, Ctx, Loop, Observation, Phase, State};
+use super::{Error, SHUTTING_DOWN, SyncOutcome, is_ready, ready_status};
+use crate::config::Config;
+use crate::pipeline::PassReport;
+use nodestatus_model::node::Diff;
+use nodestatus_runtime::EventType;
+
+/// Where a try of the pass is.
+#[derive(Debug)]
+enum Op {
+    /// No pass runs.
+    Idle,
+    /// A GET of the node for this try.
+    Getting,
+    /// The setters run over `base`.
+    Running(Arc<Value>),
+    /// The patch is sent; what to report when it lands.
+    Patching {
+        base: Arc<Value>,
+        changed: bool,
+        bytes: usize,
+    },
+}
+
+/// One pass of the status sync: its tries so far.
+#[derive(Debug)]
+struct Pass {
+    kind: PassKind,
+    attempt: usize,
+    /// Whether the node's shutdown began it (its end is what the shutdown
+    /// waits for).
+    for_shutdown: bool,
+    /// The report of the last try that ran the setters.
+    report: Option<PassReport>,
+    /// The last try's error.
+    last_error: Option<Error>,
+    op: Op,
+}
+
+/// The status sync's state.
+#[derive(Debug)]
+pub struct Sync {
+    clock: SyncClock,
+    fast: FastUpdate,
+    report: ReportSchedule,
+    started: bool,
+    /// When the next pass is due (`None` while one runs).
+    next_at: Option<Instant>,
+    pass: Option<Pass>,
+    /// The node's shutdown asked for a pass while one ran: one more, at
+    /// once, when it ends.
+    shutdown_pending: bool,
+}
+
+impl Sync {
+    /// A status sync for `cfg`, not started.
+    pub fn new(cfg: &Config, now: Instant) -> Self {
+        Self {
+            clock: SyncClock::new(cfg.node_status_update_frequency, now),
+            fast: FastUpdate::new(now),
+            report: ReportSchedule::new(cfg.node_status_report_frequency),
+            started: false,
+            next_at: None,
+            pass: None,
+            shutdown_pending: false,
+        }
+    }
+
+    /// Starts the loop at `now` (once the node is registered): the first
+    /// regular pass at once, the fast update from now.
+    pub fn start(&mut self, now: Instant) {
+        if !self.started {
+            self.started = true;
+            self.clock.restart(now);
+            self.fast = FastUpdate::new(now);
+            self.next_at = Some(now);
+        }
+    }
+
+    /// When the next pass is due (`None` while one runs, or before start).
+    pub fn next_at(&self) -> Option<Instant> {
+        self.pass.is_none().then_some(self.next_at).flatten()
+    }
+
+    /// A live config change: the report period from the last write on, the
+    /// update period from the next regular pass on.
+    pub fn set_config(&mut self, cfg: &Config) {
+        self.report.set_period(cfg.node_status_report_frequency);
+        self.clock.set_period(cfg.node_status_update_frequency);
+    }
+
+    /// When the next periodic report is due.
+    pub fn next_report(&self) -> Option<Instant> {
+        self.report.next_due()
+    }
+}
+
+/// A pass is due: start it.
+pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    if s.phase != Phase::Running || s.sync.next_at().is_none_or(|t| ctx.now < t) {
+        return;
+    }
+    let kind = s.sync.clock.kind(ctx.now);
+    begin(s, kind, false, ctx, out);
+}
+
+/// A regular pass now (`sync_once`), unless one runs.
+pub(super) fn start_now(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    if s.sync.pass.is_none() {
+        begin(s, PassKind::Regular, false, ctx, out);
+    }
+}
+
+/// The node itself is shutting down: Ready=False `node is shutting down`,
+/// written at once by a pass that reports whatever changed.
+pub(super) fn node_shutdown(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    s.shutting_down = true;
+    tracing::warn!(
+        node = s.cfg.node_name,
+        "{SHUTTING_DOWN}: marking it not Ready"
+    );
+    s.sync.report.force();
+    if s.sync.pass.is_some() {
+        s.sync.shutdown_pending = true;
+    } else {
+        begin(s, PassKind::Regular, true, ctx, out);
+    }
+}
+
+fn begin(s: &mut State, kind: PassKind, for_shutdown: bool, ctx: &Ctx, out: &mut Vec<Action>) {
+    heal_watch(s, ctx, out);
+    s.sync.pass = Some(Pass {
+        kind,
+        attempt: 0,
+        for_shutdown,
+        report: None,
+        last_error: None,
+        op: Op::Idle,
+    });
+    try_next(s, out);
+}
+
+/// A watch that has not listed the node again for two update periods
+/// since it (re)started is stuck (a connection that stopped answering):
+/// start it again.
+fn heal_watch(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    let since = ctx.now.saturating_duration_since(s.live.watch_started);
+    if s.live.stale && since > s.cfg.node_status_update_frequency * 2 {
+        tracing::info!(
+            node = s.cfg.node_name,
+            "the watch of the node has not listed it since {since:?}: restarting it",
+        );
+        out.push(Action::RestartWatch);
+    }
+}
+
+/// Starts the current try: from the live node (try 0 with a trusted copy)
+/// or a GET.
+fn try_next(s: &mut State, out: &mut Vec<Action>) {
+    let attempt = s.sync.pass.as_ref().expect("a pass runs").attempt;
+    let trusted = s.live.node.is_some() && !s.live.stale;
+    let cached = s.live.node.clone();
+    match (decide::source(attempt, trusted), cached) {
+        (decide::Source::Cache, Some(base)) => {
+            let action = s.run_pass(Loop::Sync, (*base).clone());
+            set_op(s, Op::Running(base));
+            out.push(action);
+        }
+        _ => {
+            set_op(s, Op::Getting);
+            out.push(Action::Call(Call::GetNode(Loop::Sync)));
+        }
+    }
+}
+
+fn set_op(s: &mut State, op: Op) {
+    s.sync.pass.as_mut().expect("a pass runs").op = op;
+}
+
+/// An answer to the current try.
+pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
+    let Some(pass) = s.sync.pass.as_mut() else {
+        tracing::debug!(?a, "status sync: an answer with no pass running");
+        return;
+    };
+    let op = std::mem::replace(&mut pass.op, Op::Idle);
+    let kind = pass.kind;
+    match (op, a) {
+        (Op::Getting, Answer::Node(_, r)) => match r {
+            Ok(Some(n)) => {
+                s.offer(n.clone(), out);
+                let base = Arc::new(n);
+                let action = s.run_pass(Loop::Sync, (*base).clone());
+                set_op(s, Op::Running(base));
+                out.push(action);
+            }
+            Ok(None) => gone(s, ctx, out),
+            Err(e) => try_failed(s, e.into(), ctx, out),
+        },
+        (Op::Running(base), Answer::Pass(_, Ok((new, report)))) => {
+            s.sync.pass.as_mut().expect("a pass runs").report = Some(report);
+            let diff = Diff::new(&base, &new);
+            let changed = diff.status_changed();
+            let due = s.sync.report.due(ctx.now);
+            let write = decide::write(kind, changed, due, ready_status(&new).as_deref());
+            let patch = match write {
+                decide::Write::Skip => None,
+                _ => diff.patch(),
+            };
+            let Some(p) = patch else {
+                s.came_back(out);
+                note_schedulable(s, &base, ctx, out);
+                return finish(s, Ok(SyncOutcome::Unchanged), ctx, out);
+            };
+            let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
+            let bytes = body.get().len();
+            out.push(Action::Observe(Observation::Patch(bytes)));
+            set_op(
+                s,
+                Op::Patching {
+                    base,
+                    changed,
+                    bytes,
+                },
+            );
+            out.push(Action::Call(Call::PatchStatus(Loop::Sync, body)));
+        }
+        (Op::Running(_), Answer::Pass(_, Err(e))) => try_failed(s, Error::Pass(e), ctx, out),
+        (
+            Op::Patching {
+                base,
+                changed,
+                bytes,
+            },
+            Answer::Patched(_, r),
+        ) => match r {
+            Ok(updated) => {
+                note_ready_flip(s, &base, &updated);
+                s.offer(updated, out);
+                s.came_back(out);
+                note_schedulable(s, &base, ctx, out);
+                s.sync.report.written(ctx.now, changed, ctx.rng.unit());
+                let outcome = if changed {
+                    SyncOutcome::Patched { bytes }
+                } else {
+                    SyncOutcome::Reported { bytes }
+                };
+                finish(s, Ok(outcome), ctx, out);
+            }
+            Err(e) if e.code() == Some(404) => gone(s, ctx, out),
+            Err(e) => try_failed(s, e.into(), ctx, out),
+        },
+        (op, a) => {
+            tracing::debug!(?op, ?a, "status sync: an answer it did not wait for");
+            set_op(s, op);
+        }
+    }
+}
+
+/// The node is not on the server: the pass ends (no more tries).
+fn gone(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+    s.forget_node(out);
+    finish(s, Err(Error::NodeGone(s.cfg.node_name.clone())), ctx, out);
+}
+
+fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
+    let pass = s.sync.pass.as_mut().expect("a pass runs");
+    let attempt = pass.attempt;
+    tracing::warn!(
+        node = s.cfg.node_name,
+        attempt,
+        "error updating node status, will retry: {e}"
+    );
+    if decide::reset_after_failure(attempt) {
+        out.push(Action::ResetConnections);
+    }
+    pass.last_error = Some(e);
+    pass.attempt += 1;
+    if pass.attempt < NODE_STATUS_UPDATE_RETRY {
+        try_next(s, out);
+    } else {
+        let last = pass.last_error.take().expect("set above");
+        finish(s, Err(Error::RetriesExceeded(Box::new(last))), ctx, out);
+    }
+}
+
+/// The pass ended: count its failures (per pass, not per try), record its
+/// events if it reached the server, and schedule the next one.
+fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mut Vec<Action>) {
+    let pass = s.sync.pass.take().expect("a pass runs");
+    if let Some(report) = pass.report {
+        s.note_failures(&report);
+        if result.is_ok() {
+            s.pass_events(&report, ctx, out);
+        }
+        s.last_pass = Some(Arc::new(report));
+    }
+    out.push(Action::Observe(Observation::SyncResult(match &result {
+        Ok(SyncOutcome::Patched { .. }) => "patched",
+        Ok(SyncOutcome::Reported { .. }) => "reported",
+        Ok(SyncOutcome::Unchanged) => "unchanged",
+        Err(_) => "error",
+    })));
+    match &result {
+        Ok(_) => {
+            s.last_sync_ok = Some(ctx.now);
+            s.recovered("sync", ctx);
+        }
+        Err(e) => s.failed("sync", e, ctx, out),
+    }
+    if pass.kind == PassKind::Fast && result.is_err() {
+        // The kubelet's fast update ends on a failed patch; the regular
+        // sync goes on.
+        s.sync.fast.end();
+    }
+    match &result {
+        Err(Error::NodeGone(name)) if s.cfg.re_register_deleted_node => {
+            tracing::warn!(
+                node = name,
+                "node was deleted; registering it again (reRegisterDeletedNode: true)"
+            );
+            s.phase = Phase::Registering;
+            s.register.restart(ctx.now);
+        }
+        Err(e) => tracing::warn!(
+            retry_in = "the next update period",
+            "unable to update node status: {e}"
+        ),
+        Ok(_) => {}
+    }
+    // The fast update stops once the live node is Ready (as the kubelet's
+    // checks its lister before each tick).
+    let ready = s.live.node.as_deref().is_some_and(is_ready);
+    let fast_now = s.sync.fast.active(ctx.now, ready);
+    let delay = s
+        .sync
+        .clock
+        .after(pass.kind, ctx.now, fast_now, ctx.rng.unit());
+    s.sync.next_at = Some(ctx.now + delay);
+    out.push(Action::SyncDone {
+        result,
+        for_shutdown: pass.for_shutdown,
+    });
+    if std::mem::take(&mut s.sync.shutdown_pending) {
+        begin(s, PassKind::Regular, true, ctx, out);
+    }
+}
+
+/// `NodeSchedulable` / `NodeNotSchedulable` on a flip of
+/// `spec.unschedulable` (the kubelet's last hook).
+fn note_schedulable(s: &mut State, node: &Value, ctx: &Ctx, out: &mut Vec<Action>) {
+    let now = node
+        .pointer("/spec/unschedulable")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if s.unschedulable != now {
+        s.unschedulable = now;
+        let reason = if now {
+            "NodeNotSchedulable"
+        } else {
+            "NodeSchedulable"
+        };
+        let message = format!("Node {} status is now: {reason}", s.cfg.node_name);
+        out.push(s.event(ctx, EventType::Normal, reason, &message, None));
+    }
+}
+
+fn note_ready_flip(s: &State, old: &Value, new: &Value) {
+    if let (Some(a), Some(b)) = (ready_status(old), ready_status(new))
+        && a != b
+    {
+        tracing::info!(
+            node = s.cfg.node_name,
+            from = a,
+            to = b,
+            "node Ready condition changed"
+        );
+    }
+}

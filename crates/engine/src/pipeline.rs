@@ -1,0 +1,642 @@
+//! One pass of the setters over a node: node in, setters in order (each
+//! output diffed against its input, checked by the policy and the API
+//! server's rules, its conditions' times stamped), the host's built-in
+//! steps, ownership, node out.
+//!
+//! Like the kubelet's `setNodeStatus`, each setter sees the node as the
+//! previous one left it, and a setter that fails is logged and skipped while
+//! the others go on. Unlike the kubelet, a failed setter cannot leave half its
+//! changes behind: its whole output is discarded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+use nodestatus_model::node::{self, Diff, FieldPath};
+use nodestatus_model::ownership::{self, Ownership};
+use nodestatus_model::policy::{self, Allowance};
+use nodestatus_runtime::{CallContext, CallError, CallErrorKind, EmittedEvent, Plugin, Runtime};
+
+use crate::config::PluginConfig;
+use nodestatus_model::validate::{self, Problem};
+
+/// The order of the kubelet's own setters, which nodestatus ships as plugins.
+/// Plugins not named here run after `volumes` and before `ready`, by name.
+pub const KUBELET_ORDER: &[&str] = &[
+    "node-address",
+    "machine-info",
+    "version-info",
+    "daemon-endpoints",
+    "images",
+    "os-arch",
+    "memory-pressure",
+    "disk-pressure",
+    "pid-pressure",
+    "volumes",
+];
+
+/// The default position of a plugin: the kubelet's order for its setters
+/// (10, 20, ...), 1000 for every other plugin, and 10000 for `ready`, which
+/// must come last because Ready must be the last condition.
+pub fn default_order(name: &str) -> i32 {
+    if name == "ready" {
+        return 10_000;
+    }
+    KUBELET_ORDER
+        .iter()
+        .position(|n| *n == name)
+        .map_or(1000, |i| (i as i32 + 1) * 10)
+}
+
+/// One setter of a pass: a loaded plugin, and what the operator decided
+/// around its sandbox (its order, the fields it may change, whether its
+/// failure makes the node not Ready).
+#[derive(Debug, Clone)]
+pub struct Setter {
+    plugin: Arc<Plugin>,
+    config: Arc<PluginConfig>,
+}
+
+impl Setter {
+    /// `plugin`, under the operator's `config` for it.
+    pub fn new(plugin: Arc<Plugin>, config: Arc<PluginConfig>) -> Self {
+        Self { plugin, config }
+    }
+
+    /// The plugin.
+    pub fn plugin(&self) -> &Arc<Plugin> {
+        &self.plugin
+    }
+
+    /// The operator's config for it.
+    pub fn config(&self) -> &PluginConfig {
+        &self.config
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.plugin.name()
+    }
+
+    /// Its effective position: the config's `order`, else
+    /// [`default_order`].
+    pub fn order(&self) -> i32 {
+        self.config
+            .order
+            .unwrap_or_else(|| default_order(self.plugin.name()))
+    }
+
+    /// Whether its failure makes the node not Ready: the config's
+    /// `affectsReadiness`, else what its metadata says.
+    pub fn affects_readiness(&self) -> bool {
+        self.config
+            .affects_readiness
+            .unwrap_or(self.plugin.metadata().affects_readiness)
+    }
+}
+
+impl From<Arc<Plugin>> for Setter {
+    /// `plugin` with the engine's defaults around its sandbox: the default
+    /// order and allowance, its own `affects-readiness`.
+    fn from(plugin: Arc<Plugin>) -> Self {
+        Self::new(plugin, Arc::new(PluginConfig::default()))
+    }
+}
+
+/// An immutable, ordered set of setters. A pass holds an `Arc` to one set
+/// for its whole run, so a reload that swaps in a new set never tears a
+/// pass.
+#[derive(Debug, Default, Clone)]
+pub struct PluginSet {
+    setters: Vec<Setter>,
+}
+
+impl PluginSet {
+    /// Orders `setters` by (order, name).
+    pub fn new(mut setters: Vec<Setter>) -> Self {
+        setters.sort_by(|a, b| (a.order(), a.name()).cmp(&(b.order(), b.name())));
+        Self { setters }
+    }
+
+    /// The setters, in run order.
+    pub fn setters(&self) -> &[Setter] {
+        &self.setters
+    }
+
+    /// Whether a plugin of that name is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        self.setters.iter().any(|s| s.name() == name)
+    }
+}
+
+/// Why a setter's output was discarded, a bounded set fit for metric
+/// labels: its call failed in the sandbox ([`CallErrorKind`]), or what it
+/// returned failed one of the engine's checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetterErrorKind {
+    /// The call failed in the sandbox.
+    Call(CallErrorKind),
+    /// The output is not JSON, or not a Node.
+    Output,
+    /// The output changes fields outside the allowance.
+    Policy,
+    /// The output would be refused by the API server (or breaks one of
+    /// nodestatus's own node rules): see [`validate`].
+    Invalid,
+    /// The output is over a cost bound: too large a node, or more fields
+    /// than a plugin may own (see [`ownership`]).
+    Limit,
+}
+
+impl SetterErrorKind {
+    /// The label value: the sandbox's for a failed call
+    /// ([`CallErrorKind::as_str`]), else `output`, `policy`, `invalid` or
+    /// `limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Call(k) => k.as_str(),
+            Self::Output => "output",
+            Self::Policy => "policy",
+            Self::Invalid => "invalid",
+            Self::Limit => "limit",
+        }
+    }
+}
+
+impl From<CallErrorKind> for SetterErrorKind {
+    fn from(k: CallErrorKind) -> Self {
+        Self::Call(k)
+    }
+}
+
+impl serde::Serialize for SetterErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Why a setter's output was discarded, with what happened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SetterError {
+    /// What kind of failure.
+    pub kind: SetterErrorKind,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl SetterError {
+    /// A failure of `kind`.
+    pub fn new(kind: impl Into<SetterErrorKind>, message: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<CallError> for SetterError {
+    fn from(e: CallError) -> Self {
+        Self::new(e.kind, e.message)
+    }
+}
+
+/// What one setter did in a pass.
+#[derive(Debug, Clone)]
+pub struct SetterReport {
+    /// The plugin.
+    pub plugin: String,
+    /// Its version.
+    pub version: String,
+    /// The fields it changed, or why its output was discarded.
+    pub outcome: Result<Vec<FieldPath>, SetterError>,
+    /// Wall time of the call, checks included.
+    pub duration: Duration,
+    /// Whether its failure makes the node not Ready.
+    pub affects_readiness: bool,
+}
+
+/// The name of the built-in step that writes the `kubernetes.io/os` and
+/// `kubernetes.io/arch` labels.
+pub const OS_ARCH_LABELS: &str = "os-arch-labels";
+
+/// The built-in step that gives every capacity key an allocatable
+/// ([`node::kubelet::allocatable_for_every_capacity_key`]).
+pub const ALLOCATABLE: &str = "allocatable-for-capacity";
+
+/// The built-in step that keeps the node's Ready condition as the pass
+/// found it ([`PassOptions::keep_ready`]).
+pub const KEEP_READY: &str = "keep-ready-until-checked";
+
+/// The built-in step that keeps the addresses a cloud-controller-manager
+/// wrote ([`PassOptions::keep_addresses`]).
+pub const KEEP_ADDRESSES: &str = "keep-cloud-addresses";
+
+/// What a pass does besides the setters, decided by the agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassOptions {
+    /// Keep the node's Ready condition as it is, and drop the setters'
+    /// `NodeReady`/`NodeNotReady` events: the first pass of a run, whose
+    /// readiness checks have not run before it (no NotReady at a restart,
+    /// no Ready=True before a check).
+    pub keep_ready: bool,
+    /// `cloudProvider: external`: once the node has addresses (the
+    /// cloud-controller-manager's), they stay as they are.
+    pub keep_addresses: bool,
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, Default)]
+pub struct PassReport {
+    /// One entry per setter, in run order.
+    pub setters: Vec<SetterReport>,
+    /// One entry per built-in step of the host ([`OS_ARCH_LABELS`],
+    /// [`ALLOCATABLE`]), in run order, after the setters.
+    pub builtins: Vec<SetterReport>,
+    /// Fields removed because the plugin that owned them is gone.
+    pub released: Vec<(String, FieldPath)>,
+    /// Events the setters asked for, with the plugin that asked.
+    pub events: Vec<(String, EmittedEvent)>,
+    /// What the API server would refuse in the pass's node, when the
+    /// checks of each step missed it: the pass then gives back its input
+    /// unchanged, since one refused field fails a whole status update.
+    pub refused: Option<Vec<Problem>>,
+}
+
+impl PassReport {
+    /// The setters that failed.
+    pub fn failures(&self) -> impl Iterator<Item = (&str, &SetterError)> {
+        self.setters
+            .iter()
+            .filter_map(|s| s.outcome.as_ref().err().map(|e| (s.plugin.as_str(), e)))
+    }
+}
+
+/// Runs every plugin of `set` over `node` and returns the new node.
+///
+/// `node` is never modified: the setters work on a copy, and the caller
+/// compares old and new. The ownership record is read from and written back
+/// to the node's annotation.
+///
+/// Each plugin's output is checked in order, cheapest first, and discarded
+/// whole at the first failure, with a typed [`CallErrorKind`]:
+///
+/// 1. its size ([`validate::MAX_NODE_BYTES`], kind `Limit`), before parsing;
+/// 2. JSON, a Node, `metadata.name` (kind `Output`);
+/// 3. the number of fields it changes ([`ownership::MAX_FIELDS_PER_PLUGIN`],
+///    kind `Limit`), from the one [`Diff`] of output and input, before the
+///    policy and validation look at each;
+/// 4. the policy: each changed field against its [`policy::Allowance`]
+///    (kind `Policy`); list items count by merge key, so a second entry of a
+///    condition type is a change of that type;
+/// 5. the API server's rules and nodestatus's own ([`validate`]), for
+///    problems the output adds to its input (kind `Invalid`): a plugin is
+///    not blamed for what the node already held;
+/// 6. the ownership record's bounds (kind `Limit`).
+///
+/// Once accepted, the conditions it wrote get their times from the host's
+/// clock ([`node::stamp_times`]: heartbeat now, transition kept unless the
+/// status flipped), whatever times it wrote (valid ones: a bad time is
+/// refused by step 5 like any bad field).
+///
+/// After the setters, the fields of plugins no longer loaded are removed,
+/// then the host's built-in steps run, through the same diff, policy and
+/// validation (with the default allowance) and into
+/// [`PassReport::builtins`]: the `kubernetes.io/os` and `kubernetes.io/arch`
+/// labels, forced when missing or wrong as the kubelet does after its
+/// setters. They own no fields: the host writes them on every pass.
+pub fn pass(
+    runtime: &Runtime,
+    set: &PluginSet,
+    node: &Value,
+    ctx: &CallContext,
+    options: PassOptions,
+) -> (Value, PassReport) {
+    let mut report = PassReport::default();
+    let found = Ownership::from_node(node);
+    let mut ownership = found.clone();
+    let mut current = node.clone();
+    let mut current_json = serde_json::to_string(&current).expect("a Value serializes");
+    let input_problems = validate::problems(&current);
+    let mut known = input_problems.clone();
+
+    for setter in set.setters() {
+        let plugin = setter.plugin();
+        let started = Instant::now();
+        let outcome = run_one(
+            runtime,
+            setter,
+            &current_json,
+            &current,
+            &known,
+            ctx.clone(),
+        )
+        .and_then(|acc| {
+            if let Some(next) = &acc.node {
+                ownership
+                    .record(plugin.name(), &acc.changed, next)
+                    .map_err(|e| SetterError::new(SetterErrorKind::Limit, e.to_string()))?;
+            }
+            Ok(acc)
+        })
+        .map(|acc| {
+            if let Some(next) = acc.node {
+                current = next;
+                current_json = acc.json;
+                known = acc.problems;
+            }
+            report.events.extend(
+                acc.events
+                    .into_iter()
+                    .map(|e| (plugin.name().to_owned(), e)),
+            );
+            acc.changed
+        });
+        if let Err(e) = &outcome {
+            tracing::warn!(
+                plugin = plugin.name(),
+                kind = e.kind.as_str(),
+                "setter failed: {e}"
+            );
+        }
+        report.setters.push(SetterReport {
+            plugin: plugin.name().to_owned(),
+            version: plugin.metadata().version.clone(),
+            outcome,
+            duration: started.elapsed(),
+            affects_readiness: setter.affects_readiness(),
+        });
+    }
+
+    report.released = ownership.release_unloaded(|p| set.contains(p), &mut current);
+    for (plugin, path) in &report.released {
+        tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
+    }
+    if options.keep_ready {
+        let keep = |c: &Value| node::kubelet::keep_condition(node, c, "Ready");
+        report
+            .builtins
+            .push(builtin(KEEP_READY, &keep, &mut current, &mut known));
+        report
+            .events
+            .retain(|(_, e)| !matches!(e.reason.as_str(), "NodeReady" | "NodeNotReady"));
+    }
+    if options.keep_addresses {
+        let keep = |c: &Value| node::kubelet::keep_addresses(node, c);
+        report
+            .builtins
+            .push(builtin(KEEP_ADDRESSES, &keep, &mut current, &mut known));
+    }
+    report.builtins.push(builtin(
+        OS_ARCH_LABELS,
+        &node::kubelet::os_arch_labels,
+        &mut current,
+        &mut known,
+    ));
+    report.builtins.push(builtin(
+        ALLOCATABLE,
+        &node::kubelet::allocatable_for_every_capacity_key,
+        &mut current,
+        &mut known,
+    ));
+    ownership.write(&mut current);
+    node::patch::server_address_order(&mut current);
+    // The last line of defence, for what no step's check saw: the removal
+    // of a gone plugin's fields and the ownership record.
+    if !report.released.is_empty() || ownership != found {
+        known = validate::problems(&current);
+    }
+    let refused: Vec<Problem> = validate::introduced(&input_problems, known)
+        .into_iter()
+        .filter(|p| p.rule.origin() == validate::Origin::ApiServer)
+        .collect();
+    if !refused.is_empty() {
+        tracing::error!(
+            "the pass's node would be refused by the API server, so nothing of it is written: {}",
+            validate::describe(&refused)
+        );
+        report.refused = Some(refused);
+        return (node.clone(), report);
+    }
+    (current, report)
+}
+
+/// Runs one built-in step of the host over `current` (whose problems are
+/// `known`), with the checks of a plugin's output and the default
+/// allowance. `step` returns the new node, or `None` when it changes
+/// nothing (the steady state, which costs no copy). A step stamps no
+/// condition time: what it writes, it keeps.
+fn builtin(
+    name: &str,
+    step: &dyn Fn(&Value) -> Option<Value>,
+    current: &mut Value,
+    known: &mut Vec<Problem>,
+) -> SetterReport {
+    let started = Instant::now();
+    let outcome = match step(current) {
+        None => Ok(Vec::new()),
+        Some(output) => check(current, output, &Allowance::default(), known, false).map(|c| {
+            *current = c.node;
+            *known = c.problems;
+            c.changed
+        }),
+    };
+    if let Err(e) = &outcome {
+        tracing::warn!(
+            step = name,
+            kind = e.kind.as_str(),
+            "built-in step failed: {e}"
+        );
+    }
+    SetterReport {
+        plugin: name.to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        outcome,
+        duration: started.elapsed(),
+        affects_readiness: false,
+    }
+}
+
+/// A plugin's output that passed every check.
+struct Accepted {
+    /// The output's text (the next plugin's input).
+    json: String,
+    /// The output, or `None` when it is the input unchanged.
+    node: Option<Value>,
+    /// The fields it changed.
+    changed: Vec<FieldPath>,
+    /// The events it recorded.
+    events: Vec<EmittedEvent>,
+    /// The output's problems (all already in the input).
+    problems: Vec<Problem>,
+}
+
+fn run_one(
+    runtime: &Runtime,
+    setter: &Setter,
+    input_json: &str,
+    input: &Value,
+    known: &[Problem],
+    ctx: CallContext,
+) -> Result<Accepted, SetterError> {
+    let out = setter.plugin().call_set(runtime, input_json, ctx)?;
+    if out.json == input_json {
+        return Ok(Accepted {
+            json: out.json,
+            node: None,
+            changed: Vec::new(),
+            events: out.events,
+            problems: known.to_vec(),
+        });
+    }
+    if out.json.len() > validate::MAX_NODE_BYTES {
+        return Err(SetterError::new(
+            SetterErrorKind::Limit,
+            format!(
+                "the output is {} bytes, over the {}-byte bound of a node (etcd refuses requests over 1.5 MiB)",
+                out.json.len(),
+                validate::MAX_NODE_BYTES
+            ),
+        ));
+    }
+    let output: Value = serde_json::from_str(&out.json).map_err(|e| {
+        SetterError::new(
+            SetterErrorKind::Output,
+            format!("the output is not JSON: {e}"),
+        )
+    })?;
+    policy::validate(&output).map_err(|e| {
+        SetterError::new(
+            SetterErrorKind::Output,
+            format!("the output is not a valid Node: {e}"),
+        )
+    })?;
+    let checked = check(input, output, &setter.config().fields, known, true)?;
+    let json = if checked.stamped {
+        serde_json::to_string(&checked.node).expect("a Value serializes")
+    } else {
+        out.json
+    };
+    Ok(Accepted {
+        json,
+        node: Some(checked.node),
+        changed: checked.changed,
+        events: out.events,
+        problems: checked.problems,
+    })
+}
+
+/// A new node that passed the checks of a write.
+struct Checked {
+    /// The node, its conditions' times stamped.
+    node: Value,
+    /// The fields that changed.
+    changed: Vec<FieldPath>,
+    /// The node's problems (all already in the input).
+    problems: Vec<Problem>,
+    /// Whether stamping the times changed the node.
+    stamped: bool,
+}
+
+/// The checks of every write, a plugin's or a built-in step's: the diff,
+/// its bound, the policy, the API server's rules; then, with `stamp`, the
+/// condition times.
+fn check(
+    input: &Value,
+    mut output: Value,
+    allowance: &Allowance,
+    known: &[Problem],
+    stamp: bool,
+) -> Result<Checked, SetterError> {
+    let changed = Diff::new(input, &output).paths();
+    if changed.len() > ownership::MAX_FIELDS_PER_PLUGIN {
+        return Err(SetterError::new(
+            SetterErrorKind::Limit,
+            ownership::Error::TooManyFields {
+                fields: changed.len(),
+            }
+            .to_string(),
+        ));
+    }
+    allowance
+        .check_all(&changed)
+        .map_err(|e| SetterError::new(SetterErrorKind::Policy, e.to_string()))?;
+    let problems = validate::problems(&output);
+    let added = validate::introduced(known, problems.clone());
+    if !added.is_empty() {
+        let who = if added
+            .iter()
+            .any(|p| p.rule.origin() == validate::Origin::ApiServer)
+        {
+            "the API server would refuse the node"
+        } else {
+            "the node breaks nodestatus's rules"
+        };
+        return Err(SetterError::new(
+            SetterErrorKind::Invalid,
+            format!("output discarded: {who}: {}", validate::describe(&added)),
+        ));
+    }
+    // Stamping writes valid times only, so it adds no problem (the list may
+    // keep one that it fixed, which only spares a later setter the blame).
+    let stamped = stamp && node::stamp_times(input, &mut output, &changed, SystemTime::now());
+    Ok(Checked {
+        node: output,
+        changed,
+        problems,
+        stamped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodestatus_model::node::kubelet::os_arch_labels;
+    use serde_json::json;
+
+    #[test]
+    fn kubelet_order_with_ready_last() {
+        assert!(default_order("node-address") < default_order("machine-info"));
+        assert!(default_order("pid-pressure") < default_order("volumes"));
+        assert!(default_order("volumes") < default_order("gpu"));
+        assert!(default_order("gpu") < default_order("ready"));
+    }
+
+    #[test]
+    fn a_built_in_step_is_diffed_and_reported_like_a_plugin() {
+        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}});
+        let r = builtin(OS_ARCH_LABELS, &os_arch_labels, &mut node, &mut Vec::new());
+        assert_eq!(
+            r.outcome.unwrap(),
+            vec![
+                FieldPath::Label("kubernetes.io/os".into()),
+                FieldPath::Label("kubernetes.io/arch".into())
+            ]
+        );
+        assert_eq!(
+            node["metadata"]["labels"]["kubernetes.io/os"],
+            std::env::consts::OS
+        );
+        // The steady state changes nothing.
+        let again = builtin(OS_ARCH_LABELS, &os_arch_labels, &mut node, &mut Vec::new());
+        assert_eq!(again.outcome.unwrap(), Vec::<FieldPath>::new());
+    }
+
+    #[test]
+    fn a_built_in_step_goes_through_the_policy() {
+        // A step that writes a label NodeRestriction refuses is refused,
+        // and the node is left as it was.
+        fn bad(node: &Value) -> Option<Value> {
+            let mut n = node.clone();
+            n["metadata"]["labels"]["node-role.kubernetes.io/master"] = json!("");
+            Some(n)
+        }
+        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {}}});
+        let before = node.clone();
+        let r = builtin("bad", &bad, &mut node, &mut Vec::new());
+        let e = r.outcome.unwrap_err();
+        assert_eq!(e.kind, SetterErrorKind::Policy, "{e}");
+        assert_eq!(node, before);
+    }
+}

@@ -1,0 +1,557 @@
+//! Machine facts that WASI has no API for: uname, identity files, network
+//! interfaces and filesystem statistics.
+//!
+//! [`Facts`] reads each group lazily and at most once, so a pass that creates
+//! one `Facts` and shares it between its setters reads `/etc/machine-id` once,
+//! not once per plugin.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::proc_view::{self, Pool, ProcGrant, Snapshot};
+use std::ffi::{CStr, CString};
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Kernel and identity facts, as the `system-info` WIT record carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SystemInfo {
+    /// `uname -n`.
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `uname -v`.
+    pub kernel_version: String,
+    /// `uname -m`.
+    pub machine: String,
+    /// `/etc/os-release` or `/usr/lib/os-release`.
+    pub os_release: String,
+    /// `/etc/machine-id` or `/var/lib/dbus/machine-id`.
+    pub machine_id: String,
+    /// `/sys/class/dmi/id/product_uuid`, else (as cadvisor does)
+    /// `/proc/device-tree/system-id`, `/proc/device-tree/vm,uuid`, then
+    /// `/etc/machine-id`.
+    pub system_uuid: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// Logical CPUs online.
+    pub cpus: u32,
+}
+
+/// One address on an interface.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IpAddress {
+    /// The address.
+    pub address: IpAddr,
+    /// Its prefix length.
+    pub prefix_len: u8,
+}
+
+/// A network interface.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NetworkInterface {
+    /// Name, such as `eth0`.
+    pub name: String,
+    /// `IFF_UP`.
+    pub up: bool,
+    /// `IFF_LOOPBACK`.
+    pub loopback: bool,
+    /// IPv4 first, then IPv6, each in the kernel's order.
+    pub addresses: Vec<IpAddress>,
+}
+
+/// `statvfs(3)` in bytes and inodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FsStats {
+    /// Total size.
+    pub total_bytes: u64,
+    /// Free bytes, root's reserve included.
+    pub free_bytes: u64,
+    /// Bytes available to unprivileged users.
+    pub available_bytes: u64,
+    /// Total inodes.
+    pub total_inodes: u64,
+    /// Free inodes.
+    pub free_inodes: u64,
+    /// `ST_RDONLY`.
+    pub read_only: bool,
+}
+
+/// Where the facts come from. Tests point it at a fixture tree; production
+/// uses the real machine (`root = /`).
+#[derive(Debug, Clone)]
+pub struct FactSource {
+    root: PathBuf,
+    /// The filtered `/proc` views' directories, reused from pass to pass.
+    proc_views: Arc<Pool>,
+    override_system: Option<SystemInfo>,
+    override_interfaces: Option<Vec<NetworkInterface>>,
+}
+
+impl Default for FactSource {
+    fn default() -> Self {
+        Self::host()
+    }
+}
+
+impl FactSource {
+    /// The real machine.
+    pub fn host() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            proc_views: Arc::default(),
+            override_system: None,
+            override_interfaces: None,
+        }
+    }
+
+    /// Fixed facts, for tests and `once --facts`.
+    pub fn fixed(system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
+        Self {
+            root: PathBuf::from("/"),
+            proc_views: Arc::default(),
+            override_system: Some(system),
+            override_interfaces: Some(interfaces),
+        }
+    }
+}
+
+/// Facts for one pass, each group read on first use.
+#[derive(Debug, Default)]
+pub struct Facts {
+    source: FactSource,
+    system: OnceLock<SystemInfo>,
+    interfaces: OnceLock<Vec<NetworkInterface>>,
+    /// The filtered `/proc` views of this pass, by host procfs root.
+    proc_views: Mutex<HashMap<PathBuf, Arc<Snapshot>>>,
+    /// What each granted host directory is in this pass (`None`: absent).
+    grants: Mutex<HashMap<PathBuf, Option<ProcGrant>>>,
+}
+
+impl Facts {
+    /// Facts read from `source` on demand.
+    pub fn new(source: FactSource) -> Self {
+        Self {
+            source,
+            system: OnceLock::new(),
+            interfaces: OnceLock::new(),
+            proc_views: Mutex::new(HashMap::new()),
+            grants: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What the granted host directory `from` is in this pass, as far as
+    /// procfs goes ([`proc_view::classify`]); `None` when it does not exist.
+    /// Looked at once per pass, and shared by the pass's calls.
+    pub(crate) fn grant(&self, from: &Path) -> Option<ProcGrant> {
+        let mut grants = self.grants.lock().expect("grants lock");
+        if let Some(g) = grants.get(from) {
+            return g.clone();
+        }
+        let g = super::host_api::path_exists(from).then(|| proc_view::classify(from));
+        grants.insert(from.to_owned(), g.clone());
+        g
+    }
+
+    /// The filtered view of the procfs root `from` for this pass, taken on
+    /// first use and shared by the pass's setters (its directory goes back to
+    /// the source's pool with the facts).
+    pub(crate) fn proc_view(&self, from: &Path) -> std::io::Result<Arc<Snapshot>> {
+        let mut views = self.proc_views.lock().expect("proc views lock");
+        if let Some(v) = views.get(from) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(self.source.proc_views.take(from)?);
+        views.insert(from.to_owned(), v.clone());
+        Ok(v)
+    }
+
+    /// Kernel and identity facts.
+    pub fn system(&self) -> &SystemInfo {
+        self.system.get_or_init(|| {
+            self.source
+                .override_system
+                .clone()
+                .unwrap_or_else(|| read_system_info(&self.source.root))
+        })
+    }
+
+    /// Network interfaces and their addresses.
+    pub fn interfaces(&self) -> &[NetworkInterface] {
+        self.interfaces.get_or_init(|| {
+            self.source
+                .override_interfaces
+                .clone()
+                .unwrap_or_else(read_interfaces)
+        })
+    }
+}
+
+fn read_first(root: &Path, candidates: &[&str]) -> String {
+    candidates
+        .iter()
+        .find_map(|c| std::fs::read_to_string(root.join(c.trim_start_matches('/'))).ok())
+        .unwrap_or_default()
+}
+
+fn read_system_info(root: &Path) -> SystemInfo {
+    // SAFETY: uname fills the zeroed struct; every field is a NUL-terminated
+    // array of c_char.
+    let uts = unsafe {
+        let mut uts: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut uts);
+        uts
+    };
+    let field = |f: &[libc::c_char]| {
+        // SAFETY: uname guarantees NUL termination within the array.
+        unsafe { CStr::from_ptr(f.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    SystemInfo {
+        hostname: field(&uts.nodename),
+        kernel_release: field(&uts.release),
+        kernel_version: field(&uts.version),
+        machine: field(&uts.machine),
+        os_release: read_first(root, &["/etc/os-release", "/usr/lib/os-release"]),
+        machine_id: read_first(root, &["/etc/machine-id", "/var/lib/dbus/machine-id"])
+            .trim()
+            .to_owned(),
+        // cadvisor's order: DMI, then the device tree (which ends its
+        // strings with NUL), then the machine id.
+        system_uuid: read_first(
+            root,
+            &[
+                "/sys/class/dmi/id/product_uuid",
+                "/proc/device-tree/system-id",
+                "/proc/device-tree/vm,uuid",
+                "/etc/machine-id",
+            ],
+        )
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .to_owned(),
+        boot_id: read_first(root, &["/proc/sys/kernel/random/boot_id"])
+            .trim()
+            .to_owned(),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+    }
+}
+
+fn read_interfaces() -> Vec<NetworkInterface> {
+    let mut by_name: BTreeMap<String, NetworkInterface> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below; we only read it.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return Vec::new();
+    }
+    let mut cur = ifap;
+    while !cur.is_null() {
+        // SAFETY: cur walks the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        // SAFETY: ifa_name is a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        let entry = by_name.entry(name.clone()).or_insert_with(|| {
+            order.push(name.clone());
+            NetworkInterface {
+                name,
+                up: ifa.ifa_flags & libc::IFF_UP as u32 != 0,
+                loopback: ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0,
+                addresses: Vec::new(),
+            }
+        });
+        // SAFETY: the sockaddr pointers, when non-null, point at a sockaddr of
+        // the family they declare.
+        let (addr, mask) = unsafe { (sockaddr_ip(ifa.ifa_addr), sockaddr_ip(ifa.ifa_netmask)) };
+        if let Some(address) = addr {
+            let prefix_len = match mask {
+                Some(IpAddr::V4(m)) => u32::from(m).count_ones() as u8,
+                Some(IpAddr::V6(m)) => u128::from(m).count_ones() as u8,
+                None => 0,
+            };
+            entry.addresses.push(IpAddress {
+                address,
+                prefix_len,
+            });
+        }
+    }
+    // SAFETY: ifap came from getifaddrs.
+    unsafe { libc::freeifaddrs(ifap) };
+    order
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .map(|mut i| {
+            i.addresses.sort_by_key(|a| a.address.is_ipv6());
+            i
+        })
+        .collect()
+}
+
+/// # Safety
+/// `sa` is null or points at a valid sockaddr.
+unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: per the function's contract.
+    unsafe {
+        match (*sa).sa_family as i32 {
+            libc::AF_INET => {
+                let sin = &*(sa as *const libc::sockaddr_in);
+                Some(IpAddr::from(
+                    u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                ))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(sa as *const libc::sockaddr_in6);
+                Some(IpAddr::from(sin6.sin6_addr.s6_addr))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Normalizes an absolute path lexically: no `.`, no `..`, no trailing slash.
+/// Returns `None` for a relative path or one that climbs above `/`.
+pub fn normalize_abs(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(s) => out.push(s),
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` lies at or under one of `granted` (component-wise, after
+/// normalization).
+pub fn is_within(path: &Path, granted: &[PathBuf]) -> bool {
+    granted.iter().any(|g| path.starts_with(g))
+}
+
+/// `statvfs(3)` on `rest` resolved beneath the directory `root`: `..` and
+/// symlinks may move around inside `root` but never out of it
+/// (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`). A path that escapes
+/// reports "not found", the same as one that does not exist, so the answer
+/// says nothing about the host outside `root`.
+pub fn statvfs_beneath(root: &Path, rest: &Path) -> std::io::Result<FsStats> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+    let dir = std::fs::File::open(root)?;
+    let rest = if rest.as_os_str().is_empty() {
+        CString::new(".").expect("no NUL")
+    } else {
+        CString::new(rest.as_os_str().as_encoded_bytes()).map_err(|_| not_found())?
+    };
+    /// `struct open_how` of openat2(2).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 reads `how` (of the size given) and the NUL-terminated
+    // path; on success it returns a new descriptor that we own.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            rest.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::EXDEV | libc::ELOOP | libc::ENOENT | libc::ENOTDIR) => not_found(),
+            _ => err,
+        });
+    }
+    // SAFETY: fd is a fresh descriptor from openat2.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: fstatvfs fills the zeroed struct on success.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::fstatvfs(fd.as_raw_fd(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    Ok(fs_stats(&st))
+}
+
+fn fs_stats(st: &libc::statvfs) -> FsStats {
+    let frsize = st.f_frsize;
+    FsStats {
+        total_bytes: st.f_blocks * frsize,
+        free_bytes: st.f_bfree * frsize,
+        available_bytes: st.f_bavail * frsize,
+        total_inodes: st.f_files,
+        free_inodes: st.f_ffree,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
+    }
+}
+
+/// `statvfs(3)` on `path`.
+pub fn statvfs(path: &Path) -> std::io::Result<FsStats> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs fills the zeroed struct on success.
+    let st = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        st
+    };
+    Ok(fs_stats(&st))
+}
+
+/// A condition of the runtime (CRI `RuntimeCondition`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeCondition {
+    /// `RuntimeReady`, `NetworkReady`, ...
+    pub type_: String,
+    /// Whether it holds.
+    pub status: bool,
+    /// Why not.
+    pub reason: String,
+    /// Why not, for people.
+    pub message: String,
+}
+
+/// An image the runtime holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeImage {
+    /// Its id.
+    pub id: String,
+    /// Its tags.
+    pub repo_tags: Vec<String>,
+    /// Its digests.
+    pub repo_digests: Vec<String>,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What the container runtime said in one pass (CRI `Version`, `Status`
+/// and `ListImages`), as the engine read it; plugins granted
+/// `containerRuntime` read it through `host.container-runtime`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeFacts {
+    /// `runtime_name`, for example `containerd`.
+    pub name: String,
+    /// `runtime_version`, for example `1.6.20~ds1`.
+    pub version: String,
+    /// `runtime_api_version`, for example `v1`.
+    pub api_version: String,
+    /// Its status conditions.
+    pub conditions: Vec<RuntimeCondition>,
+    /// Its images.
+    pub images: Vec<RuntimeImage>,
+    /// Its runtime handlers' names.
+    pub handlers: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_rejects_escapes_and_relative_paths() {
+        assert_eq!(normalize_abs("/proc/../etc"), Some(PathBuf::from("/etc")));
+        assert_eq!(normalize_abs("/a/./b/"), Some(PathBuf::from("/a/b")));
+        assert_eq!(normalize_abs("proc"), None);
+        assert_eq!(normalize_abs("/.."), None);
+    }
+
+    #[test]
+    fn within_is_component_wise() {
+        let granted = vec![PathBuf::from("/proc")];
+        assert!(is_within(Path::new("/proc/meminfo"), &granted));
+        assert!(is_within(Path::new("/proc"), &granted));
+        assert!(!is_within(Path::new("/procfs"), &granted));
+        assert!(!is_within(Path::new("/etc"), &granted));
+    }
+
+    #[test]
+    fn statvfs_stays_beneath_its_root() {
+        let root = std::env::temp_dir().join(format!("ns-beneath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("inside")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-xyz", root.join("nowhere")).unwrap();
+        std::os::unix::fs::symlink("inside", root.join("in")).unwrap();
+        assert!(statvfs_beneath(&root, Path::new("")).is_ok());
+        assert!(statvfs_beneath(&root, Path::new("in")).is_ok());
+        // Out of the root, to a path that exists or not: the same answer.
+        let out = statvfs_beneath(&root, Path::new("out")).unwrap_err();
+        let nowhere = statvfs_beneath(&root, Path::new("nowhere")).unwrap_err();
+        assert_eq!(out.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(out.kind(), nowhere.kind());
+        assert_eq!(
+            statvfs_beneath(&root, Path::new("inside/../../etc"))
+                .unwrap_err()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_system_uuid_falls_back_as_cadvisors_does() {
+        let root = std::env::temp_dir().join(format!("ns-uuid-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(
+            root.join("etc/machine-id"),
+            "3d1219c7c4c5404aaa1f6d2a48adfda4\n",
+        )
+        .unwrap();
+        // No DMI and no device tree (as on this VM): the machine id.
+        assert_eq!(
+            read_system_info(&root).system_uuid,
+            "3d1219c7c4c5404aaa1f6d2a48adfda4"
+        );
+        // A device tree's vm,uuid comes first, without its NUL.
+        std::fs::create_dir_all(root.join("proc/device-tree")).unwrap();
+        std::fs::write(root.join("proc/device-tree/vm,uuid"), "vm-uuid-1\0").unwrap();
+        assert_eq!(read_system_info(&root).system_uuid, "vm-uuid-1");
+        std::fs::create_dir_all(root.join("sys/class/dmi/id")).unwrap();
+        std::fs::write(root.join("sys/class/dmi/id/product_uuid"), "DMI-UUID\n").unwrap();
+        assert_eq!(read_system_info(&root).system_uuid, "DMI-UUID");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn real_machine_facts_are_read() {
+        let facts = Facts::new(FactSource::host());
+        assert!(!facts.system().kernel_release.is_empty());
+        assert!(facts.system().cpus >= 1);
+        assert!(facts.interfaces().iter().any(|i| i.loopback));
+        let st = statvfs(Path::new("/")).unwrap();
+        assert!(st.total_bytes > 0 && st.total_bytes >= st.free_bytes);
+    }
+}

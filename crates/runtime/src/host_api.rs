@@ -1,0 +1,652 @@
+//! The host side of the `nodestatus:plugin/host` interface, and the state one
+//! call's [`wasmtime::Store`] carries.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::facts::{self, Facts};
+use super::limits::CallLimits;
+use super::proc_view::{self, ProcGrant};
+
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "plugin",
+        // Exports are called with `call_async`, under a deadline that also
+        // covers blocking WASI calls. The host's own imports stay sync: they
+        // never block.
+        exports: { default: async },
+    });
+}
+
+use bindings::nodestatus::plugin::host;
+
+/// Longest log line kept from a plugin, in bytes.
+const MAX_LOG_LINE: usize = 4096;
+/// Log lines (host `log` and stderr together) kept from one plugin per
+/// [`GUEST_OUTPUT_WINDOW`].
+pub const LOG_LINES_PER_WINDOW: u32 = 100;
+/// Events kept from one plugin per [`GUEST_OUTPUT_WINDOW`].
+pub const EVENTS_PER_WINDOW: u32 = 10;
+/// The window of the log and event budgets.
+pub const GUEST_OUTPUT_WINDOW: Duration = Duration::from_secs(60);
+/// Bytes of guest stderr kept from one call and logged afterwards.
+pub(crate) const STDERR_CAPACITY: usize = 4096;
+
+/// Everything a call needs to know about the node and the pass it runs in.
+/// Built by the caller (the pipeline); the runtime itself keeps none of it.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// Facts about the machine, shared by all calls of one pass.
+    pub facts: Arc<Facts>,
+    /// Problems that make the node not ready, for `node-problems`.
+    pub node_problems: Arc<[String]>,
+    /// What the container runtime answered before this pass, for
+    /// `container-runtime`; `None` when no runtime endpoint is configured.
+    pub container_runtime: Option<Arc<Result<crate::facts::RuntimeFacts, String>>>,
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        Self {
+            facts: Arc::new(Facts::default()),
+            node_problems: Arc::from(Vec::new()),
+            container_runtime: None,
+        }
+    }
+}
+
+/// The type of an event a plugin asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// The Kubernetes spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "Normal",
+            Self::Warning => "Warning",
+        }
+    }
+}
+
+/// An event a plugin recorded during a call.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EmittedEvent {
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// UpperCamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// What one plugin was granted, resolved at load time.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grants {
+    /// Read-only directories, normalized and absolute.
+    pub paths: Vec<super::PathGrant>,
+    /// Environment variables, with their values taken from the host at load.
+    pub env: Vec<(String, String)>,
+    /// The plugin's own config, as JSON.
+    pub config: Arc<str>,
+    /// Whether it may read the container runtime's facts.
+    pub container_runtime: bool,
+}
+
+/// A host function the host refused a call because the plugin was not
+/// granted what it needs. Recorded in the call's state, so that a setter
+/// failing after it is reported as [`super::CallErrorKind::Ungranted`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// `statvfs` of a path outside every path granted to the plugin.
+    Statvfs(String),
+    /// `container-runtime` without `containerRuntime: true`.
+    ContainerRuntime,
+}
+
+impl Denied {
+    /// What was refused, and the config setting that grants it.
+    pub fn advice(&self, plugin: &str) -> String {
+        match self {
+            Self::Statvfs(path) => format!(
+                "statvfs of {path:?} was refused: grant a directory that holds it in plugins.{plugin}.paths"
+            ),
+            Self::ContainerRuntime => format!(
+                "the container runtime was refused: set `containerRuntime: true` under plugins.{plugin}"
+            ),
+        }
+    }
+}
+
+/// How much a plugin logged and recorded in the current window, and in all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GuestOutputCounts {
+    /// Log lines passed to the host's log since start.
+    pub lines_kept: u64,
+    /// Log lines dropped by the budget since start.
+    pub lines_dropped: u64,
+    /// Events kept since start.
+    pub events_kept: u64,
+    /// Events dropped by the budget since start.
+    pub events_dropped: u64,
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Instant,
+    lines: u32,
+    events: u32,
+    totals: GuestOutputCounts,
+}
+
+/// The per-plugin budgets of log lines and events: at most
+/// [`LOG_LINES_PER_WINDOW`] lines and [`EVENTS_PER_WINDOW`] events per
+/// [`GUEST_OUTPUT_WINDOW`], however many calls the plugin makes. Keyed by
+/// plugin name, so a reload does not reset it. Cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct GuestOutputLimits {
+    windows: Arc<Mutex<HashMap<Arc<str>, Window>>>,
+}
+
+/// What the budget said about one line or event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    Yes,
+    /// No, and it is the first refusal in this window (say so once).
+    FirstNo,
+    No,
+}
+
+impl GuestOutputLimits {
+    /// What `plugin` logged and recorded so far.
+    pub fn counts(&self, plugin: &str) -> GuestOutputCounts {
+        let windows = self.windows.lock().expect("guest output lock");
+        windows.get(plugin).map(|w| w.totals).unwrap_or_default()
+    }
+
+    fn admit(&self, plugin: &Arc<str>, event: bool) -> Admit {
+        let mut windows = self.windows.lock().expect("guest output lock");
+        let now = Instant::now();
+        let w = windows.entry(plugin.clone()).or_insert_with(|| Window {
+            started: now,
+            lines: 0,
+            events: 0,
+            totals: GuestOutputCounts::default(),
+        });
+        if now.duration_since(w.started) >= GUEST_OUTPUT_WINDOW {
+            (w.started, w.lines, w.events) = (now, 0, 0);
+        }
+        let (used, cap, kept, dropped) = match event {
+            false => (
+                &mut w.lines,
+                LOG_LINES_PER_WINDOW,
+                &mut w.totals.lines_kept,
+                &mut w.totals.lines_dropped,
+            ),
+            true => (
+                &mut w.events,
+                EVENTS_PER_WINDOW,
+                &mut w.totals.events_kept,
+                &mut w.totals.events_dropped,
+            ),
+        };
+        *used = used.saturating_add(1);
+        if *used <= cap {
+            *kept += 1;
+            return Admit::Yes;
+        }
+        *dropped += 1;
+        if *used == cap + 1 {
+            Admit::FirstNo
+        } else {
+            Admit::No
+        }
+    }
+}
+
+/// Guest text made safe for one line of the host's log: quoted, with
+/// newlines, carriage returns, escape sequences and every other control or
+/// invisible character escaped, so it cannot start a line of its own or
+/// pass for one of the host's fields.
+pub(crate) fn quote(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// The directories one call's sandbox preopens, worked out from the grants
+/// and the pass's facts.
+#[derive(Debug, Default)]
+pub(crate) struct Preopens {
+    /// Read-only.
+    dirs: Vec<Preopen>,
+    /// Whether one of them may hold a file whose read never returns (see
+    /// [`ProcGrant::may_block`]).
+    may_block: bool,
+    /// The pass's filtered `/proc` views they include.
+    snapshots: Vec<Arc<proc_view::Snapshot>>,
+}
+
+/// One directory a sandbox preopens.
+#[derive(Debug, PartialEq, Eq)]
+struct Preopen {
+    host: PathBuf,
+    guest: String,
+    /// Which directory it is (device and inode), not only where.
+    id: Option<(u64, u64)>,
+}
+
+impl Preopens {
+    /// What `grants` preopen in the pass of `ctx`: each granted directory
+    /// that exists at its own guest path, a procfs root as its filtered view.
+    pub fn plan(grants: &Grants, ctx: &CallContext) -> std::io::Result<Self> {
+        let mut plan = Self::default();
+        for g in &grants.paths {
+            // Absent now, perhaps present at the next pass: see
+            // Plugin::load_bytes.
+            let Some(grant) = ctx.facts.grant(&g.from) else {
+                continue;
+            };
+            plan.may_block |= grant.may_block();
+            let mut add = |host: PathBuf, guest: &Path| {
+                use std::os::unix::fs::MetadataExt;
+                // Which directory it is, not only where: a directory
+                // removed and made again is another one.
+                let id = std::fs::metadata(&host).ok().map(|m| (m.dev(), m.ino()));
+                let guest = guest.to_string_lossy().into_owned();
+                plan.dirs.push(Preopen { host, guest, id });
+            };
+            match grant {
+                ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
+                    add(g.from.clone(), &g.path);
+                }
+                ProcGrant::Root => {
+                    let snap = ctx.facts.proc_view(&g.from)?;
+                    add(snap.path().to_owned(), &g.path);
+                    for d in snap.live() {
+                        add(g.from.join(d), &g.path.join(d));
+                    }
+                    plan.snapshots.push(snap);
+                }
+                // Host facts only (see proc_view); or refused at load, and
+                // skipped if it became refusable since (a mount appeared).
+                ProcGrant::HoldsProc | ProcGrant::Refused(_) => {}
+            }
+        }
+        Ok(plan)
+    }
+}
+
+/// The data inside one call's store (or, for a plugin that reuses its
+/// instance, inside one store's calls).
+pub(crate) struct CallState {
+    pub plugin: Arc<str>,
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub limits: CallLimits,
+    /// The call's deadline (the plugin's `timeout`), for error messages.
+    pub timeout: Duration,
+    pub grants: Arc<Grants>,
+    pub ctx: CallContext,
+    pub output: GuestOutputLimits,
+    pub events: Vec<EmittedEvent>,
+    /// The host functions refused in this call for want of a grant.
+    pub denied: Vec<Denied>,
+    pub stderr: MemoryOutputPipe,
+    /// How much of `stderr` was logged already.
+    pub stderr_logged: usize,
+    /// What the sandbox preopened.
+    preopens: Preopens,
+}
+
+impl CallState {
+    /// A sandbox with exactly `grants`: read-only preopens as `preopens`
+    /// plans them (a procfs root as its filtered view), the granted
+    /// environment, no network, no stdin, stdout discarded and stderr
+    /// captured (bounded) for the host's log.
+    pub fn new(
+        plugin: Arc<str>,
+        grants: Arc<Grants>,
+        ctx: CallContext,
+        preopens: Preopens,
+        memory_limit: usize,
+        timeout: Duration,
+        output: GuestOutputLimits,
+    ) -> wasmtime::Result<Self> {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let mut b = WasiCtx::builder();
+        // File operations run on the call's own thread, as system calls; a
+        // call that can reach a file whose read may never return runs on a
+        // thread of its own, under a deadline its caller keeps (see
+        // `call_thread`).
+        b.allow_ip_name_lookup(false)
+            .stderr(stderr.clone())
+            .allow_blocking_current_thread(true);
+        for (k, v) in &grants.env {
+            b.env(k, v);
+        }
+        for d in &preopens.dirs {
+            b.preopened_dir(&d.host, &d.guest, wasmtime_wasi::FsPerms::ReadOnly)?;
+        }
+        Ok(Self {
+            plugin,
+            wasi: b.build(),
+            table: ResourceTable::new(),
+            limits: CallLimits::new(memory_limit),
+            timeout,
+            grants,
+            ctx,
+            output,
+            events: Vec::new(),
+            denied: Vec::new(),
+            stderr,
+            stderr_logged: 0,
+            preopens,
+        })
+    }
+
+    /// Whether a store whose last call succeeded can serve a call whose
+    /// sandbox is `preopens`: it holds those very directories open, at the
+    /// same guest paths (the filtered `/proc`'s directory is reused from
+    /// pass to pass).
+    pub fn serves(&self, preopens: &Preopens) -> bool {
+        preopens.dirs == self.preopens.dirs
+    }
+
+    /// Readies the store for a call in the pass of `ctx` (see
+    /// [`Self::serves`]).
+    pub fn renew(&mut self, ctx: CallContext, preopens: Preopens) {
+        self.ctx = ctx;
+        self.preopens = preopens;
+        self.events.clear();
+        self.denied.clear();
+    }
+
+    /// Lets go of the pass (its facts and `/proc` view) between calls.
+    pub fn release(&mut self) {
+        self.ctx = CallContext::default();
+        self.preopens.snapshots.clear();
+    }
+
+    /// Whether the guest can reach a file whose read may never return (see
+    /// [`ProcGrant::may_block`]).
+    pub fn may_block(&self) -> bool {
+        self.preopens.may_block
+    }
+
+    /// Logs one line of guest text at `level`, within the plugin's budget.
+    pub fn guest_line(&self, level: tracing::Level, text: &str, stderr: bool) {
+        let plugin = &*self.plugin;
+        match self.output.admit(&self.plugin, false) {
+            Admit::Yes => {}
+            Admit::FirstNo => {
+                tracing::warn!(
+                    plugin,
+                    "plugin logs more than {LOG_LINES_PER_WINDOW} lines per {}s; dropping its lines until the window ends",
+                    GUEST_OUTPUT_WINDOW.as_secs()
+                );
+                return;
+            }
+            Admit::No => return,
+        }
+        let mut cut = text.len().min(MAX_LOG_LINE);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let message = quote(&text[..cut]);
+        macro_rules! line {
+            ($lvl:ident) => {
+                tracing::$lvl!(target: "nodestatus::plugin", plugin, stderr, "{message}")
+            };
+        }
+        match level {
+            tracing::Level::TRACE => line!(trace),
+            tracing::Level::DEBUG => line!(debug),
+            tracing::Level::INFO => line!(info),
+            tracing::Level::WARN => line!(warn),
+            _ => line!(error),
+        }
+    }
+}
+
+/// Whether `p` exists. Only "not found" counts as absent: a path that
+/// exists but cannot be read is left to the preopen, whose error names it.
+pub(crate) fn path_exists(p: &std::path::Path) -> bool {
+    !matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// An event reason as Kubernetes wants it: ASCII letters and digits only.
+fn clean_reason(reason: &str) -> String {
+    let r: String = reason
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(128)
+        .collect();
+    if r.is_empty() {
+        "PluginEvent".into()
+    } else {
+        r
+    }
+}
+
+/// An event message with every control character turned into a space.
+fn clean_message(message: String) -> String {
+    truncate(message, 1024)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+impl host::Host for CallState {
+    fn log(&mut self, level: host::Level, message: String) {
+        let level = match level {
+            host::Level::Trace => tracing::Level::TRACE,
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        self.guest_line(level, &message, false);
+    }
+
+    fn config(&mut self) -> String {
+        self.grants.config.to_string()
+    }
+
+    fn record_event(&mut self, event_type: host::EventType, reason: String, message: String) {
+        match self.output.admit(&self.plugin, true) {
+            Admit::Yes => {}
+            Admit::FirstNo => {
+                tracing::warn!(
+                    plugin = &*self.plugin,
+                    "plugin records more than {EVENTS_PER_WINDOW} events per {}s; dropping its events until the window ends",
+                    GUEST_OUTPUT_WINDOW.as_secs()
+                );
+                return;
+            }
+            Admit::No => return,
+        }
+        self.events.push(EmittedEvent {
+            event_type: match event_type {
+                host::EventType::Normal => EventType::Normal,
+                host::EventType::Warning => EventType::Warning,
+            },
+            reason: clean_reason(&reason),
+            message: clean_message(message),
+        });
+    }
+
+    fn system(&mut self) -> host::SystemInfo {
+        let s = self.ctx.facts.system();
+        host::SystemInfo {
+            hostname: s.hostname.clone(),
+            kernel_release: s.kernel_release.clone(),
+            kernel_version: s.kernel_version.clone(),
+            machine: s.machine.clone(),
+            os_release: s.os_release.clone(),
+            machine_id: s.machine_id.clone(),
+            system_uuid: s.system_uuid.clone(),
+            boot_id: s.boot_id.clone(),
+            cpus: s.cpus,
+        }
+    }
+
+    fn network_interfaces(&mut self) -> Vec<host::NetworkInterface> {
+        self.ctx
+            .facts
+            .interfaces()
+            .iter()
+            .map(|i| host::NetworkInterface {
+                name: i.name.clone(),
+                up: i.up,
+                loopback: i.loopback,
+                addresses: i
+                    .addresses
+                    .iter()
+                    .map(|a| host::IpAddress {
+                        address: a.address.to_string(),
+                        prefix_len: a.prefix_len,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn statvfs(&mut self, path: String) -> Result<host::FsStats, String> {
+        let Some(norm) = facts::normalize_abs(&path) else {
+            return Err(format!("statvfs: {path:?} is not an absolute path"));
+        };
+        // The innermost grant that holds the path says where it is on the
+        // host; the rest is resolved beneath it, never following a symlink
+        // out (which would tell the plugin whether any host path exists).
+        let Some(grant) = self
+            .grants
+            .paths
+            .iter()
+            .filter(|g| norm.starts_with(&g.path))
+            .max_by_key(|g| g.path.components().count())
+        else {
+            self.denied.push(Denied::Statvfs(path.clone()));
+            return Err(format!(
+                "statvfs: {path:?} is not inside a path granted to this plugin"
+            ));
+        };
+        let rest = norm.strip_prefix(&grant.path).unwrap_or(Path::new(""));
+        let st = facts::statvfs_beneath(&grant.from, rest)
+            .map_err(|e| format!("statvfs: {path:?}: {e}"))?;
+        Ok(host::FsStats {
+            total_bytes: st.total_bytes,
+            free_bytes: st.free_bytes,
+            available_bytes: st.available_bytes,
+            total_inodes: st.total_inodes,
+            free_inodes: st.free_inodes,
+            read_only: st.read_only,
+        })
+    }
+
+    fn node_problems(&mut self) -> Vec<String> {
+        self.ctx.node_problems.to_vec()
+    }
+
+    fn container_runtime(&mut self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
+        if !self.grants.container_runtime {
+            self.denied.push(Denied::ContainerRuntime);
+            return Err(host::RuntimeError::NotGranted(format!(
+                "the container runtime is not granted to this plugin: set `containerRuntime: true` under plugins.{} in the config",
+                self.plugin
+            )));
+        }
+        let Some(answer) = &self.ctx.container_runtime else {
+            return Err(host::RuntimeError::NotConfigured(
+                "no container runtime is configured: set containerRuntimeEndpoint in the config (for example unix:///run/containerd/containerd.sock)"
+                    .to_owned(),
+            ));
+        };
+        let facts = answer
+            .as_ref()
+            .as_ref()
+            .map_err(|e| host::RuntimeError::Unavailable(e.clone()))?;
+        Ok(host::ContainerRuntimeInfo {
+            name: facts.name.clone(),
+            version: facts.version.clone(),
+            api_version: facts.api_version.clone(),
+            conditions: facts
+                .conditions
+                .iter()
+                .map(|c| host::RuntimeCondition {
+                    type_: c.type_.clone(),
+                    status: c.status,
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                })
+                .collect(),
+            images: facts
+                .images
+                .iter()
+                .map(|i| host::RuntimeImage {
+                    id: i.id.clone(),
+                    repo_tags: i.repo_tags.clone(),
+                    repo_digests: i.repo_digests.clone(),
+                    size: i.size,
+                })
+                .collect(),
+            handlers: facts.handlers.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_plugin_has_its_own_event_budget_across_calls() {
+        // What the WIT promises: 10 events per plugin per minute, however
+        // many calls it makes (the budget outlives each call's state).
+        let limits = GuestOutputLimits::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let kept = (0..3)
+            .flat_map(|_call| 0..30)
+            .filter(|_| limits.admit(&a, true) == Admit::Yes)
+            .count();
+        assert_eq!(kept, EVENTS_PER_WINDOW as usize);
+        assert_eq!(limits.counts("a").events_dropped, 90 - 10);
+        // Another plugin's budget is untouched, and so is `a`'s log budget.
+        assert_eq!(limits.admit(&b, true), Admit::Yes);
+        assert_eq!(limits.admit(&a, false), Admit::Yes);
+    }
+}

@@ -1,0 +1,393 @@
+//! The plugin runtime: one wasmtime [`Engine`] shared by every plugin and every
+//! node, a precompile cache, and a fresh sandboxed [`Store`](wasmtime::Store)
+//! for each call.
+//!
+//! The shared parts ([`Runtime`], [`Plugin`]) hold no per-node state. What a
+//! call needs about the node and the pass it belongs to travels in a
+//! [`CallContext`], so one process could drive many nodes.
+//!
+//! # What bounds a call
+//!
+//! - **Time.** Every call (`metadata` at load, `set` in a pass) has one
+//!   deadline, the plugin's `timeout`, enforced two ways at once:
+//!   - guest code is stopped by wasmtime's epoch interruption (a ticker
+//!     thread advances the epoch every [`EPOCH_TICK`]);
+//!   - epochs cannot interrupt host code, so a guest that blocks *in* a host
+//!     call (a `monotonic-clock` subscription plus `pollable.block`, a
+//!     `poll` on a long timer, a read that never completes) would run past
+//!     it. The linker therefore holds WASI's async bindings and exports are
+//!     called with `call_async`: every WASI wait (a sleep, a poll) is a
+//!     future, and the whole call runs under a tokio timeout of the same
+//!     deadline (plus two ticks, so that the epoch reports a guest spinning
+//!     in its own code). When it fires, the future (and with it the guest's
+//!     fiber and store) is dropped, and the call fails with
+//!     [`CallErrorKind::Timeout`]. The host's own functions
+//!     (`nodestatus:plugin/host`) never block.
+//!   - file operations run on the call's thread, as plain system calls
+//!     (a trip through tokio's blocking pool for each one made a `/proc`
+//!     reader 10 to 25 times slower). A thread blocked in the kernel (a FIFO
+//!     with no writer inside a granted directory, a hung network mount) is
+//!     beyond both limits above, so a call whose sandbox preopens a
+//!     directory where that can happen (any but a filtered `/proc` and the
+//!     kernel's tables below it: see [`proc_view::ProcGrant::may_block`])
+//!     runs on a call thread of its own (`runtime/call_thread.rs`), and its
+//!     caller waits at most the deadline (plus four ticks). Past it the call
+//!     fails with [`CallErrorKind::Timeout`], its thread is left to the
+//!     kernel, and the plugin is not called again until that call returns:
+//!     at most one blocked thread per plugin. The other calls run on the
+//!     caller's thread (a hand-off to a call thread costs 0.1 to 0.2 ms on
+//!     the benchmark machine).
+//! - **Memory.** One budget per call, the plugin's `memory_limit`, counts
+//!   every linear memory *and* every table element (at
+//!   [`TABLE_ELEMENT_BYTES`] each) of every core instance together, so extra
+//!   memories, extra instances or huge tables cannot add up past it; the
+//!   number of instances, memories and tables per call is capped as well
+//!   ([`MAX_INSTANCES`], [`MAX_MEMORIES`], [`MAX_TABLES`]). The output is
+//!   refused above [`MAX_OUTPUT_BYTES`] before it is parsed; its copy out of
+//!   the guest is bounded by the guest's own memory cap. (Wasmtime runs the
+//!   guest's post-return, which may free the string, before a call returns,
+//!   so the string cannot be measured in place and copied later.)
+//! - **Files.** A plugin file is opened without blocking, must be a regular
+//!   file, and is read with a limit of [`MAX_PLUGIN_BYTES`]; compilation only
+//!   starts on a file within that limit.
+//! - **Compilation.** Cranelift cannot be interrupted, and 1 MB of
+//!   WebAssembly can keep it busy for minutes, so the engine's binary
+//!   compiles each plugin in a child process under a deadline and a memory
+//!   limit (`compileTimeout`, `compileMemoryLimit`; see [`compile`]). A
+//!   rescan compiles without
+//!   holding the lock that status readers take, and passes keep running the
+//!   set they hold.
+//! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
+//!   itself `gpu` (`gpu_x.wasm`, as cargo names it, may declare `gpu-x`), so
+//!   the operator's file name, not the plugin, decides which grants and
+//!   settings apply ([`LoadError::NameMismatch`] otherwise).
+//! - **Between calls.** Each call gets a fresh store and instance, unless
+//!   the operator set the plugin's `reuseInstance`: then the store and
+//!   instance of a call that returned serve the next call in the same
+//!   sandbox (the same preopened directories), with the next pass's facts
+//!   and a fresh deadline, and the memory cap counting what the instance
+//!   kept. Any failed call drops them.
+//! - **Grants.** Nothing is granted by default. A granted `/proc` is served as
+//!   a filtered view (see [`proc_view`]), and host facts such as `statvfs`
+//!   resolve paths beneath the grant, never following a symlink out of it.
+//! - **Logs and events.** Guest text is quoted before it reaches the host's
+//!   log, and each plugin has a budget of log lines and events per time
+//!   window (see [`GuestOutputLimits`]), not per call.
+
+#![warn(missing_docs)]
+
+mod cache;
+mod call_thread;
+pub mod compile;
+pub mod facts;
+pub mod files;
+mod host_api;
+mod limits;
+mod plugin;
+pub mod proc_view;
+
+pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
+pub use compile::{CompileLimits, Compiler};
+pub use host_api::{
+    CallContext, EVENTS_PER_WINDOW, EmittedEvent, EventType, GUEST_OUTPUT_WINDOW,
+    GuestOutputCounts, GuestOutputLimits, LOG_LINES_PER_WINDOW,
+};
+pub use limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
+pub use plugin::{
+    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, MAX_OUTPUT_BYTES,
+    MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings, SetOutput,
+    Ungranted, Withheld, name_of_file, read_plugin_file, sha256_hex,
+};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use host_api::CallState;
+
+/// How often the epoch ticker advances the engine's epoch. A plugin's CPU
+/// deadline is counted in these ticks, so it is also the deadline's precision.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Errors from building the runtime itself.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The wasmtime engine could not be configured.
+    #[error("cannot configure the wasmtime engine")]
+    Engine(#[source] wasmtime::Error),
+    /// The host functions could not be added to the linker.
+    #[error("cannot link the host interface")]
+    Linker(#[source] wasmtime::Error),
+    /// The precompile cache directory could be written by someone other than
+    /// the engine's user, so its entries cannot be trusted.
+    #[error("precompile cache directory {} is not safe: {reason}", .path.display())]
+    CacheUnsafe {
+        /// The cache directory.
+        path: PathBuf,
+        /// What is wrong with it, and how to fix it.
+        reason: String,
+    },
+    /// The precompile cache directory could not be prepared.
+    #[error("cannot use precompile cache directory {}", .path.display())]
+    Cache {
+        /// The cache directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Convenience alias for this module's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and all its causes on one line (`a: b: c`), each cause once:
+/// how every load and call error reaches the log, `/status` and the CLI.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// How to build a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// The precompile cache's directory; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// The cache's size cap in bytes (`cacheMaxSize`).
+    pub cache_max_bytes: u64,
+    /// How plugins are compiled.
+    pub compiler: Compiler,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
+            compiler: Compiler::InProcess,
+        }
+    }
+}
+
+/// The shared, node-independent half of the plugin host: the engine, the
+/// linker with the host interface and WASI, the precompile cache, and the
+/// epoch ticker that enforces CPU deadlines.
+///
+/// Cloning is cheap; every clone shares the same engine.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: Option<PrecompileCache>,
+    compiler: Compiler,
+    guest_output: GuestOutputLimits,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Runtime {
+    /// Builds the engine. `cache_dir` is a directory the host owns and plugins
+    /// cannot write; `None` disables the precompile cache, and so does a
+    /// directory that fails the ownership and permission checks of
+    /// [`PrecompileCache::open`] (with a warning that says why).
+    pub fn new(cache_dir: Option<PathBuf>) -> Result<Self> {
+        Self::with_options(RuntimeOptions {
+            cache_dir,
+            ..RuntimeOptions::default()
+        })
+    }
+
+    /// Builds the engine as `options` say: the precompile cache's directory
+    /// and size cap, and how plugins are compiled (in a child process with
+    /// bounded time and memory, see [`compile`]).
+    pub fn with_options(options: RuntimeOptions) -> Result<Self> {
+        let RuntimeOptions {
+            cache_dir,
+            cache_max_bytes,
+            compiler,
+        } = options;
+        let config = engine_config();
+        // The pooling allocator reuses linear memories and instance slots
+        // between calls instead of mapping and unmapping fresh memory for
+        // every call, which is most of a call's fixed cost. It needs address
+        // space up front; where that cannot be had, fall back to on-demand.
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
+        let engine = match Engine::new(&pooled) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("pooling allocator unavailable, using on-demand allocation: {e:#}");
+                Engine::new(&config).map_err(Error::Engine)?
+            }
+        };
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Linker)?;
+        host_api::add_to_linker(&mut linker).map_err(Error::Linker)?;
+
+        let cache =
+            match cache_dir.map(|path| PrecompileCache::open(path, &engine, cache_max_bytes)) {
+                None => None,
+                Some(Ok(cache)) => Some(cache),
+                Some(Err(err)) => {
+                    tracing::warn!(
+                        "precompile cache disabled, every plugin is compiled at load: {}",
+                        error_chain(&err)
+                    );
+                    None
+                }
+            };
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        spawn_epoch_ticker(engine.weak(), stop_ticker.clone());
+
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                compiler,
+                guest_output: GuestOutputLimits::default(),
+                stop_ticker,
+            }),
+        })
+    }
+
+    /// The shared engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<CallState> {
+        &self.inner.linker
+    }
+
+    /// The precompile cache, when enabled.
+    pub fn cache(&self) -> Option<&PrecompileCache> {
+        self.inner.cache.as_ref()
+    }
+
+    /// How plugins are compiled.
+    pub fn compiler(&self) -> &Compiler {
+        &self.inner.compiler
+    }
+
+    /// The per-plugin budgets of log lines and events.
+    pub fn guest_output(&self) -> &GuestOutputLimits {
+        &self.inner.guest_output
+    }
+}
+
+/// Runs `f`, which drives a future to completion with
+/// [`wasmtime_wasi::runtime::in_tokio`], from any caller: a plain thread, a
+/// `spawn_blocking` task, a multi-threaded runtime's worker (through
+/// `block_in_place`), or a current-thread runtime (on a scoped thread, since
+/// that runtime cannot block in place).
+pub(crate) fn blocking<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Err(_) => f(),
+        Ok(RuntimeFlavor::CurrentThread) => std::thread::scope(|s| {
+            s.spawn(|| {
+                // A fresh thread has no runtime: in_tokio uses WASI's own.
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+        Ok(_) => tokio::task::block_in_place(f),
+    }
+}
+
+/// The engine's code-generation settings, shared by the runtime's engine and
+/// the compiler child's (code compiled by one is loaded by the other, so
+/// they must agree).
+fn engine_config() -> Config {
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .cranelift_opt_level(OptLevel::Speed)
+        .wasm_component_model(true)
+        // A deep recursion must trap in the guest, not overflow the host.
+        .max_wasm_stack(1 << 20);
+    config
+}
+
+/// An engine that only compiles (in the compiler child): the runtime's
+/// settings with on-demand allocation, which reserves no address space.
+fn compile_engine() -> wasmtime::Result<Engine> {
+    Engine::new(&engine_config())
+}
+
+/// Slots for concurrent calls: a pass runs its setters one at a time, and
+/// loads run beside it, so a few dozen are plenty even for many nodes.
+const POOL_SLOTS: u32 = 64;
+
+/// The pool only reserves address space and slots; what one call may
+/// actually commit is the per-call budget's to say ([`MAX_MEMORIES`],
+/// [`MAX_TABLES`] and the memory limit, which counts table elements too).
+/// Per module the pool allows fewer memories and tables than a call may
+/// hold in all, and a table of at most 2^20 elements (8 MiB).
+fn pooling_config() -> PoolingAllocationConfig {
+    let mut p = PoolingAllocationConfig::default();
+    p.total_component_instances(POOL_SLOTS)
+        .total_core_instances(POOL_SLOTS * 4)
+        .total_memories(POOL_SLOTS * 2)
+        .total_tables(POOL_SLOTS * 4)
+        .total_stacks(POOL_SLOTS)
+        .max_memories_per_module(4)
+        .max_tables_per_module(8)
+        // Large guests (CPython, SpiderMonkey) have big tables and vmctx.
+        .table_elements(1 << 20)
+        .max_core_instance_size(32 << 20)
+        .max_component_instance_size(32 << 20)
+        // The per-plugin cap (StoreLimits) is enforced below this.
+        .max_memory_size(4 << 30)
+        // Nothing of a memory stays resident once its instance is gone: a
+        // slot keeps its pages after its module is dropped, and each new
+        // build takes a slot no module used, so 1 MiB kept per slot grew the
+        // RSS by 29 MB over 100 hot reloads (bounded only by the pool's 128
+        // memories), with no time to show for it (docs/benchmarks.md).
+        .linear_memory_keep_resident(0)
+        .table_keep_resident(64 << 10);
+    p
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a plain thread (so it
+/// runs with or without a tokio runtime) until the runtime is dropped.
+fn spawn_epoch_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) {
+    std::thread::Builder::new()
+        .name("nodestatus-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                match engine.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}

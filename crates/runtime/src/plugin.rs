@@ -1,0 +1,1313 @@
+//! One loaded plugin: a compiled, type-checked component with its metadata and
+//! the grants the operator gave it, ready to be instantiated for each call.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Store;
+use wasmtime::component::{Component, ComponentExportIndex, Instance};
+
+use super::call_thread::{self, Stuck};
+use super::host_api::{self, CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
+use super::limits::Exceeded;
+use super::proc_view::{self, ProcGrant};
+use super::{CallContext, Compiler, EPOCH_TICK, EmittedEvent, Runtime, facts};
+
+/// Default CPU deadline of one call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default memory cap of one call.
+pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
+/// Largest plugin file accepted (the biggest real guest, CPython by
+/// componentize-py, is about 18 MB). The file is never read past it, and
+/// nothing is compiled above it. (A file within it can still be a compile
+/// bomb: see [`super::compile`] for what bounds compilation.)
+pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
+/// Largest `set` output accepted, checked before it is parsed (its copy out
+/// of the guest is bounded by the guest's memory cap): more than twice
+/// etcd's 1.5 MiB request limit, so no node the apiserver could store is near
+/// it.
+pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
+/// Longest setter error message kept, in bytes.
+const MAX_ERROR_MESSAGE: usize = 4096;
+/// The interface every plugin exports.
+const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
+
+/// What the operator decided for one plugin's sandbox. The engine's config
+/// builds it; the defaults grant nothing. (What the engine decides around
+/// the sandbox, such as the plugin's order and the fields it may change,
+/// is the engine's own.)
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSettings {
+    /// CPU deadline of one call.
+    pub timeout: Duration,
+    /// Memory cap of one call, in bytes.
+    pub memory_limit: usize,
+    /// Directories the plugin may read (read-only).
+    pub paths: Vec<PathGrant>,
+    /// Environment variables the plugin may read.
+    pub env: Vec<String>,
+    /// The plugin's own configuration.
+    pub config: serde_json::Value,
+    /// When set, the plugin's sha256 must equal it.
+    pub sha256: Option<String>,
+    /// What to do when the plugin asks for a path or variable not granted.
+    pub on_ungranted: Ungranted,
+    /// Whether it may read the container runtime's facts
+    /// (`host.container-runtime`).
+    pub container_runtime: bool,
+    /// Whether one instance serves call after call (see
+    /// [`Plugin::call_set`]), instead of a fresh one per call.
+    pub reuse_instance: bool,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            paths: Vec::new(),
+            env: Vec::new(),
+            config: serde_json::Value::Object(Default::default()),
+            sha256: None,
+            on_ungranted: Ungranted::LoadWithout,
+            container_runtime: false,
+            reuse_instance: false,
+        }
+    }
+}
+
+/// One granted read-only directory: the plugin sees `path`, served from
+/// `from` on the host. They are the same unless the operator maps one (a
+/// container that mounts the host's `/proc` at `/host/proc`, or a fixture
+/// tree in a test).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PathGrant {
+    /// The path inside the sandbox, which the plugin asks for.
+    pub path: PathBuf,
+    /// The host directory behind it.
+    pub from: PathBuf,
+}
+
+impl PathGrant {
+    /// A directory granted at its own path.
+    pub fn same(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Self {
+            from: path.clone(),
+            path,
+        }
+    }
+
+    /// Where `guest`, a path inside [`PathGrant::path`], lies on the host;
+    /// `None` when it is not inside.
+    pub fn host_path(&self, guest: &Path) -> Option<PathBuf> {
+        let rest = guest.strip_prefix(&self.path).ok()?;
+        Some(if rest.as_os_str().is_empty() {
+            self.from.clone()
+        } else {
+            self.from.join(rest)
+        })
+    }
+}
+
+impl std::fmt::Display for PathGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.path == self.from {
+            true => write!(f, "{}", self.path.display()),
+            false => write!(f, "{} (from {})", self.path.display(), self.from.display()),
+        }
+    }
+}
+
+/// What happens to a plugin that asks for a capability it was not granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ungranted {
+    /// Load it without the capability, and log what was withheld.
+    #[default]
+    LoadWithout,
+    /// Refuse to load it.
+    Refuse,
+}
+
+/// A plugin's description of itself, validated at load: the SDK's
+/// [`nodestatus_sdk::Metadata`], the WIT's `metadata` record.
+pub use nodestatus_sdk::Metadata;
+
+/// Why a file could not become a running plugin. Every message names the
+/// problem precisely enough to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path is not a regular file (a FIFO, a device, a directory...).
+    #[error("{} is not a regular file but a {kind}; only regular files are loaded", .path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The file is empty.
+    #[error(
+        "the file is empty (0 bytes): was it written completely? Write a temp file and rename it into place"
+    )]
+    Empty,
+    /// The file is larger than [`MAX_PLUGIN_BYTES`].
+    #[error("file is {size} bytes, larger than the {MAX_PLUGIN_BYTES}-byte limit")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+    },
+    /// The plugin declares a name other than its file's.
+    #[error(
+        "the file {} declares the plugin name {declared:?}: a plugin is named by its file, so rename the file to {declared}.wasm (or fix the name it declares)",
+        .file.display()
+    )]
+    NameMismatch {
+        /// The file.
+        file: PathBuf,
+        /// The name it declares.
+        declared: String,
+    },
+    /// A granted path is refused by the sandbox itself.
+    #[error("the grant of {} is refused: {reason}", .path.display())]
+    GrantRefused {
+        /// The host path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The file does not start with the WebAssembly magic number.
+    #[error("not a WebAssembly file: it does not start with the `\\0asm` magic number")]
+    NotWasm,
+    /// The file is a core module, not a component.
+    #[error(
+        "a core WebAssembly module, not a component: build for `wasm32-wasip2`, or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule,
+    /// Compilation failed.
+    #[error("invalid component")]
+    Compile(#[source] wasmtime::Error),
+    /// Compiling it ran past `compileTimeout` or `compileMemoryLimit`, or the
+    /// compiler process failed.
+    #[error("cannot compile the component")]
+    CompileBound(#[source] super::compile::Error),
+    /// The component imports something the host does not provide.
+    #[error(
+        "the component's imports cannot be satisfied by this host (nodestatus:plugin@0.1.x and WASI 0.2)"
+    )]
+    Link(#[source] wasmtime::Error),
+    /// The component does not export the `nodestatus:plugin/setter` interface.
+    #[error(
+        "the component does not implement the world `nodestatus:plugin/plugin@0.1.x` (export `nodestatus:plugin/setter`)"
+    )]
+    WrongWorld(#[source] wasmtime::Error),
+    /// `metadata()` trapped, timed out, ran out of memory, or returned a
+    /// record the host could not read (its [`CallError::kind`] says which).
+    #[error("calling `metadata` failed")]
+    Metadata(#[source] CallError),
+    /// `metadata()` returned a record that breaks the rules of its fields.
+    #[error("invalid metadata: {0}")]
+    BadMetadata(#[source] MetadataError),
+    /// The sha256 pin does not match.
+    #[error(
+        "sha256 mismatch for plugin {name:?}: the config pins {expected}, the file is {actual}"
+    )]
+    Sha256Mismatch {
+        /// The plugin.
+        name: String,
+        /// The pinned hash.
+        expected: String,
+        /// The file's hash.
+        actual: String,
+    },
+    /// The plugin asks for capabilities the operator did not grant, and the
+    /// config says to refuse it.
+    #[error(
+        "plugin {name:?} asks for {} that the config does not grant (onUngranted: refuse)",
+        list(.withheld)
+    )]
+    Ungranted {
+        /// The plugin.
+        name: String,
+        /// What was not granted.
+        withheld: Vec<Withheld>,
+    },
+    /// A granted path cannot be opened.
+    #[error("granted path {} cannot be opened", .path.display())]
+    Grant {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: wasmtime::Error,
+    },
+}
+
+/// What is wrong with the record a plugin's `metadata()` returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetadataError {
+    /// The name is not a DNS label.
+    #[error(
+        "name {0:?} must be 1 to 63 lowercase letters, digits or '-', not starting or ending with '-'"
+    )]
+    Name(String),
+    /// The version or the description is too long.
+    #[error("version must be at most 64 bytes and description at most 1024")]
+    TooLong,
+    /// A path it asks for is not absolute and normalized.
+    #[error("path {0:?} must be absolute and normalized (no '.', '..' or trailing '/')")]
+    Path(String),
+    /// An environment variable it asks for has an invalid name.
+    #[error("environment variable name {0:?} is not valid")]
+    Env(String),
+}
+
+/// A capability a plugin asked for in its metadata and does not get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Withheld {
+    /// A path that no grant covers.
+    Path(String),
+    /// A path of which the operator granted only directories inside it.
+    PartOfPath(String),
+    /// An environment variable the operator did not grant.
+    Env(String),
+    /// The files under a granted directory that holds the host's `/proc`
+    /// (see [`proc_view`]): the directory serves `statvfs` only.
+    FilesUnderProc(PathBuf),
+}
+
+impl Withheld {
+    /// Whether the operator can grant it in the plugin's `paths` or `env`
+    /// (the files under a directory holding `/proc` never are).
+    pub fn grantable(&self) -> bool {
+        !matches!(self, Self::FilesUnderProc(_))
+    }
+}
+
+impl std::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Path(p) => write!(f, "path {p}"),
+            Self::PartOfPath(p) => write!(f, "path {p} (only the granted parts inside it)"),
+            Self::Env(v) => write!(f, "env {v}"),
+            Self::FilesUnderProc(p) => write!(
+                f,
+                "reading files under {} (it holds the host's /proc; it serves statvfs only, so grant the directories to read instead)",
+                p.display()
+            ),
+        }
+    }
+}
+
+/// `a, b, c`.
+fn list(withheld: &[Withheld]) -> String {
+    withheld
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl serde::Serialize for Withheld {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The kind of a failed call, a bounded set fit for metric labels. Each
+/// failure at the guest boundary has its own: the guest trapped
+/// ([`Trap`](Self::Trap)), ran past its deadline ([`Timeout`](Self::Timeout))
+/// or its memory cap ([`Memory`](Self::Memory)), returned what the host
+/// cannot take ([`InvalidResult`](Self::InvalidResult),
+/// [`OutputTooLarge`](Self::OutputTooLarge)), or failed without a
+/// capability it was not granted ([`Ungranted`](Self::Ungranted)). (Bad
+/// metadata fails the load: [`LoadError::BadMetadata`]. What the engine
+/// finds wrong in an output the sandbox returned, such as a field outside
+/// the plugin's allowance, is the engine's own kind.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallErrorKind {
+    /// The deadline passed, in guest code or blocked in a host call.
+    Timeout,
+    /// The memory cap was reached (memories and tables together).
+    Memory,
+    /// What the guest handed across the component boundary breaks the
+    /// canonical ABI: its result string is not UTF-8 or lies outside its
+    /// memory, a discriminant is out of range, its `realloc` answered an
+    /// invalid pointer, or it passed a host call an invalid value or handle.
+    /// Wasmtime reports each of these as an error that is not a trap, so this
+    /// is every such error of a call past instantiation (an `exit` is a
+    /// [`Trap`](Self::Trap)).
+    InvalidResult,
+    /// The output is larger than [`MAX_OUTPUT_BYTES`].
+    OutputTooLarge,
+    /// The guest trapped.
+    Trap,
+    /// The setter returned an error of its own.
+    Plugin,
+    /// The setter returned an error while it lacked a capability it was not
+    /// granted: the host refused it a host function during the call
+    /// (`statvfs` outside its paths, `container-runtime` without
+    /// `containerRuntime`), or a path or variable its metadata asks for is
+    /// withheld by the config ([`Withheld::grantable`]).
+    Ungranted,
+    /// The sandbox could not be set up or the component instantiated.
+    Instantiate,
+}
+
+impl CallErrorKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::InvalidResult => "invalid-result",
+            Self::OutputTooLarge => "output-too-large",
+            Self::Trap => "trap",
+            Self::Plugin => "plugin",
+            Self::Ungranted => "ungranted",
+            Self::Instantiate => "instantiate",
+        }
+    }
+}
+
+/// A failed call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct CallError {
+    /// What kind of failure.
+    pub kind: CallErrorKind,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl CallError {
+    /// A failure of `kind`.
+    pub fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// The result of a successful `set`.
+#[derive(Debug)]
+pub struct SetOutput {
+    /// The node the plugin returned, as JSON (not yet checked).
+    pub json: String,
+    /// Events it recorded.
+    pub events: Vec<EmittedEvent>,
+}
+
+/// A loaded plugin. Immutable; a new version is a new `Plugin`.
+pub struct Plugin {
+    metadata: Metadata,
+    sha256: String,
+    source: PathBuf,
+    settings: PluginSettings,
+    grants: Arc<Grants>,
+    name: Arc<str>,
+    pre: bindings::PluginPre<CallState>,
+    set_index: ComponentExportIndex,
+    withheld: Vec<Withheld>,
+    /// Set while a call abandoned at its deadline is still blocked.
+    stuck: Stuck,
+    /// The instance kept for the next call, when the plugin reuses it.
+    warm: Mutex<Option<Warm>>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.metadata.name)
+            .field("version", &self.metadata.version)
+            .field("sha256", &self.sha256)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sha256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The name a plugin file gives its plugin: the file's stem, with `_` read
+/// as `-` (cargo writes crate `gpu-reporter` as `gpu_reporter.wasm`).
+pub fn name_of_file(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    Some(stem.replace('_', "-"))
+}
+
+/// Reads a plugin file safely: opened without blocking (a FIFO swapped in
+/// cannot hang the reader), required to be a regular file, and never read
+/// past [`MAX_PLUGIN_BYTES`], whatever its size says.
+pub fn read_plugin_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use crate::files::Error as F;
+    crate::files::read_regular(path, MAX_PLUGIN_BYTES as u64).map_err(|e| match e {
+        F::Io(source) => LoadError::Read {
+            path: path.to_owned(),
+            source,
+        },
+        F::NotRegular { kind } => LoadError::NotRegular {
+            path: path.to_owned(),
+            kind,
+        },
+        F::TooLarge { size, .. } => LoadError::TooLarge { size },
+    })
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::Empty);
+    }
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm);
+    }
+    // Core modules have layer 0 (version 1); components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+impl Plugin {
+    /// Reads ([`read_plugin_file`]), compiles (or takes from the cache),
+    /// type-checks and describes the plugin at `path`, then applies the
+    /// settings `settings_for` returns for its name, which is the file's
+    /// ([`name_of_file`]).
+    pub fn load_file(
+        runtime: &Runtime,
+        path: &Path,
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<Self, LoadError> {
+        let bytes = read_plugin_file(path)?;
+        Self::load_bytes(runtime, path, &bytes, settings_for)
+    }
+
+    /// Like [`Plugin::load_file`], from bytes already read from `source`,
+    /// whose file name is the plugin's identity: the plugin must declare
+    /// that name ([`LoadError::NameMismatch`] otherwise).
+    pub fn load_bytes(
+        runtime: &Runtime,
+        source: &Path,
+        bytes: &[u8],
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<Self, LoadError> {
+        check_header(bytes)?;
+        if bytes.len() > MAX_PLUGIN_BYTES {
+            return Err(LoadError::TooLarge {
+                size: bytes.len() as u64,
+            });
+        }
+        let sha256 = sha256_hex(bytes);
+        let component = compile(runtime, &sha256, bytes)?;
+        let instance_pre = runtime
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(LoadError::Link)?;
+        let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
+        let set_index = component
+            .get_export_index(None, SETTER_EXPORT)
+            .and_then(|i| component.get_export_index(Some(&i), "set"))
+            .ok_or_else(|| {
+                LoadError::WrongWorld(wasmtime::Error::msg(format!(
+                    "no `set` in the export {SETTER_EXPORT}"
+                )))
+            })?;
+
+        // The file names the plugin, so the operator's settings for that name
+        // (its deadline and memory cap included) already apply to `metadata`.
+        let file_name = name_of_file(source).unwrap_or_default();
+        let settings = settings_for(&file_name);
+        let name: Arc<str> = Arc::from(file_name.as_str());
+        let raw = call_metadata(runtime, &pre, name, &settings)?;
+        let metadata = validate_metadata(raw)?;
+        if metadata.name != file_name {
+            return Err(LoadError::NameMismatch {
+                file: source.to_owned(),
+                declared: metadata.name,
+            });
+        }
+        if let Some(expected) = &settings.sha256
+            && !expected.eq_ignore_ascii_case(&sha256)
+        {
+            return Err(LoadError::Sha256Mismatch {
+                name: metadata.name,
+                expected: expected.clone(),
+                actual: sha256,
+            });
+        }
+        let (grants, mut withheld) = resolve_grants(&metadata, &settings)?;
+        withheld.extend(check_process_grants(&grants)?);
+        // Check now that every granted path can be preopened, so a bad grant
+        // fails the load with a clear error instead of every call. A granted
+        // path that does not exist yet (a driver's /proc directory before the
+        // driver loads) is not an error: each call preopens what exists then,
+        // so the plugin sees it as soon as it appears, with no reload.
+        for g in &grants.paths {
+            if !host_api::path_exists(&g.from) {
+                tracing::warn!(
+                    plugin = %metadata.name,
+                    path = %g.from.display(),
+                    "granted path does not exist (yet); the plugin sees it once it does"
+                );
+                continue;
+            }
+            wasmtime_wasi::WasiCtx::builder()
+                .preopened_dir(&g.from, "/", wasmtime_wasi::FsPerms::ReadOnly)
+                .map_err(|source| LoadError::Grant {
+                    path: g.from.clone(),
+                    source,
+                })?;
+        }
+        Ok(Self {
+            name: Arc::from(metadata.name.as_str()),
+            metadata,
+            sha256,
+            source: source.to_owned(),
+            settings,
+            grants: Arc::new(grants),
+            pre,
+            set_index,
+            withheld,
+            stuck: Stuck::default(),
+            warm: Mutex::new(None),
+        })
+    }
+
+    /// The plugin's validated metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The sha256 of the component file.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The file it was loaded from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The operator's settings for it.
+    pub fn settings(&self) -> &PluginSettings {
+        &self.settings
+    }
+
+    /// What it asked for and was not granted, for the log and `/status`.
+    pub fn withheld(&self) -> &[Withheld] {
+        &self.withheld
+    }
+
+    /// Directories it can read.
+    pub fn granted_paths(&self) -> &[PathGrant] {
+        &self.grants.paths
+    }
+
+    /// Calls `set` in a fresh sandbox. Never panics on guest misbehaviour; a
+    /// trap, timeout or memory overflow comes back as a [`CallError`].
+    ///
+    /// The whole call, instantiation included, runs under the plugin's
+    /// deadline, also while the guest is blocked in a host call or in the
+    /// kernel (see the [crate docs](crate)). An output above
+    /// [`MAX_OUTPUT_BYTES`] is refused before it is parsed.
+    ///
+    /// With [`PluginSettings::reuse_instance`], the store and instance of a
+    /// call that returned (`Ok` or the setter's own `Err`) are kept and serve
+    /// the next call whose sandbox holds the same directories, with that
+    /// call's facts and a fresh deadline; any other outcome drops them.
+    pub fn call_set(
+        &self,
+        runtime: &Runtime,
+        node_json: &str,
+        ctx: CallContext,
+    ) -> Result<SetOutput, CallError> {
+        let started = Instant::now();
+        let timeout = self.settings.timeout;
+        if let Some(since) = self.stuck.since() {
+            return Err(CallError::new(
+                CallErrorKind::Timeout,
+                format!(
+                    "not called: its call abandoned {:?} ago is still blocked in the kernel; it is called again once that call returns",
+                    since.elapsed()
+                ),
+            ));
+        }
+        let (store, instance) = self.store_for(runtime, ctx)?;
+        let call = SetCall {
+            pre: self.pre.clone(),
+            set_index: self.set_index,
+            name: self.name.clone(),
+            timeout,
+        };
+        let Ran {
+            mut store,
+            instance,
+            result,
+        } = if store.data().may_block() {
+            let json = node_json.to_owned();
+            // Two ticks after with_deadline's own limit, so that a guest
+            // waiting in WASI is reported by that.
+            call_thread::run(timeout + 4 * EPOCH_TICK, &self.stuck, move || {
+                call.run(store, instance, &json)
+            })
+            .ok_or_else(|| {
+                CallError::new(
+                    CallErrorKind::Timeout,
+                    format!(
+                        "stopped at its deadline of {timeout:?}: `set` was blocked in the kernel (a file that never answers inside a granted directory, such as a FIFO with no writer or a hung mount) when the deadline passed; its thread is left to the kernel and the plugin is not called again until it returns; {}",
+                        timeout_advice(&self.name, timeout)
+                    ),
+                )
+            })?
+        } else {
+            call.run(store, instance, node_json)
+        };
+        log_stderr(&mut store);
+        tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
+        let events = std::mem::take(&mut store.data_mut().events);
+        let outcome = match result? {
+            Ok(json) => Ok(SetOutput { json, events }),
+            Err(message) => Err(self.setter_failed(&store.data().denied, message)),
+        };
+        // A store goes back only after a call that returned: a trap, a
+        // timeout or a refused result (the `?` above) drops it, and so does
+        // a guest that fills its stderr buffer.
+        if self.settings.reuse_instance
+            && let Some(instance) = instance
+            && store.data().stderr_logged < STDERR_CAPACITY / 2
+        {
+            store.data_mut().release();
+            *self.warm.lock().expect("warm instance lock") = Some(Warm { store, instance });
+        }
+        outcome
+    }
+
+    /// The error of a setter that returned `Err(message)`: of kind
+    /// [`CallErrorKind::Ungranted`], with what to grant, when the host refused
+    /// it a capability in this call or a grantable capability it asks for is
+    /// withheld; else [`CallErrorKind::Plugin`].
+    fn setter_failed(&self, denied: &[Denied], message: String) -> CallError {
+        let plugin = &self.name;
+        let withheld: Vec<Withheld> = self
+            .withheld
+            .iter()
+            .filter(|w| w.grantable())
+            .cloned()
+            .collect();
+        // A refusal inside a path it asks for is said once, by that path.
+        let asked = |p: &str| {
+            withheld.iter().any(|w| match w {
+                Withheld::Path(a) | Withheld::PartOfPath(a) => Path::new(p).starts_with(a),
+                _ => false,
+            })
+        };
+        let mut missing: Vec<String> = denied
+            .iter()
+            .filter(|d| !matches!(d, Denied::Statvfs(p) if asked(p)))
+            .map(|d| d.advice(plugin))
+            .collect();
+        missing.dedup();
+        if !withheld.is_empty() {
+            missing.push(format!(
+                "not granted: {}; see plugins.{plugin}.paths and .env, or the default config",
+                list(&withheld)
+            ));
+        }
+        if missing.is_empty() {
+            return CallError::new(
+                CallErrorKind::Plugin,
+                format!("the setter failed: {message}"),
+            );
+        }
+        CallError::new(
+            CallErrorKind::Ungranted,
+            format!(
+                "the setter failed without a capability it was not granted: {message} ({})",
+                missing.join("; ")
+            ),
+        )
+    }
+
+    /// A store for one call in the pass of `ctx`: the plugin's warm store
+    /// (and its instance) when it reuses its instance and the store can
+    /// serve this pass, else a fresh one.
+    fn store_for(
+        &self,
+        runtime: &Runtime,
+        ctx: CallContext,
+    ) -> Result<(Store<CallState>, Option<Instance>), CallError> {
+        let preopens = Preopens::plan(&self.grants, &ctx).map_err(sandbox_error)?;
+        let warm = match self.settings.reuse_instance {
+            true => self.warm.lock().expect("warm instance lock").take(),
+            false => None,
+        };
+        if let Some(mut w) = warm
+            && w.store.data().serves(&preopens)
+        {
+            w.store.data_mut().renew(ctx, preopens);
+            arm_deadline(&mut w.store, self.settings.timeout);
+            return Ok((w.store, Some(w.instance)));
+        }
+        let store = new_store(
+            runtime,
+            self.name.clone(),
+            self.grants.clone(),
+            ctx,
+            preopens,
+            self.settings.memory_limit,
+            self.settings.timeout,
+        )?;
+        Ok((store, None))
+    }
+}
+
+/// What one `set` call needs of its plugin, owned, so that it can run on a
+/// call thread.
+struct SetCall {
+    pre: bindings::PluginPre<CallState>,
+    set_index: ComponentExportIndex,
+    name: Arc<str>,
+    timeout: Duration,
+}
+
+impl SetCall {
+    /// Instantiates (unless `instance` is the store's warm one) and calls
+    /// `set` under the deadline; gives the store and the instance back, for
+    /// the store's stderr and events and for the next call.
+    fn run(self, mut store: Store<CallState>, instance: Option<Instance>, node_json: &str) -> Ran {
+        let mut used = instance;
+        let result = super::blocking(|| {
+            wasmtime_wasi::runtime::in_tokio(async {
+                let call = async {
+                    let instance = match instance {
+                        Some(i) => i,
+                        None => self
+                            .pre
+                            .instance_pre()
+                            .instantiate_async(&mut store)
+                            .await
+                            .map_err(|e| classify(&store, e, "instantiate"))?,
+                    };
+                    used = Some(instance);
+                    let set = instance
+                        .get_typed_func::<(&str,), (Result<String, String>,)>(
+                            &mut store,
+                            &self.set_index,
+                        )
+                        .map_err(|e| classify(&store, e, "instantiate"))?;
+                    let (result,) = set
+                        .call_async(&mut store, (node_json,))
+                        .await
+                        .map_err(|e| classify(&store, e, "set"))?;
+                    check_set_result(result)
+                };
+                with_deadline(&self.name, self.timeout, "set", call).await
+            })
+        });
+        Ran {
+            store,
+            instance: used,
+            result,
+        }
+    }
+}
+
+/// What a [`SetCall`] gives back.
+struct Ran {
+    store: Store<CallState>,
+    /// The instance it called, if it got one.
+    instance: Option<Instance>,
+    /// `set`'s answer, or why there was none.
+    result: Result<Result<String, String>, CallError>,
+}
+
+/// A plugin's instance kept for its next call, with its store.
+struct Warm {
+    store: Store<CallState>,
+    instance: Instance,
+}
+
+/// What to change when `plugin` runs past its `timeout`.
+fn timeout_advice(plugin: &str, timeout: Duration) -> String {
+    format!(
+        "the limit is {timeout:?}; if the plugin needs longer, raise plugins.{plugin}.timeout in the config (10ms to 60s)"
+    )
+}
+
+/// What to change when `plugin` asks for more than its `limit` bytes.
+fn memory_advice(plugin: &str, limit: usize) -> String {
+    format!(
+        "the limit is {limit} bytes; if the plugin needs more, raise plugins.{plugin}.memoryLimit in the config (1Mi to 4Gi)"
+    )
+}
+
+/// Runs `call` under `timeout`: past it, the call's future is dropped, with
+/// the guest's fiber and whatever host call it was blocked in.
+async fn with_deadline<T>(
+    plugin: &str,
+    timeout: Duration,
+    what: &str,
+    call: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    // Two ticks of slack, so that a guest spinning in its own code is
+    // stopped by the epoch (the usual case) and this only catches a guest
+    // blocked in a host call.
+    match tokio::time::timeout(timeout + 2 * EPOCH_TICK, call).await {
+        Ok(result) => result,
+        Err(_) => Err(CallError::new(
+            CallErrorKind::Timeout,
+            format!(
+                "stopped at its deadline of {timeout:?}: `{what}` was blocked in a host call (a sleep, poll or read) when the deadline passed; {}",
+                timeout_advice(plugin, timeout)
+            ),
+        )),
+    }
+}
+
+/// Checks `set`'s result before anything parses it: an output over
+/// [`MAX_OUTPUT_BYTES`] is refused, an error message is cut. (The copy out of
+/// the guest is bounded by the guest's memory cap. Wasmtime runs the guest's
+/// post-return, which may free the string, before the call returns, so the
+/// string cannot be measured in place and copied later.)
+fn check_set_result(result: Result<String, String>) -> Result<Result<String, String>, CallError> {
+    match result {
+        Ok(json) if json.len() > MAX_OUTPUT_BYTES => Err(CallError::new(
+            CallErrorKind::OutputTooLarge,
+            format!(
+                "`set` returned {} bytes, more than the {MAX_OUTPUT_BYTES}-byte limit on a node",
+                json.len()
+            ),
+        )),
+        Ok(json) => Ok(Ok(json)),
+        Err(mut message) => {
+            let mut cut = message.len().min(MAX_ERROR_MESSAGE);
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            Ok(Err(message))
+        }
+    }
+}
+
+fn new_store(
+    runtime: &Runtime,
+    name: Arc<str>,
+    grants: Arc<Grants>,
+    ctx: CallContext,
+    preopens: Preopens,
+    memory_limit: usize,
+    timeout: Duration,
+) -> Result<Store<CallState>, CallError> {
+    let output = runtime.guest_output().clone();
+    let state = CallState::new(name, grants, ctx, preopens, memory_limit, timeout, output)
+        .map_err(sandbox_error)?;
+    let mut store = Store::new(runtime.engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.epoch_deadline_trap();
+    arm_deadline(&mut store, timeout);
+    Ok(store)
+}
+
+/// The error of a sandbox that could not be built.
+fn sandbox_error(e: impl std::fmt::Display) -> CallError {
+    CallError::new(
+        CallErrorKind::Instantiate,
+        format!("cannot build the sandbox: {e:#}"),
+    )
+}
+
+/// Sets the store's CPU deadline `timeout` from now.
+fn arm_deadline(store: &mut Store<CallState>, timeout: Duration) {
+    let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1) as u64;
+    // One more tick: the current epoch period has already partly run.
+    store.set_epoch_deadline(ticks + 1);
+}
+
+/// Guest stderr not logged yet, line by line, through the plugin's log
+/// budget.
+fn log_stderr(store: &mut Store<CallState>) {
+    let state = store.data_mut();
+    let err = state.stderr.contents();
+    if err.len() > state.stderr_logged {
+        let text = String::from_utf8_lossy(&err[state.stderr_logged..]);
+        for line in text.lines() {
+            state.guest_line(tracing::Level::DEBUG, line, true);
+        }
+        state.stderr_logged = err.len();
+    }
+}
+
+/// Classifies a failed call by the error's type and the store's state, never
+/// by its text:
+/// - the memory budget refused a growth ([`CallLimits::exceeded`]):
+///   [`CallErrorKind::Memory`];
+/// - a [`wasmtime::Trap`]: the epoch's interrupt is
+///   [`CallErrorKind::Timeout`], any other [`CallErrorKind::Trap`]; so is a
+///   guest that called WASI's `exit` ([`wasmtime_wasi::I32Exit`]);
+/// - anything else while instantiating: [`CallErrorKind::Instantiate`];
+/// - anything else once the call runs is the canonical ABI refusing what the
+///   guest handed over (wasmtime has no type for these, and the host's own
+///   functions never fail): [`CallErrorKind::InvalidResult`].
+///
+/// [`CallLimits::exceeded`]: super::limits::CallLimits
+fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallError {
+    let limits = &store.data().limits;
+    if let Some(exceeded) = limits.exceeded {
+        let (grow, total) = match exceeded {
+            Exceeded::Memory { total } => ("a memory", total),
+            Exceeded::Table { total } => ("a table", total),
+        };
+        return CallError::new(
+            CallErrorKind::Memory,
+            format!(
+                "stopped at its memory cap: `{what}` asked to grow {grow}, which would take its memories and tables to {total} bytes, over the {}-byte limit; {}",
+                limits.limit,
+                memory_advice(&store.data().plugin, limits.limit)
+            ),
+        );
+    }
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::Interrupt {
+            return CallError::new(
+                CallErrorKind::Timeout,
+                format!(
+                    "stopped at its CPU deadline: `{what}` ran too long; {}",
+                    timeout_advice(&store.data().plugin, store.data().timeout)
+                ),
+            );
+        }
+        return CallError::new(CallErrorKind::Trap, format!("`{what}` trapped: {trap}"));
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return CallError::new(
+            CallErrorKind::Trap,
+            format!("`{what}` called exit({}) instead of returning", exit.0),
+        );
+    }
+    let kind = if what == "instantiate" {
+        CallErrorKind::Instantiate
+    } else {
+        CallErrorKind::InvalidResult
+    };
+    CallError::new(kind, format!("`{what}` failed: {err:#}"))
+}
+
+fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    let engine = runtime.engine();
+    if let Some(component) = runtime.cache().and_then(|c| c.load(engine, sha256)) {
+        return Ok(component);
+    }
+    let code = match runtime.compiler() {
+        Compiler::InProcess if runtime.cache().is_none() => {
+            return Component::new(engine, bytes).map_err(LoadError::Compile);
+        }
+        Compiler::InProcess => engine
+            .precompile_component(bytes)
+            .map_err(LoadError::Compile)?,
+        Compiler::Process { exe, limits } => super::compile::compile_in_child(exe, *limits, bytes)
+            .map_err(|err| match err {
+                super::compile::Error::Invalid(message) => {
+                    LoadError::Compile(wasmtime::Error::msg(message))
+                }
+                other => LoadError::CompileBound(other),
+            })?,
+    };
+    if let Some(cache) = runtime.cache() {
+        cache.store(sha256, &code);
+    }
+    // SAFETY: `code` was produced just now by this engine's configuration:
+    // in this thread, or by the engine's own binary in a child process (see
+    // `compile`), which is trusted as the precompile cache is.
+    unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile)
+}
+
+fn call_metadata(
+    runtime: &Runtime,
+    pre: &bindings::PluginPre<CallState>,
+    name: Arc<str>,
+    settings: &PluginSettings,
+) -> Result<bindings::exports::nodestatus::plugin::setter::PluginInfo, LoadError> {
+    let mut store = new_store(
+        runtime,
+        name.clone(),
+        Arc::new(Grants::default()),
+        CallContext::default(),
+        Preopens::default(),
+        settings.memory_limit,
+        settings.timeout,
+    )
+    .map_err(LoadError::Metadata)?;
+    let result = super::blocking(|| {
+        wasmtime_wasi::runtime::in_tokio(async {
+            let call = async {
+                let p = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| classify(&store, e, "instantiate"))?;
+                p.nodestatus_plugin_setter()
+                    .call_metadata(&mut store)
+                    .await
+                    .map_err(|e| classify(&store, e, "metadata"))
+            };
+            with_deadline(&name, settings.timeout, "metadata", call).await
+        })
+    });
+    log_stderr(&mut store);
+    result.map_err(LoadError::Metadata)
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+fn valid_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn validate_metadata(
+    m: bindings::exports::nodestatus::plugin::setter::PluginInfo,
+) -> Result<Metadata, LoadError> {
+    let bad = |e| Err(LoadError::BadMetadata(e));
+    if !valid_name(&m.name) {
+        return bad(MetadataError::Name(m.name));
+    }
+    if m.version.len() > 64 || m.description.len() > 1024 {
+        return bad(MetadataError::TooLong);
+    }
+    for p in &m.paths {
+        match facts::normalize_abs(p) {
+            Some(n) if n.to_string_lossy() == *p => {}
+            _ => return bad(MetadataError::Path(p.clone())),
+        }
+    }
+    if let Some(e) = m.env.iter().find(|e| !valid_env_name(e)) {
+        return bad(MetadataError::Env(e.clone()));
+    }
+    Ok(Metadata {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        paths: m.paths,
+        env: m.env,
+        affects_readiness: m.affects_readiness,
+    })
+}
+
+/// Refuses grants that would expose the host's processes (see
+/// [`proc_view`]): a `/proc/<pid>` or `/proc/self`. Returns what is withheld
+/// from a directory that holds a procfs mount (served for `statvfs` only).
+fn check_process_grants(grants: &Grants) -> Result<Vec<Withheld>, LoadError> {
+    let mut withheld = Vec::new();
+    for g in &grants.paths {
+        if !host_api::path_exists(&g.from) {
+            continue;
+        }
+        match proc_view::classify(&g.from) {
+            ProcGrant::Refused(reason) => {
+                return Err(LoadError::GrantRefused {
+                    path: g.from.clone(),
+                    reason,
+                });
+            }
+            ProcGrant::HoldsProc => withheld.push(Withheld::FilesUnderProc(g.path.clone())),
+            ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed | ProcGrant::Driver => {}
+        }
+    }
+    Ok(withheld)
+}
+
+/// Grants = what the plugin asks for ∩ what the operator granted.
+fn resolve_grants(m: &Metadata, s: &PluginSettings) -> Result<(Grants, Vec<Withheld>), LoadError> {
+    let mut withheld = Vec::new();
+    let mut paths = Vec::new();
+    for asked in &m.paths {
+        let asked_path = PathBuf::from(asked);
+        // The innermost grant that holds the asked path serves it.
+        let holder = s
+            .paths
+            .iter()
+            .filter(|g| asked_path.starts_with(&g.path))
+            .max_by_key(|g| g.path.components().count());
+        if let Some(g) = holder {
+            let from = g.host_path(&asked_path).expect("asked path is inside");
+            paths.push(PathGrant {
+                path: asked_path,
+                from,
+            });
+            continue;
+        }
+        // The operator may grant less than asked: a directory inside it.
+        let narrower: Vec<&PathGrant> = s
+            .paths
+            .iter()
+            .filter(|g| g.path.starts_with(&asked_path))
+            .collect();
+        if narrower.is_empty() {
+            withheld.push(Withheld::Path(asked.clone()));
+        } else {
+            paths.extend(narrower.into_iter().cloned());
+            withheld.push(Withheld::PartOfPath(asked.clone()));
+        }
+    }
+    paths.sort_by(|a, b| a.path.cmp(&b.path));
+    paths.dedup();
+    let mut env = Vec::new();
+    for var in &m.env {
+        if s.env.iter().any(|g| g == var) {
+            if let Ok(value) = std::env::var(var) {
+                env.push((var.clone(), value));
+            }
+        } else {
+            withheld.push(Withheld::Env(var.clone()));
+        }
+    }
+    if !withheld.is_empty() && s.on_ungranted == Ungranted::Refuse {
+        return Err(LoadError::Ungranted {
+            name: m.name.clone(),
+            withheld,
+        });
+    }
+    Ok((
+        Grants {
+            paths,
+            env,
+            config: Arc::from(s.config.to_string()),
+            container_runtime: s.container_runtime,
+        },
+        withheld,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_checks_name_the_problem() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn names_are_dns_labels() {
+        assert!(valid_name("gpu-reporter"));
+        assert!(!valid_name("GPU"));
+        assert!(!valid_name("-x"));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn each_metadata_rule_has_its_variant() {
+        use bindings::exports::nodestatus::plugin::setter::PluginInfo;
+        let info = |name: &str, version: &str, paths: &[&str], env: &[&str]| PluginInfo {
+            name: name.into(),
+            version: version.into(),
+            description: String::new(),
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|s| s.to_string()).collect(),
+            affects_readiness: false,
+        };
+        let error = |i| match validate_metadata(i) {
+            Err(LoadError::BadMetadata(e)) => e,
+            other => panic!("not bad metadata: {other:?}"),
+        };
+        assert!(validate_metadata(info("ok", "1", &["/proc"], &["HOME"])).is_ok());
+        assert_eq!(
+            error(info("No", "1", &[], &[])),
+            MetadataError::Name("No".into())
+        );
+        assert_eq!(
+            error(info("ok", &"1".repeat(65), &[], &[])),
+            MetadataError::TooLong
+        );
+        assert_eq!(
+            error(info("ok", "1", &["/proc/../etc"], &[])),
+            MetadataError::Path("/proc/../etc".into())
+        );
+        assert_eq!(
+            error(info("ok", "1", &[], &["1X"])),
+            MetadataError::Env("1X".into())
+        );
+    }
+
+    fn meta(paths: &[&str], env: &[&str]) -> Metadata {
+        Metadata {
+            name: "p".into(),
+            version: "1".into(),
+            description: String::new(),
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|s| s.to_string()).collect(),
+            affects_readiness: false,
+        }
+    }
+
+    #[test]
+    fn grants_are_the_intersection() {
+        let s = PluginSettings {
+            paths: vec![PathGrant::same("/proc")],
+            env: vec!["HOME".into()],
+            ..Default::default()
+        };
+        let (g, withheld) =
+            resolve_grants(&meta(&["/proc/sys", "/etc"], &["HOME", "SECRET"]), &s).unwrap();
+        assert_eq!(g.paths, vec![PathGrant::same("/proc/sys")]);
+        assert_eq!(
+            g.env.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+            vec!["HOME"]
+        );
+        assert_eq!(
+            withheld,
+            vec![
+                Withheld::Path("/etc".into()),
+                Withheld::Env("SECRET".into())
+            ]
+        );
+
+        let refuse = PluginSettings {
+            on_ungranted: Ungranted::Refuse,
+            ..s
+        };
+        let err = resolve_grants(&meta(&["/etc"], &[]), &refuse).unwrap_err();
+        assert!(
+            matches!(&err, LoadError::Ungranted { withheld, .. } if *withheld == [Withheld::Path("/etc".into())]),
+            "{err}"
+        );
+    }
+}
