@@ -1,12 +1,17 @@
 //! Plugins as OCI artifacts: pull, push, sign, verify and cache them.
 //!
-//! This first part: references ([`Reference`]) and the `registries:`
-//! settings ([`Registries`]).
+//! So far: references ([`Reference`]), the `registries:` settings
+//! ([`Registries`]), the artifact layouts accepted ([`artifact`]), and the
+//! client that pulls and pushes them under a deadline ([`Client`]).
 
 #![warn(missing_docs)]
 
+pub mod artifact;
+pub mod client;
 pub mod reference;
 pub mod settings;
 
+pub use artifact::{ANNOTATION_VERSION, ANNOTATION_WORLD, Artifact, Layout};
+pub use client::{Client, DEFAULT_TIMEOUT, PushMeta};
 pub use reference::{Digest, Reference};
 pub use settings::{Registries, RegistrySettings};

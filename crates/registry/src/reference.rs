@@ -179,6 +179,11 @@ impl Reference {
             digest: None,
         }))
     }
+
+    /// oci-client's form, for the requests.
+    pub(crate) fn oci(&self) -> &oci_client::Reference {
+        &self.0.inner
+    }
 }
 
 impl FromStr for Reference {
