@@ -39,7 +39,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The registry's settings or files are refused.
-    #[error("{reference}: {source}")]
+    #[error("{reference}: the settings of its registry are refused")]
     Settings {
         /// The reference.
         reference: Reference,
