@@ -33,6 +33,12 @@ pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1
 /// convert).
 pub const DOCKER_MANIFEST_MEDIA_TYPE: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
+/// An OCI image index (refused: see [`LayoutError::Index`]).
+pub const OCI_INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// A Docker manifest list (refused: see [`LayoutError::Index`]).
+pub const DOCKER_MANIFEST_LIST_MEDIA_TYPE: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
+
 /// The manifest annotation `plugin push` writes with the component's WIT
 /// world (`nodestatus:plugin/plugin@0.1.1`).
 pub const ANNOTATION_WORLD: &str = "io.nodestatus.plugin.world";
@@ -154,7 +160,8 @@ impl Manifest {
         let probe: Probe = serde_json::from_slice(bytes)?;
         let media_type = probe.media_type.as_deref();
         if probe.manifests.is_some()
-            || media_type.is_some_and(|m| m.contains("index") || m.contains("manifest.list"))
+            || media_type
+                .is_some_and(|m| m == OCI_INDEX_MEDIA_TYPE || m == DOCKER_MANIFEST_LIST_MEDIA_TYPE)
         {
             return Ok(Err(LayoutError::Index));
         }

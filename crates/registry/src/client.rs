@@ -25,7 +25,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::artifact::{
     ANNOTATION_VERSION, ANNOTATION_WORLD, Artifact, CNCF_CONFIG_MEDIA_TYPE, CNCF_LAYER_MEDIA_TYPE,
-    DOCKER_MANIFEST_MEDIA_TYPE, Descriptor, LayoutError, Manifest, OCI_MANIFEST_MEDIA_TYPE,
+    DOCKER_MANIFEST_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, Descriptor, LayoutError, Manifest,
+    OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE,
 };
 use crate::reference::{Digest, Reference};
 use crate::settings::{self, Registries};
@@ -136,6 +137,14 @@ pub enum Error {
         /// The sha256 of what was served.
         actual: String,
     },
+    /// The registry named a digest of another algorithm than sha256.
+    #[error("{reference}: the registry names it by {digest}, not by a sha256 digest")]
+    UnsupportedDigest {
+        /// The reference.
+        reference: Reference,
+        /// What the registry said.
+        digest: String,
+    },
     /// A blob of another size than its descriptor declares.
     #[error(
         "{reference}: the blob {digest} is declared as {declared} bytes but {received} were served"
@@ -223,7 +232,9 @@ impl Error {
             Error::Unauthorized { .. } => "unauthorized",
             Error::NotFound { .. } => "not-found",
             Error::Status { .. } | Error::Protocol { .. } => "server",
-            Error::DigestMismatch { .. } | Error::SizeMismatch { .. } => "digest-mismatch",
+            Error::DigestMismatch { .. }
+            | Error::SizeMismatch { .. }
+            | Error::UnsupportedDigest { .. } => "digest-mismatch",
             Error::DeclaredTooLarge { .. } | Error::StreamTooLarge { .. } => "too-large",
             Error::Layout { .. } | Error::ManifestJson { .. } => "layout",
             Error::PushNeedsTag { .. } => "invalid",
@@ -373,10 +384,9 @@ impl Client {
                 .fetch_manifest_digest(reference.oci(), &s.auth)
                 .await
                 .map_err(|e| s.error(e))?;
-            digest.parse().map_err(|_| Error::DigestMismatch {
+            digest.parse().map_err(|_| Error::UnsupportedDigest {
                 reference: reference.clone(),
-                expected: "a sha256 digest".into(),
-                actual: digest,
+                digest,
             })
         })
         .await
@@ -546,7 +556,14 @@ impl Session {
             .pull_manifest_raw(
                 reference.oci(),
                 &self.auth,
-                &[OCI_MANIFEST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE],
+                // The index types too, to refuse an index by name rather
+                // than by the registry's 404 for a type not accepted.
+                &[
+                    OCI_MANIFEST_MEDIA_TYPE,
+                    DOCKER_MANIFEST_MEDIA_TYPE,
+                    OCI_INDEX_MEDIA_TYPE,
+                    DOCKER_MANIFEST_LIST_MEDIA_TYPE,
+                ],
             )
             .await
             .map_err(|e| self.error(e))?;

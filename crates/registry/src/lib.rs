@@ -127,6 +127,7 @@
 //! | 5xx, 429 | [`client::Error::Status`] | `server` |
 //! | content whose sha256 is not its digest | [`client::Error::DigestMismatch`] | `digest-mismatch` |
 //! | a blob of another size than declared | [`client::Error::SizeMismatch`] | `digest-mismatch` |
+//! | a tag that resolves to a digest other than sha256 | [`client::Error::UnsupportedDigest`] | `digest-mismatch` |
 //! | declared size over the cap | [`client::Error::DeclaredTooLarge`] | `too-large` |
 //! | streamed bytes past the cap | [`client::Error::StreamTooLarge`] | `too-large` |
 //! | not a Wasm artifact (index, other media types) | [`client::Error::Layout`] | `layout` |

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use nodestatus_registry::artifact::{WASM_V1_CONFIG_MEDIA_TYPE, WASM_V1_LAYER_MEDIA_TYPE};
+use nodestatus_registry::artifact::{
+    OCI_INDEX_MEDIA_TYPE, WASM_V1_CONFIG_MEDIA_TYPE, WASM_V1_LAYER_MEDIA_TYPE,
+};
 use nodestatus_registry::{
     ANNOTATION_VERSION, ANNOTATION_WORLD, Cache, Client, Digest, Fetcher, Layout, Origin, PushMeta,
 };
@@ -182,4 +184,29 @@ async fn the_kubewarden_layout_is_accepted_and_other_layouts_are_refused() {
     let err = client.pull(&image, CAP).await.unwrap_err();
     assert_eq!(err.kind(), "layout", "{err}");
     assert_names(&err, &image);
+
+    // An index over a component's manifest: refused by name.
+    let plain = registry.reference("vendor/multi:plain");
+    client.push(&plain, &bytes, &meta("1")).await.unwrap();
+    let component = client.pull(&plain, CAP).await.unwrap();
+    let (component_digest, size) = (component.digest.clone(), component.manifest_bytes().len());
+    let index = registry.reference("vendor/multi:1");
+    oci.manifest_of_type(
+        &index,
+        &serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX_MEDIA_TYPE,
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": component_digest.as_str(),
+                "size": size,
+                "platform": {"architecture": "wasm", "os": "wasip2"},
+            }],
+        }),
+        OCI_INDEX_MEDIA_TYPE,
+    )
+    .await;
+    let err = client.pull(&index, CAP).await.unwrap_err();
+    assert!(err.to_string().contains("image index"), "{err}");
+    assert_eq!(err.kind(), "layout");
 }

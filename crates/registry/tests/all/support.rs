@@ -429,6 +429,18 @@ pub mod oci {
             reference: &Reference,
             manifest: &serde_json::Value,
         ) -> Digest {
+            let oci_manifest = "application/vnd.oci.image.manifest.v1+json";
+            self.manifest_of_type(reference, manifest, oci_manifest)
+                .await
+        }
+
+        /// Uploads a manifest of `media_type` (an index, say).
+        pub async fn manifest_of_type(
+            &self,
+            reference: &Reference,
+            manifest: &serde_json::Value,
+            media_type: &'static str,
+        ) -> Digest {
             let r = oci(reference);
             self.client
                 .store_auth_if_needed(r.resolve_registry(), &self.auth)
@@ -436,11 +448,7 @@ pub mod oci {
             let body = serde_json::to_vec(manifest).unwrap();
             let digest = Digest::of(&body);
             self.client
-                .push_manifest_raw(
-                    &r,
-                    body,
-                    http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json"),
-                )
+                .push_manifest_raw(&r, body, http::HeaderValue::from_static(media_type))
                 .await
                 .unwrap();
             digest
