@@ -9,6 +9,9 @@
 # The packages the build and the tests need, and why:
 #   protobuf-compiler  protoc, for k8s-cri's build script (the CRI client)
 #   containerd         the real container runtime that tests/all/cri.rs starts
+#   docker-registry    the real OCI registry (distribution 2.8) that crates/registry's tests start
+#   apache2-utils      htpasswd, for that registry's bcrypt password file
+#   openssl            the CA, certificates and keys those tests make
 set -euo pipefail
 missing=()
 for pkg in "$@"; do

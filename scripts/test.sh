@@ -23,10 +23,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
 
-log "rust target wasm32-wasip2; Debian packages for the build (protoc) and the tests (containerd)"
+log "rust target wasm32-wasip2; Debian packages for the build (protoc) and the tests (containerd, the registry)"
 rustup target add wasm32-wasip2
 scripts/ensure-packages.sh protobuf-compiler containerd \
-  runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev
+  runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev \
+  docker-registry apache2-utils openssl
 
 logs=target/test-logs
 mkdir -p "$logs"

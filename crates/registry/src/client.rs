@@ -1,0 +1,746 @@
+//! The registry client: resolve, pull and push over oci-client, each under
+//! a deadline.
+//!
+//! A [`Client`] holds the `registries` settings and a deadline. Each
+//! operation builds a fresh oci-client for the one registry it talks to,
+//! with that registry's CA bundle, scheme and credentials read from their
+//! files at that moment (so a rotated Secret is used at the next pull, and
+//! one registry's CA is never trusted for another), and runs under
+//! `tokio::time::timeout`: it ends with [`Error::Timeout`] however the
+//! registry behaves.
+//!
+//! TLS is rustls with the `ring` provider (no OpenSSL, no aws-lc), the
+//! system roots plus the registry's `ca`. Plain HTTP only where the
+//! registry's settings say `insecure: true`.
+
+use std::error::Error as StdError;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::secrets::RegistryAuth;
+use sha2::{Digest as _, Sha256};
+
+use crate::artifact::{
+    ANNOTATION_VERSION, ANNOTATION_WORLD, Artifact, CNCF_CONFIG_MEDIA_TYPE, CNCF_LAYER_MEDIA_TYPE,
+    DOCKER_MANIFEST_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, Descriptor, LayoutError, Manifest,
+    OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE,
+};
+use crate::reference::{Digest, Reference};
+use crate::settings::{self, Registries};
+
+/// The deadline of one operation unless [`Client::with_timeout`] says
+/// otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why an operation on a registry failed. Each variant names the reference;
+/// none holds a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The registry's settings or files are refused.
+    #[error("{reference}: the settings of its registry are refused")]
+    Settings {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: settings::Error,
+    },
+    /// The CA bundle is not one rustls can use.
+    #[error("{reference}: the CA bundle of registries.{registry}.ca is not usable")]
+    BadCa {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// No connection (refused, unreachable, DNS).
+    #[error("{reference}: cannot reach the registry")]
+    Unreachable {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// The TLS handshake failed: an unknown CA, a wrong name, or a registry
+    /// that speaks plain HTTP.
+    #[error(
+        "{reference}: TLS with {registry} failed (a private CA goes in registries.{registry}.ca; a plain-HTTP registry needs registries.{registry}.insecure: true)"
+    )]
+    Tls {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// The operation did not finish within its deadline.
+    #[error("{reference}: the registry did not answer within {after:?}")]
+    Timeout {
+        /// The reference.
+        reference: Reference,
+        /// The deadline.
+        after: Duration,
+    },
+    /// 401 or 403: no credentials, wrong ones, or no access to the
+    /// repository.
+    #[error(
+        "{reference}: the registry refused access ({status}); check the credentials in registries.{registry}.auth"
+    )]
+    Unauthorized {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// 401 or 403.
+        status: u16,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// 404: no such repository, tag, manifest or blob (a tag deleted reads
+    /// the same).
+    #[error("{reference}: not found in the registry (404)")]
+    NotFound {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// Another error status (5xx, 429, ...).
+    #[error("{reference}: the registry answered {status}")]
+    Status {
+        /// The reference.
+        reference: Reference,
+        /// The status code.
+        status: u16,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// A manifest or blob whose sha256 is not the digest that names it.
+    #[error("{reference}: the registry served content whose digest is {actual}, not {expected}")]
+    DigestMismatch {
+        /// The reference.
+        reference: Reference,
+        /// The digest that names the content.
+        expected: String,
+        /// The sha256 of what was served.
+        actual: String,
+    },
+    /// The registry named a digest of another algorithm than sha256.
+    #[error("{reference}: the registry names it by {digest}, not by a sha256 digest")]
+    UnsupportedDigest {
+        /// The reference.
+        reference: Reference,
+        /// What the registry said.
+        digest: String,
+    },
+    /// A blob of another size than its descriptor declares.
+    #[error(
+        "{reference}: the blob {digest} is declared as {declared} bytes but {received} were served"
+    )]
+    SizeMismatch {
+        /// The reference.
+        reference: Reference,
+        /// The blob.
+        digest: Digest,
+        /// The descriptor's size.
+        declared: u64,
+        /// What was served (at most one chunk past `declared`).
+        received: u64,
+    },
+    /// The manifest declares a component over the caller's cap: refused
+    /// before a byte of it is fetched.
+    #[error("{reference}: the component is {size} bytes, over the cap of {limit} bytes")]
+    DeclaredTooLarge {
+        /// The reference.
+        reference: Reference,
+        /// The declared size.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// The component's bytes went past the caller's cap while streaming:
+    /// the download was cut there.
+    #[error(
+        "{reference}: the component went past the cap of {limit} bytes while streaming (cut after {received} bytes)"
+    )]
+    StreamTooLarge {
+        /// The reference.
+        reference: Reference,
+        /// The cap.
+        limit: u64,
+        /// What was read before the cut (at most one chunk past `limit`).
+        received: u64,
+    },
+    /// The manifest is not a plugin artifact.
+    #[error("{reference}: not a Wasm component artifact: {source}")]
+    Layout {
+        /// The reference.
+        reference: Reference,
+        /// Why.
+        #[source]
+        source: LayoutError,
+    },
+    /// The manifest is not JSON of a manifest.
+    #[error("{reference}: the manifest is not valid JSON")]
+    ManifestJson {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A push to a reference without a tag.
+    #[error("{reference}: a push needs a tag (HOST/repo:tag), not a digest")]
+    PushNeedsTag {
+        /// The reference.
+        reference: Reference,
+    },
+    /// Any other failure of the registry protocol.
+    #[error("{reference}: the registry request failed")]
+    Protocol {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+}
+
+/// The result of this module's functions.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A short, bounded name of the failure, for a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Settings { .. } | Error::BadCa { .. } => "settings",
+            Error::Unreachable { .. } => "unreachable",
+            Error::Tls { .. } => "tls",
+            Error::Timeout { .. } => "timeout",
+            Error::Unauthorized { .. } => "unauthorized",
+            Error::NotFound { .. } => "not-found",
+            Error::Status { .. } | Error::Protocol { .. } => "server",
+            Error::DigestMismatch { .. }
+            | Error::SizeMismatch { .. }
+            | Error::UnsupportedDigest { .. } => "digest-mismatch",
+            Error::DeclaredTooLarge { .. } | Error::StreamTooLarge { .. } => "too-large",
+            Error::Layout { .. } | Error::ManifestJson { .. } => "layout",
+            Error::PushNeedsTag { .. } => "invalid",
+        }
+    }
+}
+
+/// Metadata that [`Client::push`] writes beside the component.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushMeta {
+    /// The component's WIT world (the [`ANNOTATION_WORLD`] annotation and
+    /// the config's `component.target`).
+    pub world: String,
+    /// The plugin's version (the [`ANNOTATION_VERSION`] annotation).
+    pub version: String,
+    /// The interfaces the component exports, for the config (may be empty).
+    pub exports: Vec<String>,
+    /// The interfaces the component imports, for the config (may be empty).
+    pub imports: Vec<String>,
+}
+
+/// Talks to registries with the `registries` settings, each operation under
+/// one deadline. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    registries: Arc<Registries>,
+    timeout: Duration,
+}
+
+/// One registry's oci-client and credentials, for one operation.
+pub(crate) struct Session {
+    pub oci: oci_client::Client,
+    pub auth: RegistryAuth,
+    pub reference: Reference,
+    pub timeout: Duration,
+}
+
+impl Client {
+    /// A client with these settings (their keys checked) and
+    /// [`DEFAULT_TIMEOUT`].
+    pub fn new(registries: Registries) -> settings::Result<Self> {
+        registries.validate()?;
+        Ok(Self {
+            registries: Arc::new(registries),
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// The same client with another deadline per operation.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The deadline of one operation.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The settings.
+    pub fn registries(&self) -> &Registries {
+        &self.registries
+    }
+
+    /// Runs `op` under the deadline.
+    pub(crate) async fn deadline<T>(
+        &self,
+        reference: &Reference,
+        op: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        tokio::time::timeout(self.timeout, op)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    reference: reference.clone(),
+                    after: self.timeout,
+                })
+            })
+    }
+
+    /// An oci-client for `reference`'s registry: its scheme, CA and
+    /// credentials, read now.
+    pub(crate) fn session(&self, reference: &Reference) -> Result<Session> {
+        static RING: Once = Once::new();
+        // reqwest is built without a provider of its own (no aws-lc-sys);
+        // the process-wide default is ring, as kube's. Another provider
+        // installed first is kept.
+        RING.call_once(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+        let registry = reference.registry();
+        let settings = self.registries.get(registry);
+        let settings_error = |source| Error::Settings {
+            reference: reference.clone(),
+            source,
+        };
+        let mut config = ClientConfig {
+            protocol: match settings.insecure {
+                true => ClientProtocol::HttpsExcept(vec![registry.to_owned()]),
+                false => ClientProtocol::Https,
+            },
+            // A component runs everywhere: an index is refused, not resolved.
+            platform_resolver: None,
+            connect_timeout: Some(self.timeout),
+            read_timeout: Some(self.timeout),
+            user_agent: concat!("nodestatus/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        for pem in settings.read_ca(registry).map_err(settings_error)? {
+            config
+                .extra_root_certificates
+                .push(oci_client::client::Certificate {
+                    encoding: oci_client::client::CertificateEncoding::Pem,
+                    data: pem,
+                });
+        }
+        let auth = match settings
+            .read_credentials(registry)
+            .map_err(settings_error)?
+        {
+            Some(c) => RegistryAuth::Basic(c.username, c.password.expose().to_owned()),
+            None => RegistryAuth::Anonymous,
+        };
+        let oci = oci_client::Client::try_from(config).map_err(|source| Error::BadCa {
+            reference: reference.clone(),
+            registry: registry.to_owned(),
+            source,
+        })?;
+        Ok(Session {
+            oci,
+            auth,
+            reference: reference.clone(),
+            timeout: self.timeout,
+        })
+    }
+
+    /// The digest `reference` names now: its own digest when pinned (no
+    /// request), else what the registry says its tag points to.
+    pub async fn resolve(&self, reference: &Reference) -> Result<Digest> {
+        if let Some(digest) = reference.digest() {
+            return Ok(digest.clone());
+        }
+        self.deadline(reference, async {
+            let s = self.session(reference)?;
+            let digest = s
+                .oci
+                .fetch_manifest_digest(reference.oci(), &s.auth)
+                .await
+                .map_err(|e| s.error(e))?;
+            digest.parse().map_err(|_| Error::UnsupportedDigest {
+                reference: reference.clone(),
+                digest,
+            })
+        })
+        .await
+    }
+
+    /// Pulls the component `reference` names: the manifest (its digest
+    /// checked), the one Wasm layer streamed under `max_bytes` (refused
+    /// before the download when the manifest declares more, cut while
+    /// streaming when more comes) and checked against its digest.
+    pub async fn pull(&self, reference: &Reference, max_bytes: u64) -> Result<Artifact> {
+        self.deadline(reference, async {
+            let s = self.session(reference)?;
+            let (manifest_bytes, digest) = s.manifest(reference).await?;
+            let manifest = s.parse_manifest(&manifest_bytes)?;
+            let (layout, layer) = manifest.component_layer().map_err(|source| Error::Layout {
+                reference: reference.clone(),
+                source,
+            })?;
+            let bytes = s.blob(layer, max_bytes).await?;
+            Ok(Artifact {
+                reference: reference.clone(),
+                digest,
+                layer_digest: Digest::of(&bytes),
+                layout,
+                annotations: manifest.annotations.clone().unwrap_or_default(),
+                bytes,
+                manifest: manifest_bytes,
+            })
+        })
+        .await
+    }
+
+    /// Publishes `component` at `reference` (which needs a tag) in the CNCF
+    /// TAG-Runtime layout, with `meta` in the config and the annotations.
+    /// The same bytes and metadata always give the same digest (no
+    /// timestamp is written). Returns the manifest's digest.
+    pub async fn push(
+        &self,
+        reference: &Reference,
+        component: &[u8],
+        meta: &PushMeta,
+    ) -> Result<Digest> {
+        if reference.is_pinned() || reference.tag().is_none() {
+            return Err(Error::PushNeedsTag {
+                reference: reference.clone(),
+            });
+        }
+        self.deadline(reference, async {
+            let s = self.session(reference)?;
+            let layer = Descriptor::new(CNCF_LAYER_MEDIA_TYPE, component);
+            let config = cncf_config(&layer.digest, meta);
+            let manifest = Manifest {
+                schema_version: 2,
+                media_type: Some(OCI_MANIFEST_MEDIA_TYPE.into()),
+                config: Descriptor::new(CNCF_CONFIG_MEDIA_TYPE, &config),
+                layers: vec![layer],
+                annotations: Some(
+                    [
+                        (ANNOTATION_WORLD.to_owned(), meta.world.clone()),
+                        (ANNOTATION_VERSION.to_owned(), meta.version.clone()),
+                    ]
+                    .into(),
+                ),
+            };
+            s.push_blob(&manifest.layers[0], component).await?;
+            s.push_blob(&manifest.config, &config).await?;
+            s.push_manifest(reference, &manifest).await
+        })
+        .await
+    }
+}
+
+/// The CNCF config blob: `{"architecture":"wasm","os":"wasip2",...}`. Its
+/// `created` is the epoch, so that a push is reproducible.
+fn cncf_config(layer_digest: &str, meta: &PushMeta) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "created": "1970-01-01T00:00:00Z",
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+        "component": {
+            "exports": meta.exports,
+            "imports": meta.imports,
+            "target": meta.world,
+        },
+    }))
+    .expect("json always serializes")
+}
+
+impl Session {
+    /// The error of a failed oci-client call, classified by its type and
+    /// status, never by its text.
+    pub(crate) fn error(&self, e: OciDistributionError) -> Error {
+        let reference = self.reference.clone();
+        let registry = reference.registry().to_owned();
+        let status = match &e {
+            OciDistributionError::UnauthorizedError { .. }
+            | OciDistributionError::AuthenticationFailure(_) => Some(401),
+            OciDistributionError::ImageManifestNotFoundError(_) => Some(404),
+            OciDistributionError::ServerError { code, .. } => Some(*code),
+            OciDistributionError::RegistryError { envelope, .. } => {
+                envelope.errors.first().map(|e| match e.code {
+                    OciErrorCode::Unauthorized => 401,
+                    OciErrorCode::Denied => 403,
+                    OciErrorCode::BlobUnknown
+                    | OciErrorCode::ManifestUnknown
+                    | OciErrorCode::NameUnknown
+                    | OciErrorCode::NotFound => 404,
+                    OciErrorCode::Toomanyrequests => 429,
+                    _ => 400,
+                })
+            }
+            OciDistributionError::RequestError(r) => r.status().map(|s| s.as_u16()),
+            _ => None,
+        };
+        match (status, &e) {
+            (Some(401 | 403), _) => Error::Unauthorized {
+                reference,
+                registry,
+                status: status.unwrap_or(401),
+                source: e,
+            },
+            (Some(404), _) => Error::NotFound {
+                reference,
+                source: e,
+            },
+            (Some(status), _) => Error::Status {
+                reference,
+                status,
+                source: e,
+            },
+            (
+                None,
+                OciDistributionError::DigestError(
+                    oci_client::errors::DigestError::VerificationError { expected, actual },
+                ),
+            ) => Error::DigestMismatch {
+                reference,
+                expected: expected.clone(),
+                actual: actual.clone(),
+            },
+            (None, OciDistributionError::RequestError(r)) if r.is_timeout() => Error::Timeout {
+                reference,
+                after: self.timeout,
+            },
+            (None, _) if caused_by_tls(&e) => Error::Tls {
+                reference,
+                registry,
+                source: e,
+            },
+            (None, OciDistributionError::RequestError(r)) if r.is_connect() => Error::Unreachable {
+                reference,
+                source: e,
+            },
+            (None, _) => Error::Protocol {
+                reference,
+                source: e,
+            },
+        }
+    }
+
+    /// The raw manifest `reference` names, and its digest (the sha256 of
+    /// the bytes, checked against a pinned reference's digest).
+    pub(crate) async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest)> {
+        let (body, _) = self
+            .oci
+            .pull_manifest_raw(
+                reference.oci(),
+                &self.auth,
+                // The index types too, to refuse an index by name rather
+                // than by the registry's 404 for a type not accepted.
+                &[
+                    OCI_MANIFEST_MEDIA_TYPE,
+                    DOCKER_MANIFEST_MEDIA_TYPE,
+                    OCI_INDEX_MEDIA_TYPE,
+                    DOCKER_MANIFEST_LIST_MEDIA_TYPE,
+                ],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        let digest = Digest::of(&body);
+        if let Some(expected) = reference.digest()
+            && *expected != digest
+        {
+            return Err(Error::DigestMismatch {
+                reference: reference.clone(),
+                expected: expected.to_string(),
+                actual: digest.to_string(),
+            });
+        }
+        Ok((body.to_vec(), digest))
+    }
+
+    pub(crate) fn parse_manifest(&self, bytes: &[u8]) -> Result<Manifest> {
+        let reference = &self.reference;
+        Manifest::parse(bytes)
+            .map_err(|source| Error::ManifestJson {
+                reference: reference.clone(),
+                source,
+            })?
+            .map_err(|source| Error::Layout {
+                reference: reference.clone(),
+                source,
+            })
+    }
+
+    /// The blob `layer` describes, streamed under `max_bytes` and checked
+    /// against its digest and size.
+    pub(crate) async fn blob(&self, layer: &Descriptor, max_bytes: u64) -> Result<Vec<u8>> {
+        let reference = &self.reference;
+        let layout = |source| Error::Layout {
+            reference: reference.clone(),
+            source,
+        };
+        let expected = layer.digest().map_err(layout)?;
+        let declared = layer.size().map_err(layout)?;
+        if declared > max_bytes {
+            return Err(Error::DeclaredTooLarge {
+                reference: reference.clone(),
+                size: declared,
+                limit: max_bytes,
+            });
+        }
+        let mut stream = self
+            .oci
+            .pull_blob_stream(reference.oci(), &layer.to_oci())
+            .await
+            .map_err(|e| self.error(e))?;
+        let mut bytes = Vec::with_capacity(declared as usize);
+        let mut hasher = Sha256::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(e) => return Err(self.stream_error(e)),
+            };
+            let received = (bytes.len() + chunk.len()) as u64;
+            if received > max_bytes {
+                return Err(Error::StreamTooLarge {
+                    reference: reference.clone(),
+                    limit: max_bytes,
+                    received,
+                });
+            }
+            if received > declared {
+                return Err(Error::SizeMismatch {
+                    reference: reference.clone(),
+                    digest: expected,
+                    declared,
+                    received,
+                });
+            }
+            hasher.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+        }
+        let actual = Digest::from_sha256(hasher.finalize().into());
+        if actual != expected {
+            return Err(Error::DigestMismatch {
+                reference: reference.clone(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        if bytes.len() as u64 != declared {
+            return Err(Error::SizeMismatch {
+                reference: reference.clone(),
+                digest: expected,
+                declared,
+                received: bytes.len() as u64,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// An error in the middle of a blob's body: oci-client's own digest
+    /// check at its end, or the transport.
+    fn stream_error(&self, e: std::io::Error) -> Error {
+        let inner = e.into_inner();
+        if let Some(inner) = &inner
+            && let Some(oci_client::errors::DigestError::VerificationError { expected, actual }) =
+                inner.downcast_ref()
+        {
+            return Error::DigestMismatch {
+                reference: self.reference.clone(),
+                expected: expected.clone(),
+                actual: actual.clone(),
+            };
+        }
+        let io = match inner {
+            Some(inner) => std::io::Error::other(inner),
+            None => std::io::Error::other("the blob's body ended in an error"),
+        };
+        self.error(OciDistributionError::IoError(io))
+    }
+
+    /// Uploads a blob unless the registry has it.
+    pub(crate) async fn push_blob(&self, desc: &Descriptor, bytes: &[u8]) -> Result<()> {
+        let r = self.reference.oci();
+        // Stores the credentials for the upload requests that follow.
+        self.oci
+            .store_auth_if_needed(r.resolve_registry(), &self.auth)
+            .await;
+        let exists = self
+            .oci
+            .blob_exists(r, &desc.digest)
+            .await
+            .map_err(|e| self.error(e))?;
+        if !exists {
+            self.oci
+                .push_blob(r, bytes.to_vec(), &desc.digest)
+                .await
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    /// Uploads a manifest at `reference` (a tag); returns its digest.
+    pub(crate) async fn push_manifest(
+        &self,
+        reference: &Reference,
+        manifest: &Manifest,
+    ) -> Result<Digest> {
+        let body = manifest.to_bytes();
+        let digest = Digest::of(&body);
+        self.oci
+            .store_auth_if_needed(reference.oci().resolve_registry(), &self.auth)
+            .await;
+        self.oci
+            .push_manifest_raw(reference.oci(), body, http_header(OCI_MANIFEST_MEDIA_TYPE))
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(digest)
+    }
+}
+
+fn http_header(value: &'static str) -> http::HeaderValue {
+    http::HeaderValue::from_static(value)
+}
+
+/// Whether a rustls error is somewhere in the chain: the handshake failed
+/// (std's `io::Error` hides its inner error from `source()`, so it is
+/// opened explicitly).
+fn caused_by_tls(e: &(dyn StdError + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+            && caused_by_tls(inner)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}

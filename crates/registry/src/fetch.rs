@@ -1,0 +1,242 @@
+//! The registry and the cache together: what the engine calls to get a
+//! plugin.
+
+use crate::artifact::Artifact;
+use crate::cache::{self, Cache};
+use crate::client::{self, Client};
+use crate::reference::{Digest, Reference};
+use crate::signature::{self, PublicKey, Verified};
+
+/// Why a plugin could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The registry failed (each variant names the reference).
+    #[error(transparent)]
+    Registry(#[from] client::Error),
+    /// The signature check failed (each variant names the reference and
+    /// the key).
+    #[error(transparent)]
+    Signature(#[from] signature::Error),
+    /// The cache failed.
+    #[error("{reference}: the registry cache failed")]
+    Cache {
+        /// The reference.
+        reference: Reference,
+        /// The cause.
+        #[source]
+        source: cache::Error,
+    },
+    /// Offline, and the cache does not have it.
+    #[error("{reference}: not in the registry cache (never pulled on this node, or removed)")]
+    NotCached {
+        /// The reference.
+        reference: Reference,
+    },
+}
+
+/// The result of this module's functions.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A short, bounded name of the failure, for a metric label:
+    /// `unreachable`, `tls`, `timeout`, `unauthorized`, `not-found`,
+    /// `server`, `digest-mismatch`, `too-large`, `layout`, `settings`,
+    /// `invalid`, `key`, `unsigned`, `bad-signature`, `cache`,
+    /// `not-cached`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Registry(e) => e.kind(),
+            Error::Signature(e) => e.kind(),
+            Error::Cache { .. } => "cache",
+            Error::NotCached { .. } => "not-cached",
+        }
+    }
+}
+
+/// Where a fetched artifact's bytes came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The cache: no blob was downloaded.
+    Cache,
+    /// The registry (and now the cache).
+    Registry,
+}
+
+/// A plugin, ready to compile: its digests checked, its signature (when a
+/// key is required) verified.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The artifact.
+    pub artifact: Artifact,
+    /// Where its bytes came from.
+    pub origin: Origin,
+    /// The signature that verified it, when a key was given.
+    pub verified: Option<Verified>,
+}
+
+/// Gets plugins from registries through the cache.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    client: Client,
+    cache: Cache,
+}
+
+impl Fetcher {
+    /// A fetcher over `client` and `cache`.
+    pub fn new(client: Client, cache: Cache) -> Self {
+        Self { client, cache }
+    }
+
+    /// The registry client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Gets `reference`'s component, at most `max_bytes`, signed by `key`
+    /// when one is given.
+    ///
+    /// - A pinned reference that is cached is served from the cache without
+    ///   a request (a cached signature is checked again with `key`; only
+    ///   when none verifies are the signatures fetched).
+    /// - A tag is resolved (one request); when its digest is cached, that
+    ///   is served, else it is pulled by digest. The tag's digest is
+    ///   recorded for [`Fetcher::fetch_cached`].
+    /// - A pull is verified before anything is cached: a refused artifact
+    ///   leaves no trace.
+    /// - A cached file found tampered with is removed and pulled again.
+    pub async fn fetch(
+        &self,
+        reference: &Reference,
+        max_bytes: u64,
+        key: Option<&PublicKey>,
+    ) -> Result<Fetched> {
+        let digest = self.client.resolve(reference).await?;
+        let cached = match self.cache.get(reference, &digest, max_bytes) {
+            Ok(cached) => cached,
+            Err(cache::Error::Tampered { .. }) => None,
+            Err(source) => return Err(self.cache_error(reference, source)),
+        };
+        if let Some(artifact) = cached {
+            let verified = match key {
+                Some(key) => Some(match self.verify_cached(reference, &digest, key) {
+                    Ok(verified) => verified,
+                    Err(_) => self.verify_online(reference, &digest, key).await?,
+                }),
+                None => None,
+            };
+            self.record_tag(reference, &digest)?;
+            return Ok(Fetched {
+                artifact,
+                origin: Origin::Cache,
+                verified,
+            });
+        }
+        let mut artifact = self
+            .client
+            .pull(&reference.with_digest(&digest), max_bytes)
+            .await?;
+        artifact.reference = reference.clone();
+        let verified = match key {
+            Some(key) => Some(self.verify_online(reference, &digest, key).await?),
+            None => None,
+        };
+        self.cache
+            .put(&artifact)
+            .map_err(|source| self.cache_error(reference, source))?;
+        self.record_tag(reference, &digest)?;
+        Ok(Fetched {
+            artifact,
+            origin: Origin::Registry,
+            verified,
+        })
+    }
+
+    /// Gets `reference`'s component from the cache only, never the
+    /// network: a pinned reference's digest, or the digest a tag last
+    /// resolved to. With `key`, a cached signature must verify with it.
+    /// For a start with the registry down.
+    pub fn fetch_cached(
+        &self,
+        reference: &Reference,
+        max_bytes: u64,
+        key: Option<&PublicKey>,
+    ) -> Result<Fetched> {
+        let not_cached = || Error::NotCached {
+            reference: reference.clone(),
+        };
+        let digest = match reference.digest() {
+            Some(digest) => digest.clone(),
+            None => self
+                .cache
+                .tag(reference)
+                .map_err(|source| self.cache_error(reference, source))?
+                .ok_or_else(not_cached)?,
+        };
+        let artifact = self
+            .cache
+            .get(reference, &digest, max_bytes)
+            .map_err(|source| self.cache_error(reference, source))?
+            .ok_or_else(not_cached)?;
+        let verified = key
+            .map(|key| self.verify_cached(reference, &digest, key))
+            .transpose()?;
+        Ok(Fetched {
+            artifact,
+            origin: Origin::Cache,
+            verified,
+        })
+    }
+
+    fn verify_cached(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        key: &PublicKey,
+    ) -> Result<Verified> {
+        let signatures = self
+            .cache
+            .signatures(digest)
+            .map_err(|source| self.cache_error(reference, source))?;
+        Ok(signature::verify_signatures(
+            reference,
+            digest,
+            key,
+            &signatures,
+            0,
+        )?)
+    }
+
+    async fn verify_online(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        key: &PublicKey,
+    ) -> Result<Verified> {
+        let verified = self.client.verify(reference, digest, key).await?;
+        self.cache
+            .put_signature(digest, &verified.signature)
+            .map_err(|source| self.cache_error(reference, source))?;
+        Ok(verified)
+    }
+
+    fn record_tag(&self, reference: &Reference, digest: &Digest) -> Result<()> {
+        if reference.is_pinned() {
+            return Ok(());
+        }
+        self.cache
+            .put_tag(reference, digest)
+            .map_err(|source| self.cache_error(reference, source))
+    }
+
+    fn cache_error(&self, reference: &Reference, source: cache::Error) -> Error {
+        Error::Cache {
+            reference: reference.clone(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,727 @@
+//! Cosign-compatible signatures with a key pair (ECDSA P-256, SHA-256).
+//!
+//! A signature of the manifest digest `sha256:<hex>` lives where cosign puts
+//! it: the tag `sha256-<hex>.sig` in the same repository, an OCI manifest
+//! whose layers of type [`SIMPLE_SIGNING_MEDIA_TYPE`] each hold a "simple
+//! signing" payload
+//!
+//! ```json
+//! {"critical":{"identity":{"docker-reference":"HOST/repo"},"image":{"docker-manifest-digest":"sha256:<hex>"},"type":"cosign container image signature"},"optional":null}
+//! ```
+//!
+//! with the base64 DER signature of the payload's bytes in the layer
+//! annotation [`SIGNATURE_ANNOTATION`]. A digest is verified when at least
+//! one layer's signature checks with the public key *and* its payload names
+//! that digest. `cosign verify --key` accepts what [`Client::sign`] writes,
+//! and [`Client::verify`] what `cosign sign --key` writes.
+//!
+//! Keys are PEM: the public key as `PUBLIC KEY` (SubjectPublicKeyInfo, what
+//! `cosign generate-key-pair` and `openssl pkey -pubout` write), the private
+//! key as unencrypted PKCS#8 `PRIVATE KEY` (what `openssl genpkey -algorithm
+//! EC -pkeyopt ec_paramgen_curve:P-256` writes) or SEC1 `EC PRIVATE KEY`.
+//!
+//! Not supported, each with its own error: cosign's encrypted private key
+//! format (`ENCRYPTED SIGSTORE PRIVATE KEY`) and encrypted PKCS#8; keys other
+//! than P-256; keyless signatures (a Fulcio certificate and a Rekor entry,
+//! which need the internet to check). The signature's `docker-reference` is
+//! written but not checked, so a signed artifact copied to a mirror still
+//! verifies, as with cosign.
+//!
+//! The crypto is RustCrypto's `p256`, not the sigstore crate: sigstore 0.15
+//! compiles only with OpenSSL (`native-tls`) or aws-lc-rs (`rustls-tls`) as
+//! its crypto backend, both C builds the workspace keeps out.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use p256::ecdsa::signature::{Signer as _, Verifier as _};
+use p256::ecdsa::{DerSignature, Signature, SigningKey, VerifyingKey};
+use p256::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _};
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::{Descriptor, Manifest, OCI_MANIFEST_MEDIA_TYPE};
+use crate::client::{self, Client};
+use crate::reference::{Digest, Reference};
+
+/// The media type of a cosign signature layer.
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation that holds the base64 signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The layer annotation of a keyless signature's Fulcio certificate.
+const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
+/// The config media type cosign writes for a `.sig` manifest.
+const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+/// Largest payload read (cosign's are a few hundred bytes).
+const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+
+/// Why a signature check, a signing or a key failed. Each variant names the
+/// reference or the key file, and the key file where one is involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The key file could not be read.
+    #[error("cannot read the key {}", path.display())]
+    KeyRead {
+        /// The key file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file is not a PEM key of a supported form.
+    #[error("{} is not a {expected} ({reason})", path.display())]
+    KeyFormat {
+        /// The key file.
+        path: PathBuf,
+        /// What was expected.
+        expected: &'static str,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The key file holds a form that is deliberately not supported.
+    #[error("{}: {what} is not supported; {instead}", path.display())]
+    KeyUnsupported {
+        /// The key file.
+        path: PathBuf,
+        /// The form.
+        what: &'static str,
+        /// What to use instead.
+        instead: &'static str,
+    },
+    /// No signature at all: no `.sig` tag, or no signature layer in it.
+    #[error("{reference}: {digest} is not signed (no cosign signature at {signature_tag}); required by the key {}", key.display())]
+    Unsigned {
+        /// The reference.
+        reference: Reference,
+        /// The digest.
+        digest: Digest,
+        /// Where the signature was looked for.
+        signature_tag: Reference,
+        /// The key required.
+        key: PathBuf,
+    },
+    /// Signatures exist, but none checks with the key.
+    #[error("{reference}: none of the {count} signature(s) of {digest} was made by the key {}", key.display())]
+    WrongKey {
+        /// The reference.
+        reference: Reference,
+        /// The digest.
+        digest: Digest,
+        /// How many signatures were checked.
+        count: usize,
+        /// The key.
+        key: PathBuf,
+    },
+    /// A signature by the key signs another digest (a signature copied
+    /// from another artifact).
+    #[error("{reference}: the signature by the key {} signs {signed}, not {digest}", key.display())]
+    OtherDigest {
+        /// The reference.
+        reference: Reference,
+        /// The digest being verified.
+        digest: Digest,
+        /// The digest the payload names.
+        signed: String,
+        /// The key.
+        key: PathBuf,
+    },
+    /// Only keyless (Fulcio/Rekor) signatures, which are not supported.
+    #[error("{reference}: {digest} has only keyless (Fulcio certificate) signatures; keyless verification is not supported, sign with a key and verify with the key {}", key.display())]
+    Keyless {
+        /// The reference.
+        reference: Reference,
+        /// The digest.
+        digest: Digest,
+        /// The key.
+        key: PathBuf,
+    },
+    /// The registry failed while reading or writing signatures.
+    #[error("{reference}: cannot {action} its signature (key {})", key.display())]
+    Registry {
+        /// The reference.
+        reference: Reference,
+        /// `read` or `write`.
+        action: &'static str,
+        /// The key.
+        key: PathBuf,
+        /// The cause (it names the `.sig` tag).
+        #[source]
+        source: Box<client::Error>,
+    },
+}
+
+/// The result of this module's functions.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A short, bounded name of the failure, for a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::KeyRead { .. } | Error::KeyFormat { .. } | Error::KeyUnsupported { .. } => "key",
+            Error::Unsigned { .. } => "unsigned",
+            Error::WrongKey { .. } | Error::OtherDigest { .. } | Error::Keyless { .. } => {
+                "bad-signature"
+            }
+            Error::Registry { source, .. } => source.kind(),
+        }
+    }
+}
+
+/// The first PEM label of `text` (`PUBLIC KEY`, `PRIVATE KEY`, ...).
+fn pem_label(text: &str) -> Option<&str> {
+    let start = text.find("-----BEGIN ")? + "-----BEGIN ".len();
+    let len = text[start..].find("-----")?;
+    Some(&text[start..start + len])
+}
+
+fn read_pem(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::KeyRead {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A P-256 public key, from a PEM file.
+#[derive(Clone)]
+pub struct PublicKey {
+    path: PathBuf,
+    key: VerifyingKey,
+}
+
+impl PublicKey {
+    /// Reads a PEM `PUBLIC KEY` (P-256).
+    pub fn read(path: &Path) -> Result<Self> {
+        Self::from_pem(path, &read_pem(path)?)
+    }
+
+    /// Parses a PEM `PUBLIC KEY`; `path` names it in errors.
+    pub fn from_pem(path: &Path, pem: &str) -> Result<Self> {
+        let format = |reason: String| Error::KeyFormat {
+            path: path.to_owned(),
+            expected: "PEM P-256 public key (-----BEGIN PUBLIC KEY-----)",
+            reason,
+        };
+        match pem_label(pem) {
+            Some("PUBLIC KEY") => {}
+            Some("CERTIFICATE") => {
+                return Err(Error::KeyUnsupported {
+                    path: path.to_owned(),
+                    what: "a certificate (keyless, Fulcio) as the verification key",
+                    instead: "give the signer's PEM public key",
+                });
+            }
+            Some(label) => return Err(format(format!("it holds a {label}"))),
+            None => return Err(format("it holds no PEM block".into())),
+        }
+        let key = VerifyingKey::from_public_key_pem(pem)
+            .map_err(|e| format(format!("{e}; only ECDSA P-256 keys are supported")))?;
+        Ok(Self {
+            path: path.to_owned(),
+            key,
+        })
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn verifies(&self, payload: &[u8], signature_b64: &str) -> bool {
+        let Ok(der) = base64::engine::general_purpose::STANDARD.decode(signature_b64.trim()) else {
+            return false;
+        };
+        let Ok(signature) = Signature::from_der(&der) else {
+            return false;
+        };
+        self.key.verify(payload, &signature).is_ok()
+    }
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PublicKey({})", self.path.display())
+    }
+}
+
+/// A P-256 private key, from a PEM file. Its `Debug` shows the path only.
+pub struct PrivateKey {
+    path: PathBuf,
+    key: SigningKey,
+}
+
+impl PrivateKey {
+    /// Reads an unencrypted PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`
+    /// (P-256).
+    pub fn read(path: &Path) -> Result<Self> {
+        Self::from_pem(path, &read_pem(path)?)
+    }
+
+    /// Parses a PEM private key; `path` names it in errors.
+    pub fn from_pem(path: &Path, pem: &str) -> Result<Self> {
+        let format = |reason: String| Error::KeyFormat {
+            path: path.to_owned(),
+            expected: "PEM P-256 private key (-----BEGIN PRIVATE KEY-----)",
+            reason,
+        };
+        let unsupported = |what, instead| Error::KeyUnsupported {
+            path: path.to_owned(),
+            what,
+            instead,
+        };
+        const OPENSSL: &str = "make a key with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out key.pem`";
+        let key = match pem_label(pem) {
+            Some("PRIVATE KEY") => SigningKey::from_pkcs8_pem(pem).map_err(|e| {
+                // The error names the ASN.1 problem, never key material.
+                format(format!("{e}; only ECDSA P-256 keys are supported"))
+            })?,
+            Some("EC PRIVATE KEY") => p256::SecretKey::from_sec1_pem(pem)
+                .map(SigningKey::from)
+                .map_err(|e| format(format!("{e}; only P-256 keys are supported")))?,
+            Some("ENCRYPTED SIGSTORE PRIVATE KEY" | "ENCRYPTED COSIGN PRIVATE KEY") => {
+                return Err(unsupported("cosign's encrypted key format", OPENSSL));
+            }
+            Some("ENCRYPTED PRIVATE KEY") => {
+                return Err(unsupported(
+                    "an encrypted PKCS#8 key",
+                    "decrypt it with `openssl pkey -in key.pem -out plain.pem` and keep that file's permissions tight",
+                ));
+            }
+            Some(label) => return Err(format(format!("it holds a {label}"))),
+            None => return Err(format("it holds no PEM block".into())),
+        };
+        Ok(Self {
+            path: path.to_owned(),
+            key,
+        })
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its public key (named by the private key's path).
+    pub fn public_key(&self) -> PublicKey {
+        PublicKey {
+            path: self.path.clone(),
+            key: *self.key.verifying_key(),
+        }
+    }
+
+    fn sign_b64(&self, payload: &[u8]) -> String {
+        let signature: Signature = self.key.sign(payload);
+        let der: DerSignature = signature.to_der();
+        base64::engine::general_purpose::STANDARD.encode(der.as_bytes())
+    }
+}
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PrivateKey({})", self.path.display())
+    }
+}
+
+/// A signature as cosign stores it: the payload and its base64 signature.
+/// Kept in the cache, so that a restart with the registry down can check
+/// it again offline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSignature {
+    /// The simple-signing payload's bytes.
+    #[serde(with = "base64_bytes")]
+    pub payload: Vec<u8>,
+    /// The base64 DER signature of `payload`.
+    pub signature: String,
+}
+
+mod base64_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A digest verified with a key, and the signature that did it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The digest.
+    pub digest: Digest,
+    /// The signature that checked.
+    pub signature: StoredSignature,
+}
+
+#[derive(Serialize)]
+struct Payload<'a> {
+    critical: Critical<'a>,
+    optional: Option<()>,
+}
+
+#[derive(Serialize)]
+struct Critical<'a> {
+    identity: Identity<'a>,
+    image: Image<'a>,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+#[derive(Serialize)]
+struct Identity<'a> {
+    #[serde(rename = "docker-reference")]
+    docker_reference: &'a str,
+}
+
+#[derive(Serialize)]
+struct Image<'a> {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: &'a str,
+}
+
+#[derive(Deserialize)]
+struct PayloadIn {
+    critical: CriticalIn,
+}
+
+#[derive(Deserialize)]
+struct CriticalIn {
+    image: ImageIn,
+}
+
+#[derive(Deserialize)]
+struct ImageIn {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: String,
+}
+
+/// The simple-signing payload cosign signs for `digest` in `reference`'s
+/// repository.
+pub fn payload(reference: &Reference, digest: &Digest) -> Vec<u8> {
+    let repository = reference.repository_path();
+    serde_json::to_vec(&Payload {
+        critical: Critical {
+            identity: Identity {
+                docker_reference: &repository,
+            },
+            image: Image {
+                docker_manifest_digest: digest.as_str(),
+            },
+            kind: "cosign container image signature",
+        },
+        optional: None,
+    })
+    .expect("json always serializes")
+}
+
+/// What one signature says about a digest and a key.
+enum Check {
+    Valid,
+    /// Signed by the key, but for this other digest.
+    Other(String),
+    /// Not signed by the key (or not readable).
+    NotByKey,
+}
+
+fn check(signature: &StoredSignature, digest: &Digest, key: &PublicKey) -> Check {
+    if !key.verifies(&signature.payload, &signature.signature) {
+        return Check::NotByKey;
+    }
+    match serde_json::from_slice::<PayloadIn>(&signature.payload) {
+        Ok(p) if p.critical.image.docker_manifest_digest == digest.as_str() => Check::Valid,
+        Ok(p) => Check::Other(p.critical.image.docker_manifest_digest),
+        Err(_) => Check::Other("an unreadable payload".into()),
+    }
+}
+
+/// Checks `signatures` (cached, or just fetched) offline: `Ok` with the one
+/// that verifies `digest` with `key`.
+pub fn verify_signatures(
+    reference: &Reference,
+    digest: &Digest,
+    key: &PublicKey,
+    signatures: &[StoredSignature],
+    keyless: usize,
+) -> Result<Verified> {
+    let mut other = None;
+    for signature in signatures {
+        match check(signature, digest, key) {
+            Check::Valid => {
+                return Ok(Verified {
+                    digest: digest.clone(),
+                    signature: signature.clone(),
+                });
+            }
+            Check::Other(signed) => other = other.or(Some(signed)),
+            Check::NotByKey => {}
+        }
+    }
+    let key = key.path.clone();
+    Err(match other {
+        Some(signed) => Error::OtherDigest {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            signed,
+            key,
+        },
+        None if signatures.is_empty() && keyless == 0 => Error::Unsigned {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            signature_tag: signature_tag(reference, digest),
+            key,
+        },
+        None if keyless == signatures.len() => Error::Keyless {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            key,
+        },
+        None => Error::WrongKey {
+            reference: reference.clone(),
+            digest: digest.clone(),
+            count: signatures.len(),
+            key,
+        },
+    })
+}
+
+/// The tag cosign keeps `digest`'s signatures under:
+/// `HOST/repo:sha256-<hex>.sig`.
+pub fn signature_tag(reference: &Reference, digest: &Digest) -> Reference {
+    reference.with_tag(&format!("sha256-{}.sig", digest.hex()))
+}
+
+/// The config blob of a `.sig` manifest, as cosign writes it (its
+/// `diff_ids` are the layers' digests).
+fn signature_config(layers: &[Descriptor]) -> Vec<u8> {
+    let diff_ids: Vec<&str> = layers.iter().map(|l| l.digest.as_str()).collect();
+    serde_json::to_vec(&serde_json::json!({
+        "architecture": "",
+        "config": {},
+        "created": "0001-01-01T00:00:00Z",
+        "history": [{"created": "0001-01-01T00:00:00Z"}],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }))
+    .expect("json always serializes")
+}
+
+impl Client {
+    /// Checks that `digest` (in `reference`'s repository) has a cosign
+    /// signature by `key`: fetches the `.sig` manifest and its payloads
+    /// (each under the deadline) and checks them.
+    pub async fn verify(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        key: &PublicKey,
+    ) -> Result<Verified> {
+        let tag = signature_tag(reference, digest);
+        let registry_error = |source| Error::Registry {
+            reference: reference.clone(),
+            action: "read",
+            key: key.path.clone(),
+            source: Box::new(source),
+        };
+        let fetched = self
+            .deadline(&tag, async {
+                let s = self.session(&tag)?;
+                let (bytes, _) = match s.manifest(&tag).await {
+                    Ok(found) => found,
+                    Err(client::Error::NotFound { .. }) => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                let manifest = s.parse_manifest(&bytes)?;
+                let mut signatures = Vec::new();
+                let mut keyless = 0;
+                for layer in &manifest.layers {
+                    if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
+                        continue;
+                    }
+                    let annotations = layer.annotations.clone().unwrap_or_default();
+                    let Some(signature) = annotations.get(SIGNATURE_ANNOTATION) else {
+                        continue;
+                    };
+                    if annotations.contains_key(CERTIFICATE_ANNOTATION) {
+                        keyless += 1;
+                    }
+                    let payload = s.blob(layer, MAX_PAYLOAD_BYTES).await?;
+                    signatures.push(StoredSignature {
+                        payload,
+                        signature: signature.clone(),
+                    });
+                }
+                Ok(Some((signatures, keyless)))
+            })
+            .await
+            .map_err(registry_error)?;
+        let (signatures, keyless) = fetched.unwrap_or_default();
+        verify_signatures(reference, digest, key, &signatures, keyless)
+    }
+
+    /// Signs what `reference` names now (its digest, or what its tag
+    /// resolves to) with `key`, cosign's way: the payload as a layer of the
+    /// `sha256-<hex>.sig` manifest, appended to the signatures already
+    /// there (a signature already present is not added twice). Returns the
+    /// signed digest.
+    pub async fn sign(&self, reference: &Reference, key: &PrivateKey) -> Result<Digest> {
+        let registry_error = |source| Error::Registry {
+            reference: reference.clone(),
+            action: "write",
+            key: key.path.clone(),
+            source: Box::new(source),
+        };
+        let digest = self.resolve(reference).await.map_err(registry_error)?;
+        let payload = payload(reference, &digest);
+        let mut layer = Descriptor::new(SIMPLE_SIGNING_MEDIA_TYPE, &payload);
+        layer.annotations =
+            Some([(SIGNATURE_ANNOTATION.to_owned(), key.sign_b64(&payload))].into());
+        let tag = signature_tag(reference, &digest);
+        self.deadline(&tag, async {
+            let s = self.session(&tag)?;
+            let mut layers = match s.manifest(&tag).await {
+                Ok((bytes, _)) => s.parse_manifest(&bytes)?.layers,
+                Err(client::Error::NotFound { .. }) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            if layers.contains(&layer) {
+                return Ok(());
+            }
+            layers.push(layer.clone());
+            let config = signature_config(&layers);
+            let manifest = Manifest {
+                schema_version: 2,
+                media_type: Some(OCI_MANIFEST_MEDIA_TYPE.into()),
+                config: Descriptor::new(SIGNATURE_CONFIG_MEDIA_TYPE, &config),
+                layers,
+                annotations: None,
+            };
+            s.push_blob(&layer, &payload).await?;
+            s.push_blob(&manifest.config, &config).await?;
+            s.push_manifest(&tag, &manifest).await.map(drop)
+        })
+        .await
+        .map_err(registry_error)?;
+        Ok(digest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A P-256 private key as PKCS#8 PEM, made from a fixed scalar.
+    fn private_pem(scalar: u8) -> String {
+        use p256::pkcs8::EncodePrivateKey as _;
+        let key = SigningKey::from_slice(&[scalar; 32]).unwrap();
+        key.to_pkcs8_pem(Default::default()).unwrap().to_string()
+    }
+
+    fn reference() -> Reference {
+        Reference::parse("127.0.0.1:5000/vendor/gpu:1.4").unwrap()
+    }
+
+    #[test]
+    fn the_payload_is_cosigns_simple_signing_document() {
+        let digest = Digest::of(b"manifest");
+        assert_eq!(
+            String::from_utf8(payload(&reference(), &digest)).unwrap(),
+            format!(
+                r#"{{"critical":{{"identity":{{"docker-reference":"127.0.0.1:5000/vendor/gpu"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+            )
+        );
+        assert_eq!(
+            signature_tag(&reference(), &digest).to_string(),
+            format!("127.0.0.1:5000/vendor/gpu:sha256-{}.sig", digest.hex())
+        );
+    }
+
+    #[test]
+    fn a_signature_verifies_only_its_digest_with_its_key() {
+        let path = Path::new("/keys/vendor.pem");
+        let key = PrivateKey::from_pem(path, &private_pem(1)).unwrap();
+        let other = PrivateKey::from_pem(Path::new("/keys/other.pem"), &private_pem(7)).unwrap();
+        let digest = Digest::of(b"manifest");
+        let r = reference();
+        let by = |k: &PrivateKey, d: &Digest| {
+            let payload = payload(&r, d);
+            StoredSignature {
+                signature: k.sign_b64(&payload),
+                payload,
+            }
+        };
+        let public = key.public_key();
+        assert!(verify_signatures(&r, &digest, &public, &[by(&key, &digest)], 0).is_ok());
+        // Another key's signature among others is skipped.
+        assert!(
+            verify_signatures(
+                &r,
+                &digest,
+                &public,
+                &[by(&other, &digest), by(&key, &digest)],
+                0
+            )
+            .is_ok()
+        );
+        let err = verify_signatures(&r, &digest, &public, &[by(&other, &digest)], 0).unwrap_err();
+        assert!(matches!(err, Error::WrongKey { count: 1, .. }), "{err}");
+        assert!(
+            err.to_string().contains("/keys/vendor.pem") && err.to_string().contains("vendor/gpu")
+        );
+        let elsewhere = Digest::of(b"another manifest");
+        let err = verify_signatures(&r, &digest, &public, &[by(&key, &elsewhere)], 0).unwrap_err();
+        assert!(
+            matches!(err, Error::OtherDigest { ref signed, .. } if *signed == elsewhere.to_string()),
+            "{err}"
+        );
+        let err = verify_signatures(&r, &digest, &public, &[], 0).unwrap_err();
+        assert!(matches!(err, Error::Unsigned { .. }), "{err}");
+        let err = verify_signatures(&r, &digest, &public, &[by(&other, &digest)], 1).unwrap_err();
+        assert!(matches!(err, Error::Keyless { .. }), "{err}");
+        // A tampered payload no longer verifies.
+        let mut tampered = by(&key, &digest);
+        tampered.payload.push(b' ');
+        assert!(verify_signatures(&r, &digest, &public, &[tampered], 0).is_err());
+    }
+
+    #[test]
+    fn unsupported_keys_are_refused_with_what_to_do() {
+        let path = Path::new("/keys/k.pem");
+        for (pem, wanted) in [
+            (
+                "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAA==\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+                "cosign's encrypted key format",
+            ),
+            (
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA==\n-----END ENCRYPTED PRIVATE KEY-----\n",
+                "encrypted PKCS#8",
+            ),
+            (
+                "-----BEGIN PUBLIC KEY-----\nAA==\n-----END PUBLIC KEY-----\n",
+                "holds a PUBLIC KEY",
+            ),
+            ("not a key", "no PEM block"),
+        ] {
+            let err = PrivateKey::from_pem(path, pem).unwrap_err();
+            assert!(
+                err.to_string().contains(wanted) && err.to_string().contains("/keys/k.pem"),
+                "{err}"
+            );
+        }
+        let err = PublicKey::from_pem(
+            path,
+            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("keyless"), "{err}");
+        let err = PublicKey::from_pem(path, &private_pem(1)).unwrap_err();
+        assert!(err.to_string().contains("PRIVATE KEY"), "{err}");
+        // The private key's Debug shows its path, not the key.
+        let key = PrivateKey::from_pem(path, &private_pem(1)).unwrap();
+        assert_eq!(format!("{key:?}"), "PrivateKey(/keys/k.pem)");
+    }
+}
