@@ -48,8 +48,7 @@ pub mod condition;
 pub mod host;
 pub mod node;
 pub mod pressure;
-pub mod quantity;
-pub mod time;
+pub use nodestatus_apimachinery::{quantity, time};
 
 pub use condition::{Condition, ConditionStatus, Transition};
 pub use host::EventType;

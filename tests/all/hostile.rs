@@ -168,7 +168,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     error(
         "huge",
         Call(CallErrorKind::OutputTooLarge),
-        "4194304-byte limit",
+        "1048576-byte bound of a node",
     );
 
     // kernel-check ran after the hostile ones (by name) and its work is there.

@@ -376,7 +376,7 @@ async fn the_ten_refused_outputs_are_dropped_alone_and_the_node_is_still_written
                     .map(|i| json!(format!("kubernetes.io/csi/driver^volume-{i:040}")))
                     .collect();
             }),
-            Limit,
+            SetterErrorKind::Call(nodestatus_runtime::CallErrorKind::OutputTooLarge),
             "over the 1048576-byte bound",
             Refuses,
         ),

@@ -76,17 +76,10 @@ impl Client {
         })
     }
 
-    /// Reads the facts from a thread with no async runtime (the one-shot
-    /// commands), on a runtime of its own.
+    /// Reads the facts from synchronous code (the one-shot commands),
+    /// through [`nodestatus_runtime::block_on`].
     pub fn facts_blocking(&self) -> Result<RuntimeFacts, Error> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Call {
-                call: "Version",
-                message: format!("cannot start an async runtime: {e}"),
-            })?;
-        rt.block_on(self.facts())
+        nodestatus_runtime::block_on(self.facts())
     }
 
     /// The socket's path.

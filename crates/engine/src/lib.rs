@@ -37,6 +37,7 @@
 pub mod agent;
 pub mod config;
 pub mod cri;
+pub mod dir_watch;
 pub mod embedded_apiserver;
 pub mod http;
 pub mod live_config;

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentHandle;
-use crate::config::Config;
+use crate::config::{Class, Config};
 use crate::plugin_dir::PluginDir;
 
 /// How often the file is read again when no inotify event came.
@@ -45,54 +45,24 @@ pub enum Outcome {
     Refused(String),
 }
 
-/// The settings that a running engine cannot change: those that differ
-/// between `old` and `new`, by their config name.
+/// The settings that a running engine cannot change ([`Class::Restart`])
+/// that differ between `old` and `new`, by their config key.
 pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    macro_rules! check {
-        ($($field:ident => $name:literal),* $(,)?) => {
-            $( if old.$field != new.$field { out.push($name); } )*
-        };
-    }
-    check!(
-        node_name => "nodeName",
-        hostname_override => "hostnameOverride",
-        node_ips => "nodeIP",
-        node_labels => "nodeLabels",
-        register_node => "registerNode",
-        register_with_taints => "registerWithTaints",
-        provider_id => "providerID",
-        node_lease_duration_seconds => "nodeLeaseDurationSeconds",
-        plugin_dir => "pluginDir",
-        cache_dir => "cacheDir",
-        cache_max_bytes => "cacheMaxSize",
-        compile_limits => "compileTimeout/compileMemoryLimit",
-        container_runtime_endpoint => "containerRuntimeEndpoint",
-        runtime_request_timeout => "runtimeRequestTimeout",
-        companion => "companion",
-        re_register_deleted_node => "reRegisterDeletedNode",
-        external_cloud_provider => "cloudProvider",
-    );
-    out
+    old.changed(new, Class::Restart)
 }
 
-/// The live settings that differ between `old` and `new`.
+/// The live settings ([`Class::Live`]) and the plugin sections that differ
+/// between `old` and `new`.
 pub fn live_changes(old: &Config, new: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    if old.node_status_update_frequency != new.node_status_update_frequency {
-        out.push("nodeStatusUpdateFrequency".to_owned());
-    }
-    if old.node_status_report_frequency != new.node_status_report_frequency {
-        out.push("nodeStatusReportFrequency".to_owned());
-    }
-    if old.node_status_max_images != new.node_status_max_images {
-        out.push("nodeStatusMaxImages".to_owned());
-    }
+    let mut out: Vec<String> = old
+        .changed(new, Class::Live)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let names: std::collections::BTreeSet<&String> =
         old.plugins.keys().chain(new.plugins.keys()).collect();
     for name in names {
-        let (a, b) = (old.plugins.get(name), new.plugins.get(name));
-        if format!("{a:?}") != format!("{b:?}") {
+        if old.plugins.get(name) != new.plugins.get(name) {
             out.push(format!("plugins.{name}"));
         }
     }
@@ -168,62 +138,60 @@ fn content_hash(path: &Path) -> Option<[u8; 32]> {
 }
 
 /// Checks the config file every [`POLL`] and on inotify events in its
-/// directory until `cancel`, and puts each valid change in force: the
-/// agent's config, then the plugin directory's settings and a rescan.
+/// directory ([`crate::dir_watch`]) until `cancel`, and puts each valid
+/// change in force: the agent's config, then the plugin directory's
+/// settings and a rescan.
 pub async fn watch(
     mut live: LiveConfig,
     agent: AgentHandle,
     plugins: Arc<PluginDir>,
     cancel: CancellationToken,
 ) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     // The directory, not the file: a ConfigMap's and an editor's updates
     // replace the file (or the symlink to it).
-    let _watcher = live.path.parent().and_then(|dir| {
-        use notify::Watcher;
-        let mut w = notify::recommended_watcher(move |_res| {
-            let _ = tx.send(());
-        })
-        .ok()?;
-        w.watch(dir, notify::RecursiveMode::NonRecursive).ok()?;
-        Some(w)
-    });
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = rx.recv() => {
-                // Let a burst of events (write, rename, chmod) settle.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                while rx.try_recv().is_ok() {}
-            }
-            _ = tokio::time::sleep(POLL) => {}
+    let dir = match live.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let stop = cancel.clone();
+    let watcher = crate::dir_watch::spawn(
+        "nodestatus-config-watch",
+        &dir,
+        POLL,
+        crate::dir_watch::Inotify::BestEffort,
+        move || stop.is_cancelled(),
+        move || apply(&mut live, &agent, &plugins),
+    );
+    cancel.cancelled().await;
+    if let Ok(thread) = watcher {
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
+}
+
+/// One check of the file, and what follows from it.
+fn apply(live: &mut LiveConfig, agent: &AgentHandle, plugins: &Arc<PluginDir>) {
+    let metrics = agent.metrics();
+    match live.check() {
+        Outcome::Unchanged => {}
+        Outcome::Refused(why) => {
+            tracing::error!(file = %live.path.display(), "{why}");
+            metrics.config_reload("refused");
         }
-        let outcome = tokio::task::block_in_place(|| live.check());
-        let metrics = agent.metrics();
-        match outcome {
-            Outcome::Unchanged => continue,
-            Outcome::Refused(why) => {
-                tracing::error!(file = %live.path.display(), "{why}");
-                metrics.config_reload("refused");
-            }
-            Outcome::Applied(changed) => {
-                let cfg = live.current();
-                agent.set_config(cfg.clone());
-                let settings = cfg.clone();
-                plugins.set_settings(Arc::new(move |n| settings.plugin_settings(n)));
-                let p = plugins.clone();
-                let _ = tokio::task::spawn_blocking(move || p.rescan()).await;
-                tracing::info!(
-                    file = %live.path.display(),
-                    "config reloaded, in force from the next pass: {}",
-                    if changed.is_empty() {
-                        "no setting changed".to_owned()
-                    } else {
-                        changed.join(", ")
-                    }
-                );
-                metrics.config_reload("applied");
-            }
+        Outcome::Applied(changed) => {
+            let cfg = live.current();
+            agent.set_config(cfg.clone());
+            plugins.set_settings(cfg.settings_fn());
+            plugins.rescan();
+            tracing::info!(
+                file = %live.path.display(),
+                "config reloaded, in force from the next pass: {}",
+                if changed.is_empty() {
+                    "no setting changed".to_owned()
+                } else {
+                    changed.join(", ")
+                }
+            );
+            metrics.config_reload("applied");
         }
     }
 }

@@ -282,7 +282,9 @@ impl PassReport {
 /// Each plugin's output is checked in order, cheapest first, and discarded
 /// whole at the first failure, with a typed [`CallErrorKind`]:
 ///
-/// 1. its size ([`validate::MAX_NODE_BYTES`], kind `Limit`), before parsing;
+/// 1. its size: the runtime refuses more than
+///    [`nodestatus_runtime::MAX_OUTPUT_BYTES`] (the bound of a node) before
+///    anything parses it (kind `output-too-large`);
 /// 2. JSON, a Node, `metadata.name` (kind `Output`);
 /// 3. the number of fields it changes ([`ownership::MAX_FIELDS_PER_PLUGIN`],
 ///    kind `Limit`), from the one [`Diff`] of output and input, before the
@@ -490,16 +492,7 @@ fn run_one(
             problems: known.to_vec(),
         });
     }
-    if out.json.len() > validate::MAX_NODE_BYTES {
-        return Err(SetterError::new(
-            SetterErrorKind::Limit,
-            format!(
-                "the output is {} bytes, over the {}-byte bound of a node (etcd refuses requests over 1.5 MiB)",
-                out.json.len(),
-                validate::MAX_NODE_BYTES
-            ),
-        ));
-    }
+    // Its size was bounded by the runtime ([`nodestatus_runtime::MAX_OUTPUT_BYTES`]).
     let output: Value = serde_json::from_str(&out.json).map_err(|e| {
         SetterError::new(
             SetterErrorKind::Output,

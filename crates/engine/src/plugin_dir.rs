@@ -33,8 +33,7 @@ use nodestatus_runtime::{LoadError, Plugin, Runtime, name_of_file, read_plugin_f
 use crate::config::SettingsFn;
 use crate::pipeline::Setter;
 
-/// How long the watcher waits for a burst of events to settle.
-pub const DEBOUNCE: Duration = Duration::from_millis(200);
+pub use crate::dir_watch::DEBOUNCE;
 /// How often the directory is rescanned even without events.
 pub const RESCAN_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -578,49 +577,23 @@ impl PluginDir {
     }
 
     /// Watches the directory on a background thread until `stop` is set:
-    /// every debounced event, and every [`RESCAN_INTERVAL`], rescans it.
+    /// every debounced event, and every [`RESCAN_INTERVAL`], rescans it
+    /// ([`crate::dir_watch`]).
     pub fn watch(
         self: &Arc<Self>,
         stop: Arc<AtomicBool>,
     ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
-        use notify_debouncer_full::notify::RecursiveMode;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut debouncer = notify_debouncer_full::new_debouncer(DEBOUNCE, None, move |res| {
-            let _ = tx.send(res);
-        })?;
-        debouncer.watch(&self.dir, RecursiveMode::NonRecursive)?;
         let this = Arc::clone(self);
-        Ok(std::thread::Builder::new()
-            .name("nodestatus-plugin-watch".into())
-            .spawn(move || {
-                let _debouncer = debouncer;
-                let tick = Duration::from_millis(100);
-                let mut since_rescan = Duration::ZERO;
-                while !stop.load(Ordering::Relaxed) {
-                    match rx.recv_timeout(tick) {
-                        Ok(Ok(_events)) => {
-                            this.rescan();
-                            since_rescan = Duration::ZERO;
-                        }
-                        Ok(Err(errors)) => {
-                            for e in errors {
-                                tracing::warn!(error = %e, "plugin directory watch error; rescanning");
-                            }
-                            this.rescan();
-                            since_rescan = Duration::ZERO;
-                        }
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                            since_rescan += tick;
-                            if since_rescan >= RESCAN_INTERVAL {
-                                this.rescan();
-                                since_rescan = Duration::ZERO;
-                            }
-                        }
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-            })
-            .expect("spawning the plugin watcher thread"))
+        crate::dir_watch::spawn(
+            "nodestatus-plugin-watch",
+            &self.dir,
+            RESCAN_INTERVAL,
+            crate::dir_watch::Inotify::Required,
+            move || stop.load(Ordering::Relaxed),
+            move || {
+                this.rescan();
+            },
+        )
     }
 }
 

@@ -76,7 +76,7 @@ pub(crate) fn run<T: Send + 'static>(
             let _ = tx.send(value);
         })
     }));
-    let (got, rx) = super::blocking(move || (rx.recv_timeout(limit), rx));
+    let (got, rx) = crate::blocking(move || (rx.recv_timeout(limit), rx));
     let answer = |value: std::thread::Result<T>| match value {
         Ok(value) => Some(value),
         Err(panic) => std::panic::resume_unwind(panic),

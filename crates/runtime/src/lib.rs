@@ -76,6 +76,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bridge;
 mod cache;
 mod call_thread;
 pub mod compile;
@@ -86,6 +87,7 @@ mod limits;
 mod plugin;
 pub mod proc_view;
 
+pub use bridge::{block_on, blocking};
 pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
 pub use compile::{CompileLimits, Compiler};
 pub use host_api::{
@@ -297,27 +299,6 @@ impl Runtime {
     /// The per-plugin budgets of log lines and events.
     pub fn guest_output(&self) -> &GuestOutputLimits {
         &self.inner.guest_output
-    }
-}
-
-/// Runs `f`, which drives a future to completion with
-/// [`wasmtime_wasi::runtime::in_tokio`], from any caller: a plain thread, a
-/// `spawn_blocking` task, a multi-threaded runtime's worker (through
-/// `block_in_place`), or a current-thread runtime (on a scoped thread, since
-/// that runtime cannot block in place).
-pub(crate) fn blocking<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Err(_) => f(),
-        Ok(RuntimeFlavor::CurrentThread) => std::thread::scope(|s| {
-            s.spawn(|| {
-                // A fresh thread has no runtime: in_tokio uses WASI's own.
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        }),
-        Ok(_) => tokio::task::block_in_place(f),
     }
 }
 

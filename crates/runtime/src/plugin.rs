@@ -25,10 +25,9 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
 /// bomb: see [`super::compile`] for what bounds compilation.)
 pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
 /// Largest `set` output accepted, checked before it is parsed (its copy out
-/// of the guest is bounded by the guest's memory cap): more than twice
-/// etcd's 1.5 MiB request limit, so no node the apiserver could store is near
-/// it.
-pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
+/// of the guest is bounded by the guest's memory cap): the bound of a node
+/// ([`nodestatus_apimachinery::MAX_NODE_BYTES`]), since the output is one.
+pub const MAX_OUTPUT_BYTES: usize = nodestatus_apimachinery::MAX_NODE_BYTES;
 /// Longest setter error message kept, in bytes.
 const MAX_ERROR_MESSAGE: usize = 4096;
 /// The interface every plugin exports.
@@ -796,33 +795,25 @@ impl SetCall {
     /// the store's stderr and events and for the next call.
     fn run(self, mut store: Store<CallState>, instance: Option<Instance>, node_json: &str) -> Ran {
         let mut used = instance;
-        let result = super::blocking(|| {
-            wasmtime_wasi::runtime::in_tokio(async {
-                let call = async {
-                    let instance = match instance {
-                        Some(i) => i,
-                        None => self
-                            .pre
-                            .instance_pre()
-                            .instantiate_async(&mut store)
-                            .await
-                            .map_err(|e| classify(&store, e, "instantiate"))?,
-                    };
-                    used = Some(instance);
-                    let set = instance
-                        .get_typed_func::<(&str,), (Result<String, String>,)>(
-                            &mut store,
-                            &self.set_index,
-                        )
-                        .map_err(|e| classify(&store, e, "instantiate"))?;
-                    let (result,) = set
-                        .call_async(&mut store, (node_json,))
-                        .await
-                        .map_err(|e| classify(&store, e, "set"))?;
-                    check_set_result(result)
-                };
-                with_deadline(&self.name, self.timeout, "set", call).await
-            })
+        let result = guest_call(&self.name, self.timeout, "set", async {
+            let instance = match instance {
+                Some(i) => i,
+                None => self
+                    .pre
+                    .instance_pre()
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(|e| classify(&store, e, "instantiate"))?,
+            };
+            used = Some(instance);
+            let set = instance
+                .get_typed_func::<(&str,), (Result<String, String>,)>(&mut store, &self.set_index)
+                .map_err(|e| classify(&store, e, "instantiate"))?;
+            let (result,) = set
+                .call_async(&mut store, (node_json,))
+                .await
+                .map_err(|e| classify(&store, e, "set"))?;
+            check_set_result(result)
         });
         Ran {
             store,
@@ -861,18 +852,26 @@ fn memory_advice(plugin: &str, limit: usize) -> String {
     )
 }
 
-/// Runs `call` under `timeout`: past it, the call's future is dropped, with
-/// the guest's fiber and whatever host call it was blocked in.
-async fn with_deadline<T>(
+/// Runs a call into the guest (`call`, `what` for messages) to completion
+/// from any caller ([`crate::blocking`], on WASI's tokio), under `timeout`:
+/// past it, the call's future is dropped, with the guest's fiber and
+/// whatever host call it was blocked in. Every call into a guest goes
+/// through here.
+fn guest_call<T: Send>(
     plugin: &str,
     timeout: Duration,
     what: &str,
-    call: impl Future<Output = Result<T, CallError>>,
+    call: impl Future<Output = Result<T, CallError>> + Send,
 ) -> Result<T, CallError> {
     // Two ticks of slack, so that a guest spinning in its own code is
     // stopped by the epoch (the usual case) and this only catches a guest
     // blocked in a host call.
-    match tokio::time::timeout(timeout + 2 * EPOCH_TICK, call).await {
+    let bounded = crate::blocking(|| {
+        wasmtime_wasi::runtime::in_tokio(async move {
+            tokio::time::timeout(timeout + 2 * EPOCH_TICK, call).await
+        })
+    });
+    match bounded {
         Ok(result) => result,
         Err(_) => Err(CallError::new(
             CallErrorKind::Timeout,
@@ -894,7 +893,7 @@ fn check_set_result(result: Result<String, String>) -> Result<Result<String, Str
         Ok(json) if json.len() > MAX_OUTPUT_BYTES => Err(CallError::new(
             CallErrorKind::OutputTooLarge,
             format!(
-                "`set` returned {} bytes, more than the {MAX_OUTPUT_BYTES}-byte limit on a node",
+                "`set` returned {} bytes, over the {MAX_OUTPUT_BYTES}-byte bound of a node (etcd refuses requests over 1.5 MiB)",
                 json.len()
             ),
         )),
@@ -1058,20 +1057,15 @@ fn call_metadata(
         settings.timeout,
     )
     .map_err(LoadError::Metadata)?;
-    let result = super::blocking(|| {
-        wasmtime_wasi::runtime::in_tokio(async {
-            let call = async {
-                let p = pre
-                    .instantiate_async(&mut store)
-                    .await
-                    .map_err(|e| classify(&store, e, "instantiate"))?;
-                p.nodestatus_plugin_setter()
-                    .call_metadata(&mut store)
-                    .await
-                    .map_err(|e| classify(&store, e, "metadata"))
-            };
-            with_deadline(&name, settings.timeout, "metadata", call).await
-        })
+    let result = guest_call(&name, settings.timeout, "metadata", async {
+        let p = pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| classify(&store, e, "instantiate"))?;
+        p.nodestatus_plugin_setter()
+            .call_metadata(&mut store)
+            .await
+            .map_err(|e| classify(&store, e, "metadata"))
     });
     log_stderr(&mut store);
     result.map_err(LoadError::Metadata)

@@ -51,7 +51,7 @@ impl Args {
             (None, false) => None,
             _ => Some(cfg.plugin_dir.as_path()),
         };
-        let set = PluginSet::gather(dir, &self.plugins)?;
+        let set = OnceFiles::gather(dir, &self.plugins)?;
         let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
         let node = match &self.node {
             Some(p) => read_node(p)?,
@@ -200,14 +200,14 @@ impl Output {
 
 /// The plugins of one `once`: a directory, or the files given one by one
 /// (copied into a private directory, under their own file names), or both.
-pub struct PluginSet {
+pub struct OnceFiles {
     dir: std::path::PathBuf,
     /// Each copy's source.
     origins: std::collections::HashMap<std::path::PathBuf, std::path::PathBuf>,
     _tmp: Option<tempfile::TempDir>,
 }
 
-impl PluginSet {
+impl OnceFiles {
     /// `dir` as it is when no `files` are given; otherwise a private
     /// directory with `dir`'s `*.wasm` files and `files`. Two files with
     /// one name are refused.

@@ -23,9 +23,7 @@ pub fn conditions_by_type(v: Option<&Value>) -> Vec<(&str, &Value)> {
 /// The time of a condition, as the API server writes a `metav1.Time`:
 /// RFC 3339 in whole seconds, UTC (`2026-01-02T03:04:05Z`).
 pub fn condition_time(t: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(t)
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    nodestatus_apimachinery::time::rfc3339(t)
 }
 
 /// Stamps the times of the conditions a setter wrote, with the kubelet's

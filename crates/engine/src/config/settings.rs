@@ -1,0 +1,293 @@
+//! The top-level settings, each defined once.
+//!
+//! [`settings!`] is the one list: from each entry it derives the config
+//! file's key (and the flag of the same name), the field of [`ConfigFile`],
+//! the layering ([`ConfigFile::over`]), the row of `config check`
+//! ([`Config::provenance`]) and the live-reload class
+//! ([`Class`], used by [`crate::live_config`]). A new setting is one entry
+//! here and its validation in `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{Config, GoDuration, Labels, PluginFile, Result, Taints};
+
+/// Whether a running engine can change a setting when the config file is
+/// edited ([`crate::live_config`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Put in force at the next pass boundary.
+    Live,
+    /// Only at a restart: a file that changes it is refused whole.
+    Restart,
+}
+
+/// One top-level setting: its key in the file, its class, and how its value
+/// in force is shown.
+pub struct Setting {
+    /// The key, as written in the file (`nodeStatusUpdateFrequency`).
+    pub key: &'static str,
+    /// Whether it can change while the engine runs.
+    pub class: Class,
+    /// The value in force, for `config check`.
+    pub show: fn(&Config) -> String,
+    /// Whether a layer sets it.
+    pub set: fn(&ConfigFile) -> bool,
+}
+
+impl std::fmt::Debug for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setting")
+            .field("key", &self.key)
+            .field("class", &self.class)
+            .finish_non_exhaustive()
+    }
+}
+
+fn or_none<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "(none)".to_owned(), |v| v.to_string())
+}
+
+fn list<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    let s: Vec<String> = items.into_iter().map(|i| i.to_string()).collect();
+    if s.is_empty() {
+        "(none)".to_owned()
+    } else {
+        s.join(",")
+    }
+}
+
+macro_rules! settings {
+    ($(
+        $(#[doc = $doc:literal])*
+        $key:literal $field:ident: $ty:ty, $class:ident,
+            #[arg($($arg:tt)*)]
+            show |$c:ident| $show:expr;
+    )*) => {
+        /// The settings as one layer gives them: the config file, or the
+        /// flags.
+        ///
+        /// One shape serves both: each field is a config file key (its
+        /// KubeletConfiguration name where one exists) and a flag of the
+        /// same name (`nodeStatusUpdateFrequency`,
+        /// `--node-status-update-frequency`). [`Layers::load`] puts the
+        /// flags over the file (or over the embedded [`DEFAULT_CONFIG`] when
+        /// no file is given), and [`ConfigFile::validate`] turns the result
+        /// into a [`Config`].
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
+        #[serde(deny_unknown_fields)]
+        pub struct ConfigFile {
+            $(
+                $(#[doc = $doc])*
+                #[serde(rename = $key)]
+                #[arg($($arg)*)]
+                pub $field: Option<$ty>,
+            )*
+            /// Per-plugin settings, by plugin name (file only).
+            #[serde(default)]
+            #[arg(skip)]
+            pub plugins: BTreeMap<String, PluginFile>,
+        }
+
+        /// Every top-level setting, in the order of the file's reference.
+        pub const SETTINGS: &[Setting] = &[$(
+            Setting {
+                key: $key,
+                class: Class::$class,
+                show: |$c: &Config| $show,
+                set: |f: &ConfigFile| f.$field.is_some(),
+            },
+        )*];
+
+        impl ConfigFile {
+            /// `top` over `self`: each setting that `top` sets replaces
+            /// this one's. The plugin sections are the file's alone.
+            pub fn over(self, top: ConfigFile) -> ConfigFile {
+                ConfigFile {
+                    $( $field: top.$field.or(self.$field), )*
+                    plugins: self.plugins,
+                }
+            }
+        }
+    };
+}
+
+settings! {
+    /// nodeName: the Node's name (default: the hostname, or
+    /// hostnameOverride).
+    "nodeName" node_name: String, Restart,
+        #[arg(long)]
+        show |c| c.node_name.clone();
+    /// hostnameOverride: replaces the hostname in the node's name and
+    /// Hostname address.
+    "hostnameOverride" hostname_override: String, Restart,
+        #[arg(long)]
+        show |c| or_none(c.hostname_override.as_ref());
+    /// nodeIP: the node's IP, or two comma-separated for dual stack.
+    "nodeIP" node_ip: String, Restart,
+        #[arg(long = "node-ip")]
+        show |c| list(&c.node_ips);
+    /// nodeLabels: labels added at registration (flag: key=value,...).
+    "nodeLabels" node_labels: Labels, Restart,
+        #[arg(long, value_name = "KEY=VALUE,...")]
+        show |c| list(c.node_labels.iter().map(|(k, v)| format!("{k}={v}")));
+    /// registerNode: create the Node (true) or wait for it (false).
+    "registerNode" register_node: bool, Restart,
+        #[arg(long)]
+        show |c| c.register_node.to_string();
+    /// registerWithTaints: taints added at registration (flag:
+    /// key=value:Effect,...).
+    "registerWithTaints" register_with_taints: Taints, Restart,
+        #[arg(long, value_name = "KEY=VALUE:EFFECT,...")]
+        show |c| list(c.register_with_taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect)));
+    /// providerID: `spec.providerID`.
+    "providerID" provider_id: String, Restart,
+        #[arg(long = "provider-id")]
+        show |c| or_none(c.provider_id.as_ref());
+    /// nodeStatusUpdateFrequency: how often the setters run (10s).
+    "nodeStatusUpdateFrequency" node_status_update_frequency: GoDuration, Live,
+        #[arg(long)]
+        show |c| format!("{:?}", c.node_status_update_frequency);
+    /// nodeStatusReportFrequency: how often an unchanged status is
+    /// reported anyway (5m).
+    "nodeStatusReportFrequency" node_status_report_frequency: GoDuration, Live,
+        #[arg(long)]
+        show |c| format!("{:?}", c.node_status_report_frequency);
+    /// nodeLeaseDurationSeconds: the Lease's duration (40).
+    "nodeLeaseDurationSeconds" node_lease_duration_seconds: i64, Restart,
+        #[arg(long)]
+        show |c| c.node_lease_duration_seconds.to_string();
+    /// nodeStatusMaxImages: the most images reported; -1 for no limit (50).
+    "nodeStatusMaxImages" node_status_max_images: i64, Live,
+        #[arg(long, allow_hyphen_values = true)]
+        show |c| c.node_status_max_images.to_string();
+    /// pluginDir: the directory of *.wasm setters, watched for changes.
+    "pluginDir" plugin_dir: PathBuf, Restart,
+        #[arg(long)]
+        show |c| c.plugin_dir.display().to_string();
+    /// cacheDir: the precompile cache directory.
+    "cacheDir" cache_dir: PathBuf, Restart,
+        #[arg(long)]
+        show |c| c.cache_dir.display().to_string();
+    /// cacheMaxSize: the precompile cache's size cap (512Mi).
+    "cacheMaxSize" cache_max_size: String, Restart,
+        #[arg(long)]
+        show |c| format!("{} bytes", c.cache_max_bytes);
+    /// compileTimeout: the deadline of one plugin's compilation (2m).
+    "compileTimeout" compile_timeout: GoDuration, Restart,
+        #[arg(long)]
+        show |c| format!("{:?}", c.compile_limits.timeout);
+    /// compileMemoryLimit: the memory one plugin's compilation may
+    /// allocate (2Gi).
+    "compileMemoryLimit" compile_memory_limit: String, Restart,
+        #[arg(long)]
+        show |c| format!("{} bytes", c.compile_limits.memory);
+    /// containerRuntimeEndpoint: the container runtime's CRI socket,
+    /// `unix:///...`; unset: none.
+    "containerRuntimeEndpoint" container_runtime_endpoint: String, Restart,
+        #[arg(long)]
+        show |c| or_none(c.container_runtime_endpoint.as_ref());
+    /// runtimeRequestTimeout: the deadline of one CRI call (2s).
+    "runtimeRequestTimeout" runtime_request_timeout: GoDuration, Restart,
+        #[arg(long)]
+        show |c| format!("{:?}", c.runtime_request_timeout);
+    /// companion: beside a real kubelet, never create the node, no lease,
+    /// no Ready at shutdown; only the plugins' own fields are patched.
+    "companion" companion: bool, Restart,
+        #[arg(long)]
+        show |c| c.companion.to_string();
+    /// reRegisterDeletedNode: register the node again when it is deleted
+    /// while running (off by default: the kubelet never registers twice in
+    /// one run).
+    "reRegisterDeletedNode" re_register_deleted_node: bool, Restart,
+        #[arg(long)]
+        show |c| c.re_register_deleted_node.to_string();
+    /// cloudProvider: `external` means a cloud-controller-manager owns the
+    /// addresses, providerID and the cloud labels; the node registers with
+    /// the `uninitialized` taint.
+    "cloudProvider" cloud_provider: String, Restart,
+        #[arg(long)]
+        show |c| if c.external_cloud_provider { "external".to_owned() } else { "(none)".to_owned() };
+}
+
+/// The keys accepted at the top of the file: every setting, and `plugins`.
+pub fn top_keys() -> Vec<&'static str> {
+    SETTINGS
+        .iter()
+        .map(|s| s.key)
+        .chain(std::iter::once("plugins"))
+        .collect()
+}
+
+impl Config {
+    /// The settings of `class` whose value in force differs between `self`
+    /// and `other`, by key: the values as [`Config::provenance`] shows them,
+    /// after the defaults and the rules between settings
+    /// (`nodeStatusReportFrequency` follows `nodeStatusUpdateFrequency`
+    /// when only that one is set).
+    pub fn changed(&self, other: &Config, class: Class) -> Vec<&'static str> {
+        SETTINGS
+            .iter()
+            .filter(|s| s.class == class && (s.show)(self) != (s.show)(other))
+            .map(|s| s.key)
+            .collect()
+    }
+
+    /// Each top-level setting in force, its value, and where it came from:
+    /// `flag` (set in `flags`), `file` (set in `written`), or `default`.
+    pub fn provenance(
+        &self,
+        written: &ConfigFile,
+        flags: &ConfigFile,
+    ) -> Vec<(&'static str, String, &'static str)> {
+        SETTINGS
+            .iter()
+            .map(|s| {
+                let source = if (s.set)(flags) {
+                    "flag"
+                } else if (s.set)(written) {
+                    "file"
+                } else {
+                    "default"
+                };
+                (s.key, (s.show)(self), source)
+            })
+            .collect()
+    }
+}
+
+/// The default configuration, embedded in the binary: the grants and
+/// settings the bundled setters need (`deploy/default-config.yaml`). Used
+/// when no `--config` is given; `nodestatus config default` prints it.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../../deploy/default-config.yaml");
+
+/// Where the settings come from: `--config FILE` (else the embedded
+/// [`DEFAULT_CONFIG`]), and the flags over it. The one place where the
+/// precedence is written: flags over file over defaults.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Layers {
+    /// Config file (YAML, KubeletConfiguration field names). Default: the
+    /// embedded default config (`nodestatus config default` prints it).
+    #[arg(long = "config", id = "config", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The flags, each over the file's field of the same name.
+    #[command(flatten)]
+    pub flags: ConfigFile,
+}
+
+impl Layers {
+    /// The file as written: `--config`, else the embedded default.
+    pub fn written(&self) -> Result<ConfigFile> {
+        match &self.file {
+            Some(p) => ConfigFile::read(p),
+            None => ConfigFile::parse(DEFAULT_CONFIG, Path::new("(embedded default config)")),
+        }
+    }
+
+    /// The flags over the file, validated.
+    pub fn load(&self) -> Result<Config> {
+        self.written()?.over(self.flags.clone()).validate()
+    }
+}

@@ -1,0 +1,245 @@
+//! [`ConfigFile::validate`]: every value checked, the defaults applied.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nodestatus_runtime::CompileLimits;
+
+use super::plugins::plugin_settings;
+use super::values::parse_node_ips;
+use super::{
+    Config, ConfigFile, DEFAULT_PLUGIN_DIR, GoDuration, Result, default_cache_dir, hostname,
+    invalid,
+};
+
+impl ConfigFile {
+    /// Checks every value and applies the defaults.
+    pub fn validate(self) -> Result<Config> {
+        let node_name = self.node_name.clone().unwrap_or_else(|| {
+            hostname(
+                self.hostname_override.as_deref(),
+                &nodestatus_runtime::facts::Facts::default(),
+            )
+        });
+        nodestatus_apimachinery::names::dns1123_subdomain(&node_name)
+            .map_err(|m| invalid("nodeName", m))?;
+        if let Some(h) = &self.hostname_override {
+            nodestatus_apimachinery::names::dns1123_subdomain(h)
+                .map_err(|m| invalid("hostnameOverride", m))?;
+        }
+        let node_ips = match &self.node_ip {
+            None => Vec::new(),
+            Some(s) => parse_node_ips(s).map_err(|m| invalid("nodeIP", m))?,
+        };
+        let node_labels = self.node_labels.unwrap_or_default().0;
+        let register_with_taints = self.register_with_taints.unwrap_or_default().0;
+        for (k, v) in &node_labels {
+            let field = format!("nodeLabels[{k}]");
+            nodestatus_model::policy::validate_qualified_name(k).map_err(|m| invalid(&field, m))?;
+            nodestatus_model::policy::validate_label_value(v).map_err(|m| invalid(&field, m))?;
+            if !nodestatus_model::policy::node_restriction_allows_label(k) {
+                return Err(invalid(
+                    field,
+                    "NodeRestriction refuses this label from a node: labels under kubernetes.io and k8s.io must be the kubelet's well-known ones or under kubelet.kubernetes.io or node.kubernetes.io, and node-restriction.kubernetes.io is never allowed",
+                ));
+            }
+        }
+        for (i, t) in register_with_taints.iter().enumerate() {
+            let field = format!("registerWithTaints[{i}]");
+            nodestatus_model::policy::validate_qualified_name(&t.key)
+                .map_err(|m| invalid(&field, m))?;
+            nodestatus_model::policy::validate_label_value(&t.value)
+                .map_err(|m| invalid(&field, m))?;
+            if !matches!(
+                t.effect.as_str(),
+                "NoSchedule" | "PreferNoSchedule" | "NoExecute"
+            ) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "effect {:?} must be NoSchedule, PreferNoSchedule or NoExecute",
+                        t.effect
+                    ),
+                ));
+            }
+            if register_with_taints[..i]
+                .iter()
+                .any(|o| o.key == t.key && o.effect == t.effect)
+            {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "a second taint with key {:?} and effect {}: the apiserver refuses duplicates, keep one",
+                        t.key, t.effect
+                    ),
+                ));
+            }
+        }
+        let update = self
+            .node_status_update_frequency
+            .map_or(Duration::from_secs(10), |d| d.0);
+        if update < Duration::from_millis(100) || update > Duration::from_secs(300) {
+            return Err(invalid(
+                "nodeStatusUpdateFrequency",
+                format!(
+                    "{update:?} is out of range: it must be between 100ms and 5m, and several times shorter than the controller's node-monitor-grace-period (40s to 50s)"
+                ),
+            ));
+        }
+        // The report frequency follows the update frequency when only that one is set.
+        let report = match (
+            self.node_status_report_frequency,
+            self.node_status_update_frequency,
+        ) {
+            (Some(r), _) => r.0,
+            (None, Some(u)) => u.0,
+            (None, None) => Duration::from_secs(300),
+        };
+        if report < update {
+            return Err(invalid(
+                "nodeStatusReportFrequency",
+                format!(
+                    "{report:?} must not be shorter than nodeStatusUpdateFrequency ({update:?})"
+                ),
+            ));
+        }
+        if report > Duration::from_secs(3600) {
+            return Err(invalid(
+                "nodeStatusReportFrequency",
+                format!("{report:?} must be at most 1h"),
+            ));
+        }
+        let lease = self.node_lease_duration_seconds.unwrap_or(40);
+        if !(1..=3600).contains(&lease) {
+            return Err(invalid(
+                "nodeLeaseDurationSeconds",
+                format!("{lease} must be between 1 and 3600 (it must be > 0)"),
+            ));
+        }
+        let max_images = self.node_status_max_images.unwrap_or(50);
+        if max_images < -1 {
+            return Err(invalid(
+                "nodeStatusMaxImages",
+                format!("{max_images} must be >= -1 (-1 means no limit)"),
+            ));
+        }
+        if let Some(p) = &self.provider_id
+            && (p.is_empty() || p.len() > 512)
+        {
+            return Err(invalid("providerID", "must be 1 to 512 characters"));
+        }
+        let companion = self.companion.unwrap_or(false);
+        if companion && self.register_node == Some(true) {
+            return Err(invalid(
+                "registerNode",
+                "must be false (or unset) in companion mode: the kubelet registers the node",
+            ));
+        }
+        // --- node loops (agent) ---
+        let external_cloud_provider = match self.cloud_provider.as_deref() {
+            None | Some("") => false,
+            Some("external") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "cloudProvider",
+                    format!("{other:?}: only \"external\" (or empty) is accepted"),
+                ));
+            }
+        };
+        let re_register_deleted_node = self.re_register_deleted_node.unwrap_or(false);
+        // --- end node loops ---
+        let compile_limits =
+            compile_limits(self.compile_timeout, self.compile_memory_limit.as_deref())?;
+        let cache_max_bytes = match &self.cache_max_size {
+            None => nodestatus_runtime::DEFAULT_CACHE_MAX_BYTES,
+            Some(m) => {
+                let q = nodestatus_apimachinery::quantity::Quantity::parse(m)
+                    .map_err(|e| invalid("cacheMaxSize", e))?;
+                let bytes = q.as_units_ceil();
+                if !(16 << 20..=1 << 40).contains(&bytes) {
+                    return Err(invalid(
+                        "cacheMaxSize",
+                        format!(
+                            "{m} must be between 16Mi and 1Ti (CPython alone takes about 36Mi)"
+                        ),
+                    ));
+                }
+                bytes as u64
+            }
+        };
+        if let Some(e) = &self.container_runtime_endpoint
+            && !e.is_empty()
+        {
+            crate::cri::socket_path(e)
+                .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
+        }
+        let runtime_request_timeout = self
+            .runtime_request_timeout
+            .map_or(crate::cri::DEFAULT_REQUEST_TIMEOUT, |d| d.0);
+        if runtime_request_timeout < Duration::from_millis(100)
+            || runtime_request_timeout > Duration::from_secs(120)
+        {
+            return Err(invalid(
+                "runtimeRequestTimeout",
+                format!("{runtime_request_timeout:?} must be between 100ms and 2m"),
+            ));
+        }
+        let mut plugins = BTreeMap::new();
+        for (name, p) in self.plugins {
+            let settings = plugin_settings(&name, p)?;
+            plugins.insert(name, settings);
+        }
+        Ok(Config {
+            node_name,
+            hostname_override: self.hostname_override,
+            node_ips,
+            node_labels,
+            register_node: !companion && self.register_node.unwrap_or(true),
+            companion,
+            register_with_taints,
+            provider_id: self.provider_id,
+            node_status_update_frequency: update,
+            node_status_report_frequency: report,
+            node_lease_duration_seconds: lease as i32,
+            node_status_max_images: max_images,
+            plugin_dir: self
+                .plugin_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR)),
+            cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+            cache_max_bytes,
+            compile_limits,
+            container_runtime_endpoint: self.container_runtime_endpoint.filter(|e| !e.is_empty()),
+            runtime_request_timeout,
+            re_register_deleted_node,
+            external_cloud_provider,
+            plugins,
+        })
+    }
+}
+
+fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<CompileLimits> {
+    let mut limits = CompileLimits::default();
+    if let Some(t) = timeout {
+        if t.0 < Duration::from_secs(1) || t.0 > Duration::from_secs(3600) {
+            return Err(invalid(
+                "compileTimeout",
+                format!("{:?} must be between 1s and 1h", t.0),
+            ));
+        }
+        limits.timeout = t.0;
+    }
+    if let Some(m) = memory {
+        let q = nodestatus_apimachinery::quantity::Quantity::parse(m)
+            .map_err(|e| invalid("compileMemoryLimit", e))?;
+        let bytes = q.as_units_ceil();
+        if !(64 << 20..=64 << 30).contains(&bytes) {
+            return Err(invalid(
+                "compileMemoryLimit",
+                format!("{m} must be between 64Mi and 64Gi"),
+            ));
+        }
+        limits.memory = bytes as u64;
+    }
+    Ok(limits)
+}
