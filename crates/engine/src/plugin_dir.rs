@@ -583,6 +583,16 @@ impl PluginDir {
         self: &Arc<Self>,
         stop: Arc<AtomicBool>,
     ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
+        self.watch_every(stop, RESCAN_INTERVAL)
+    }
+
+    /// Like [`PluginDir::watch`], with the rescan without events every
+    /// `rescan` instead of [`RESCAN_INTERVAL`] (tests).
+    pub fn watch_every(
+        self: &Arc<Self>,
+        stop: Arc<AtomicBool>,
+        rescan: Duration,
+    ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
         use notify_debouncer_full::notify::RecursiveMode;
         let (tx, rx) = std::sync::mpsc::channel();
         let mut debouncer = notify_debouncer_full::new_debouncer(DEBOUNCE, None, move |res| {
@@ -611,7 +621,7 @@ impl PluginDir {
                         }
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                             since_rescan += tick;
-                            if since_rescan >= RESCAN_INTERVAL {
+                            if since_rescan >= rescan {
                                 this.rescan();
                                 since_rescan = Duration::ZERO;
                             }
