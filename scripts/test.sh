@@ -19,12 +19,27 @@
 # NODESTATUS_REALNODE_SECONDS=1800 (the companion window, 180 s by default).
 # NODESTATUS_SKIP_REALNODE=1 skips the real-node suite (a machine without
 # root or cgroups).
+#
+# Style is checked with warnings denied: `cargo fmt --check` first
+# (seconds); `cargo clippy --workspace --all-targets` and `cargo doc
+# --workspace --no-deps` once the test binaries are built, beside the rest
+# of the set-up and the tests, at the lowest CPU priority (nice 19), in
+# cargo profile `style` (target/style): clippy's check build shares nothing
+# with the test build, and a profile of its own has its own cargo lock, so
+# neither waits for the other. A style failure fails the run, after the
+# tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
 
-log "rust target wasm32-wasip2; Debian packages for the build (protoc) and the tests (containerd, the registry)"
+log "rust target wasm32-wasip2, rustfmt and clippy; Debian packages for the build (protoc) and the tests (containerd, the registry)"
 rustup target add wasm32-wasip2
+rustup component add rustfmt clippy
+style=0
+log "style: cargo fmt --check (the workspace, plugins/ and tests/components/)"
+for manifest in Cargo.toml plugins/Cargo.toml tests/components/Cargo.toml; do
+  cargo fmt --all --check --manifest-path "$manifest" || style=1
+done
 scripts/ensure-packages.sh protobuf-compiler containerd \
   runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev \
   docker-registry apache2-utils openssl
@@ -40,9 +55,23 @@ apiserver=$!
     scripts/guests/c.sh target/guest-plugins
 ) >"$logs/guests.log" 2>&1 &
 guests=$!
+# The real-node binary's path comes from cargo's JSON messages (stdout; the
+# build's own output goes to the log as usual).
+rm -f "$logs/build.done"
 { cargo test --workspace --no-run &&
-    cargo test -p nodestatus-tests --test realnode --no-run; } >"$logs/build.log" 2>&1 &
+    cargo test -p nodestatus-tests --test realnode --no-run \
+      --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
+    touch "$logs/build.done"; } >"$logs/build.log" 2>&1 &
 build=$!
+# Clippy and rustdoc once the test build is done (its build script has built
+# the guest components, which clippy's finds fresh), on the CPU the others
+# leave idle.
+(
+  until [ -e "$logs/build.done" ]; do sleep 2; done
+  nice -n 19 cargo clippy --profile style --workspace --all-targets -- -D warnings &&
+    RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --profile style --workspace --no-deps
+) >"$logs/style.log" 2>&1 &
+style_job=$!
 failed=0
 for job in "apiserver:$apiserver" "guests:$guests" "build:$build"; do
   name=${job%%:*}
@@ -54,7 +83,7 @@ for job in "apiserver:$apiserver" "guests:$guests" "build:$build"; do
     failed=1
   fi
 done
-[ "$failed" = 0 ] || exit 1
+[ "$failed" = 0 ] || { kill "$style_job" 2>/dev/null; exit 1; }
 NODESTATUS_APISERVER="$(tail -n 1 "$logs/apiserver.log")"
 export NODESTATUS_APISERVER
 
@@ -63,8 +92,14 @@ export NODESTATUS_APISERVER
 # about 8% of a core, so it runs beside the other tests. Its binary runs
 # directly, so that no cargo lock is held while it waits.
 # NODESTATUS_SKIP_REALNODE=1 skips it (it needs root and cgroups).
-realnode_bin="$(sed -n 's/.*Executable realnode\/main.rs (\(.*\))$/\1/p' "$logs/build.log" | tail -n 1)"
-[ -x "$realnode_bin" ] || { log "no real-node test binary named in $logs/build.log"; exit 1; }
+realnode_bin="$(python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "realnode" and m.get("executable"):
+        print(m["executable"])
+' <"$logs/realnode-build.json" | tail -n 1)"
+[ -x "$realnode_bin" ] || { log "no real-node test binary in cargo's messages ($logs/realnode-build.json)"; exit 1; }
 log "real-node suite, in the background ($logs/realnode.log)"
 "$realnode_bin" >"$logs/realnode.log" 2>&1 &
 realnode=$!
@@ -85,6 +120,13 @@ if wait "$realnode"; then
 else
   log "real-node suite: FAILED; the end of $logs/realnode.log:"
   tail -n 80 "$logs/realnode.log" >&2
+  status=1
+fi
+if wait "$style_job" && [ "$style" = 0 ]; then
+  log "style (fmt, clippy, doc): ok"
+else
+  log "style: FAILED (cargo fmt's diff above); the end of $logs/style.log:"
+  tail -n 60 "$logs/style.log" >&2
   status=1
 fi
 exit "$status"

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nodestatus_engine::pipeline::pass;
-use nodestatus_engine::plugin_dir::ReloadEvent;
+use nodestatus_engine::plugin_dir::{RESCAN_INTERVAL, ReloadEvent};
 use nodestatus_runtime::{CallContext, PluginSettings};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, nodes};
 
@@ -127,6 +127,76 @@ fn drop_replace_break_and_delete_a_plugin() {
 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     watcher.join().unwrap();
+}
+
+/// The rescan without events (every [`RESCAN_INTERVAL`], 60 s; every 1 s
+/// here) finds what no event announces: a plugin file that is a symlink
+/// (as a ConfigMap volume links each key through `..data`) whose target is
+/// replaced in another directory, which the watcher does not watch.
+#[test]
+fn the_periodic_rescan_finds_a_change_no_event_announces() {
+    assert_eq!(
+        RESCAN_INTERVAL,
+        Duration::from_secs(60),
+        "the README says every 60 s"
+    );
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = drop_plugin(elsewhere.path(), "probe.wasm", Path::new(built::PROBE));
+    std::os::unix::fs::symlink(&target, tmp.path().join("probe.wasm")).unwrap();
+    dir.rescan();
+    assert_eq!(version(&dir).as_deref(), Some("1.0.0"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = dir
+        .watch_every(stop.clone(), Duration::from_secs(1))
+        .unwrap();
+    drop_plugin(elsewhere.path(), "probe.wasm", Path::new(built::PROBE_V2));
+    let started = Instant::now();
+    let found = wait_for(10, || version(&dir).as_deref() == Some("2.0.0"));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    watcher.join().unwrap();
+    assert!(
+        found,
+        "the replaced target was not loaded within 10 s of rescans every 1 s"
+    );
+    eprintln!("found by the rescan after {:?}", started.elapsed());
+}
+
+/// A file written again with the same bytes (a new inode and mtime, so its
+/// stamp changed) is hashed again and not reloaded: no event, the very same
+/// plugin runs on. Other bytes under the same name are reloaded.
+#[test]
+fn a_file_whose_sha256_did_not_change_is_not_reloaded() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    let probe = |dir: &nodestatus_engine::plugin_dir::PluginDir| {
+        dir.current()
+            .setters()
+            .iter()
+            .find(|s| s.name() == "probe")
+            .map(|s| s.plugin().clone())
+            .expect("probe is loaded")
+    };
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    let events = dir.rescan();
+    assert!(
+        matches!(&events[..], [ReloadEvent::Loaded { plugin, .. }] if plugin == "probe"),
+        "{events:?}"
+    );
+    let before = probe(&dir);
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE));
+    let events = dir.rescan();
+    assert!(
+        events.is_empty(),
+        "the same bytes were reloaded: {events:?}"
+    );
+    assert!(Arc::ptr_eq(&before, &probe(&dir)), "another plugin runs");
+
+    drop_plugin(tmp.path(), "probe.wasm", Path::new(built::PROBE_V2));
+    let events = dir.rescan();
+    assert!(
+        matches!(&events[..], [ReloadEvent::Reloaded { version, .. }] if version == "2.0.0"),
+        "{events:?}"
+    );
 }
 
 #[test]

@@ -47,6 +47,8 @@ const NODES: &[&str] = &[
     "nobus-node",
     "live-node",
     "cri-run-node",
+    "threshold-node",
+    "rereg-node",
 ];
 
 pub struct Shared {
@@ -176,6 +178,15 @@ impl TestAgent {
     /// `renew_lease`).
     pub fn agent(&mut self) -> &mut Agent {
         self.agent.as_mut().expect("the agent is running")
+    }
+
+    /// How many node creates the agent sent.
+    pub fn creates(&self) -> usize {
+        self.traffic
+            .snapshot()
+            .iter()
+            .filter(|s| s.kind == RequestKind::CreateNode)
+            .count()
     }
 
     /// Runs the agent's loops until `cancel`.
@@ -565,15 +576,7 @@ async fn a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again()
         nodes.get_opt("del-node").await.unwrap().is_none(),
         "the deleted node was registered again"
     );
-    assert!(
-        t.traffic
-            .snapshot()
-            .iter()
-            .filter(|s| s.kind == RequestKind::CreateNode)
-            .count()
-            <= 1,
-        "a create after the deletion"
-    );
+    assert!(t.creates() <= 1, "a create after the deletion");
     let why = t.handle.ready_reason().unwrap_or_default();
     assert!(why.contains("was deleted"), "/readyz: {why}");
     assert!(
@@ -656,6 +659,20 @@ async fn another_agents_condition_survives_every_patch() {
     );
 }
 
+/// An agent for `node` with the default plugins and `plugin`, which fails
+/// every call with `message` and affects readiness.
+fn with_a_failing_critical_plugin(node: &str, plugin: &str, message: &str) -> TestAgent {
+    let dir = tempfile::tempdir().unwrap();
+    let fail = dir.path().join("fail.wasm");
+    let behaviour = hostile::Behaviour::Fail(message.into());
+    std::fs::write(&fail, hostile::component(plugin, &behaviour)).unwrap();
+    let file = format!("{plugin}.wasm");
+    let mut plugins = default_plugins();
+    plugins.push((&file, fail.as_path()));
+    let config = format!("plugins:\n  {plugin}:\n    affectsReadiness: true\n");
+    agent(node, node, &config, &plugins)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_critical_plugin_makes_the_node_not_ready() {
     let mut plugins = default_plugins();
@@ -700,6 +717,92 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
         })
         .await
     );
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// The threshold, end to end: a plugin that affects readiness and fails
+/// every pass makes the node Ready=False at the pass after its
+/// [`FAILURES_BEFORE_NOT_READY`]th failure in a row, not before. The passes
+/// are driven one by one (the registration's, then status syncs), and
+/// Ready is read from the real apiserver after each.
+///
+/// [`FAILURES_BEFORE_NOT_READY`]: nodestatus_engine::agent::FAILURES_BEFORE_NOT_READY
+#[tokio::test(flavor = "multi_thread")]
+async fn a_critical_plugin_makes_the_node_not_ready_after_three_failed_passes_not_before() {
+    use nodestatus_engine::agent::FAILURES_BEFORE_NOT_READY;
+    let name = "threshold-node";
+    let mut t = with_a_failing_critical_plugin(name, "gpu-check", "gpu is gone");
+    // The registration's pass is the plugin's first failure.
+    t.agent().register(&CancellationToken::new()).await.unwrap();
+    let mut seen = Vec::new();
+    for failed_before in 1..=FAILURES_BEFORE_NOT_READY + 1 {
+        t.agent().sync_once().await.unwrap();
+        let ready = server_node(name)
+            .await
+            .and_then(|n| condition(&n, "Ready").cloned())
+            .expect("a Ready condition");
+        seen.push(format!(
+            "{} after {failed_before} failed passes: {}",
+            ready["status"], ready["message"]
+        ));
+        let not_ready = ready["status"] == "False"
+            && ready["message"].as_str().is_some_and(|m| {
+                m.contains("plugin gpu-check is failing: the setter failed: gpu is gone")
+            });
+        assert_eq!(
+            not_ready,
+            failed_before >= FAILURES_BEFORE_NOT_READY,
+            "Ready, pass by pass:\n{}",
+            seen.join("\n")
+        );
+        if !not_ready {
+            assert_eq!(ready["status"], "True", "{}", seen.join("\n"));
+        }
+    }
+    assert_eq!(FAILURES_BEFORE_NOT_READY, 3, "the README says 3 passes");
+}
+
+/// `reRegisterDeletedNode: true`: a node deleted while the engine runs is
+/// registered again by the running engine (not the kubelet's rule; the
+/// default is in
+/// `a_deleted_lease_comes_back_and_a_deleted_node_is_not_registered_again`).
+#[tokio::test(flavor = "multi_thread")]
+async fn re_register_deleted_node_registers_a_deleted_node_again() {
+    let name = "rereg-node";
+    let mut t = agent(
+        name,
+        name,
+        "reRegisterDeletedNode: true\n",
+        &default_plugins(),
+    );
+    let cancel = CancellationToken::new();
+    let run = t.spawn(&cancel);
+    let nodes: Api<Node> = Api::all(admin());
+    assert!(
+        until(20, || async {
+            server_node(name)
+                .await
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
+        })
+        .await,
+        "never Ready"
+    );
+    let old = nodes.get(name).await.unwrap().metadata.uid.unwrap();
+    nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    // Registered again: a new object (another uid), Ready again.
+    assert!(
+        until(15, || async {
+            nodes.get_opt(name).await.unwrap().is_some_and(|n| {
+                n.metadata.uid.as_deref() != Some(old.as_str())
+                    && nodestatus_engine::agent::is_ready(&serde_json::to_value(&n).unwrap())
+            })
+        })
+        .await,
+        "the deleted node was not registered again: {:?}",
+        server_node(name).await
+    );
+    assert!(t.creates() >= 2, "no second create");
     cancel.cancel();
     run.await.unwrap().unwrap();
 }
@@ -807,21 +910,7 @@ async fn register_node_false_waits_for_an_existing_node() {
 async fn events_use_the_kubelets_reasons() {
     use k8s_openapi::api::core::v1::Event;
     // crit-node's test flips Ready; drop-node starts and flips too.
-    let dir = tempfile::tempdir().unwrap();
-    let fail = dir.path().join("fail.wasm");
-    std::fs::write(
-        &fail,
-        hostile::component("flaky", &hostile::Behaviour::Fail("gone".into())),
-    )
-    .unwrap();
-    let mut plugins = default_plugins();
-    plugins.push(("flaky.wasm", fail.as_path()));
-    let mut t = agent(
-        "drop-node",
-        "drop-node",
-        "plugins:\n  flaky:\n    affectsReadiness: true\n",
-        &plugins,
-    );
+    let mut t = with_a_failing_critical_plugin("drop-node", "flaky", "gone");
     let cancel = CancellationToken::new();
     let run = t.spawn(&cancel);
     let events: Api<Event> = Api::namespaced(admin(), "default");

@@ -60,15 +60,25 @@ pub enum Fault {
     Status(u16, Only),
 }
 
-/// Counts of what the proxy did.
+/// Counts of what the proxy did: each fault has its own count, so that a
+/// scenario can check that its fault really happened
+/// ([`FaultProxy::injected`]).
 #[derive(Debug, Default)]
 pub struct Counts {
     /// Requests forwarded to the apiserver.
     pub forwarded: AtomicU64,
-    /// Requests answered with an injected status.
+    /// Requests answered with an injected status ([`Fault::Status`]).
     pub injected: AtomicU64,
     /// Connections accepted.
     pub connections: AtomicU64,
+    /// Open connections closed by [`FaultProxy::cut`] or
+    /// [`Fault::Unreachable`].
+    pub cut: AtomicU64,
+    /// Connections stopped by [`Fault::Hang`]: open when it began, or
+    /// accepted while it lasted.
+    pub hung: AtomicU64,
+    /// Requests forwarded only after their [`Fault::Slow`] delay.
+    pub delayed: AtomicU64,
 }
 
 struct Conn {
@@ -141,11 +151,29 @@ impl FaultProxy {
         &self.shared.counts
     }
 
+    /// How many times so far the proxy did what `fault` does: connections
+    /// cut ([`Fault::Unreachable`]), connections hung ([`Fault::Hang`]),
+    /// requests delayed ([`Fault::Slow`]) or answered with an injected
+    /// status ([`Fault::Status`]); 0 for [`Fault::None`].
+    pub fn injected(&self, fault: &Fault) -> u64 {
+        let c = &self.shared.counts;
+        match fault {
+            Fault::None => 0,
+            Fault::Unreachable => c.cut.load(Ordering::SeqCst),
+            Fault::Hang => c.hung.load(Ordering::SeqCst),
+            Fault::Slow(_) => c.delayed.load(Ordering::SeqCst),
+            Fault::Status(..) => c.injected.load(Ordering::SeqCst),
+        }
+    }
+
     /// Closes every open connection (the listener stays): clients must
     /// connect again, and their watches start anew, as after an apiserver
     /// restart.
     pub fn cut(&self) {
-        for (_, task) in self.shared.conns.lock().unwrap().drain(..) {
+        for (conn, task) in self.shared.conns.lock().unwrap().drain(..) {
+            if conn.strong_count() > 0 {
+                self.shared.counts.cut.fetch_add(1, Ordering::SeqCst);
+            }
             task.abort();
         }
     }
@@ -162,8 +190,10 @@ impl FaultProxy {
             }
             Fault::Hang => {
                 for (c, _) in self.shared.conns.lock().unwrap().iter() {
-                    if let Some(c) = c.upgrade() {
-                        c.hung.store(true, Ordering::SeqCst);
+                    if let Some(c) = c.upgrade()
+                        && !c.hung.swap(true, Ordering::SeqCst)
+                    {
+                        self.shared.counts.hung.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             }
@@ -206,8 +236,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         shared.counts.connections.fetch_add(1, Ordering::Relaxed);
         let _ = tcp.set_nodelay(true);
+        let hung = *shared.fault.lock().unwrap() == Fault::Hang;
+        if hung {
+            shared.counts.hung.fetch_add(1, Ordering::SeqCst);
+        }
         let conn = Arc::new(Conn {
-            hung: AtomicBool::new(*shared.fault.lock().unwrap() == Fault::Hang),
+            hung: AtomicBool::new(hung),
         });
         let weak = Arc::downgrade(&conn);
         let task = tokio::spawn(serve(tcp, conn, shared.clone()));
@@ -254,7 +288,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                 }
             };
             if hit {
-                shared.counts.injected.fetch_add(1, Ordering::Relaxed);
+                shared.counts.injected.fetch_add(1, Ordering::SeqCst);
                 let body = serde_json::json!({
                     "kind": "Status", "apiVersion": "v1", "metadata": {},
                     "status": "Failure",
@@ -269,7 +303,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                 return Ok(resp);
             }
         }
-        Fault::Slow(d) => tokio::time::sleep(d).await,
+        Fault::Slow(d) => {
+            tokio::time::sleep(d).await;
+            shared.counts.delayed.fetch_add(1, Ordering::SeqCst);
+        }
         _ => {}
     }
     Ok(forward(&shared, req).await)
@@ -292,7 +329,7 @@ async fn forward(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let req = Request::from_parts(parts, Body::from(bytes.to_vec()));
     match shared.upstream.send(req).await {
         Ok(mut resp) => {
-            shared.counts.forwarded.fetch_add(1, Ordering::Relaxed);
+            shared.counts.forwarded.fetch_add(1, Ordering::SeqCst);
             resp.headers_mut().remove(http::header::CONNECTION);
             resp
         }

@@ -583,11 +583,21 @@ impl PluginDir {
         self: &Arc<Self>,
         stop: Arc<AtomicBool>,
     ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
+        self.watch_every(stop, RESCAN_INTERVAL)
+    }
+
+    /// Like [`PluginDir::watch`], with the rescan without events every
+    /// `rescan` instead of [`RESCAN_INTERVAL`] (tests).
+    pub fn watch_every(
+        self: &Arc<Self>,
+        stop: Arc<AtomicBool>,
+        rescan: Duration,
+    ) -> Result<std::thread::JoinHandle<()>, notify::Error> {
         let this = Arc::clone(self);
         crate::dir_watch::spawn(
             "nodestatus-plugin-watch",
             &self.dir,
-            RESCAN_INTERVAL,
+            rescan,
             crate::dir_watch::Inotify::Required,
             move || stop.load(Ordering::Relaxed),
             move || {

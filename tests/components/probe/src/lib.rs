@@ -2,6 +2,9 @@
 //! annotation `probe.nodestatus.test/read-<i>`, either `ok:<bytes>` or
 //! `err:<message>`; likewise `env-<i>` for each variable in `env`, and
 //! `statvfs-<i>` for each path in `statvfs`. It also labels its own version.
+//! With `stdout`, it writes that text to its stdout; with `stderr_lines`,
+//! that many numbered lines of 64 bytes to its stderr (the sandbox
+//! discards the one and keeps 4 KiB of the other).
 use nodestatus_sdk::{ConditionStatus, Metadata, Node, Result, Setter, host};
 
 #[derive(serde::Deserialize, Default)]
@@ -12,6 +15,11 @@ struct Config {
     statvfs: Vec<String>,
     /// When set, the condition `ProbeFlag` says whether this file exists.
     flag: Option<String>,
+    /// Written to stdout.
+    stdout: Option<String>,
+    /// Lines `probe stderr line <n>` (64 bytes each, numbered from 0)
+    /// written to stderr.
+    stderr_lines: u32,
 }
 
 pub struct Probe;
@@ -28,6 +36,18 @@ impl Setter for Probe {
 
     fn set(node: &mut Node) -> Result<()> {
         let config: Config = host::config()?;
+        {
+            use std::io::Write;
+            // Errors ignored: a full stderr buffer refuses the rest.
+            if let Some(text) = &config.stdout {
+                let mut out = std::io::stdout();
+                let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+            }
+            let mut err = std::io::stderr();
+            for n in 0..config.stderr_lines {
+                let _ = writeln!(err, "{:<63}", format!("probe stderr line {n}"));
+            }
+        }
         for (i, path) in config.read.iter().enumerate() {
             let v = match std::fs::read(path) {
                 Ok(b) => format!("ok:{}", b.len()),
