@@ -47,6 +47,7 @@ const NODES: &[&str] = &[
     "nobus-node",
     "live-node",
     "cri-run-node",
+    "slow-compile-node",
 ];
 
 pub struct Shared {

@@ -459,7 +459,8 @@ pub struct ConfigFile {
     #[arg(long)]
     pub compile_memory_limit: Option<String>,
     /// containerRuntimeEndpoint: the container runtime's CRI socket,
-    /// `unix:///...`; unset: none.
+    /// `unix:///...` (the kubelet's default,
+    /// unix:///run/containerd/containerd.sock); empty: none.
     #[arg(long)]
     pub container_runtime_endpoint: Option<String>,
     /// runtimeRequestTimeout: the deadline of one CRI call (2s).
@@ -733,8 +734,12 @@ pub struct Config {
     /// The bounds of one plugin's compilation (`compileTimeout`,
     /// `compileMemoryLimit`).
     pub compile_limits: CompileLimits,
-    /// The container runtime's CRI socket (`containerRuntimeEndpoint`).
+    /// The container runtime's CRI socket (`containerRuntimeEndpoint`;
+    /// unset: [`DEFAULT_CONTAINER_RUNTIME_ENDPOINT`]; empty: `None`).
     pub container_runtime_endpoint: Option<String>,
+    /// Whether the endpoint is the default one, not set by the operator: a
+    /// socket that is not there then means no runtime, with no error.
+    pub container_runtime_defaulted: bool,
     /// The deadline of one CRI call (`runtimeRequestTimeout`).
     pub runtime_request_timeout: Duration,
     /// Companion mode (beside a kubelet).
@@ -838,9 +843,14 @@ impl Config {
         );
         row(
             "containerRuntimeEndpoint",
-            self.container_runtime_endpoint
-                .clone()
-                .unwrap_or_else(|| "(none)".into()),
+            match (
+                &self.container_runtime_endpoint,
+                self.container_runtime_defaulted,
+            ) {
+                (None, _) => "(none)".into(),
+                (Some(e), true) => format!("{e} (if the socket is there)"),
+                (Some(e), false) => e.clone(),
+            },
             |c| c.container_runtime_endpoint.is_some(),
         );
         row(
@@ -872,6 +882,10 @@ impl Config {
 
 /// The default plugin directory.
 pub const DEFAULT_PLUGIN_DIR: &str = "/etc/nodestatus/plugins";
+
+/// The default `containerRuntimeEndpoint`: the kubelet's (containerd's
+/// socket). A socket that is not there means no runtime, with no error.
+pub const DEFAULT_CONTAINER_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
 
 /// The default precompile cache directory: `$XDG_CACHE_HOME/nodestatus/precompiled`
 /// or `~/.cache/nodestatus/precompiled`.
@@ -1307,7 +1321,11 @@ impl ConfigFile {
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
             cache_max_bytes,
             compile_limits,
-            container_runtime_endpoint: self.container_runtime_endpoint.filter(|e| !e.is_empty()),
+            container_runtime_defaulted: self.container_runtime_endpoint.is_none(),
+            container_runtime_endpoint: match self.container_runtime_endpoint {
+                None => Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT.to_owned()),
+                Some(e) => Some(e).filter(|e| !e.is_empty()),
+            },
             runtime_request_timeout,
             re_register_deleted_node,
             external_cloud_provider,
@@ -1605,11 +1623,15 @@ impl Config {
         out
     }
 
-    /// The CRI client for `containerRuntimeEndpoint`, when one is set (the
-    /// endpoint was checked when the config was validated).
+    /// The CRI client for `containerRuntimeEndpoint`, unless it is empty
+    /// (the endpoint was checked when the config was validated). For the
+    /// default endpoint, a socket that is not there is no runtime
+    /// ([`crate::cri::Client::present`]).
     pub fn cri_client(&self) -> Option<crate::cri::Client> {
         let endpoint = self.container_runtime_endpoint.as_deref()?;
-        crate::cri::Client::new(endpoint, self.runtime_request_timeout).ok()
+        crate::cri::Client::new(endpoint, self.runtime_request_timeout)
+            .ok()
+            .map(|c| c.optional(self.container_runtime_defaulted))
     }
 
     /// [`Config::plugin_settings`] as the plugin directory takes it.
@@ -1660,6 +1682,36 @@ mod tests {
 
     fn check(yaml: &str) -> Result<Config> {
         ConfigFile::parse(yaml, Path::new("c.yaml"))?.validate()
+    }
+
+    #[test]
+    fn the_runtime_endpoint_defaults_to_the_kubelets_and_empty_turns_it_off() {
+        let unset = check("nodeName: n\n").unwrap();
+        assert_eq!(
+            unset.container_runtime_endpoint.as_deref(),
+            Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT)
+        );
+        assert!(unset.container_runtime_defaulted);
+        let set =
+            check("nodeName: n\ncontainerRuntimeEndpoint: unix:///run/crio/crio.sock\n").unwrap();
+        assert_eq!(
+            set.container_runtime_endpoint.as_deref(),
+            Some("unix:///run/crio/crio.sock")
+        );
+        assert!(!set.container_runtime_defaulted);
+        let off = check("nodeName: n\ncontainerRuntimeEndpoint: \"\"\n").unwrap();
+        assert_eq!(off.container_runtime_endpoint, None);
+        assert!(off.cri_client().is_none());
+        // The default socket that is not there is no runtime; a set one is
+        // always asked.
+        let absent = "unix:///nonexistent/containerd.sock";
+        let client = |optional| {
+            crate::cri::Client::new(absent, Duration::from_secs(1))
+                .unwrap()
+                .optional(optional)
+        };
+        assert!(!client(true).present());
+        assert!(client(false).present());
     }
 
     #[test]
