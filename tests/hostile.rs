@@ -585,3 +585,20 @@ pub fn compile_bomb(instructions: usize, locals: usize) -> Vec<u8> {
     );
     wat::parse_str(&wat).expect("compile bomb WAT")
 }
+
+/// A component named `name` that implements the world (its `set` echoes)
+/// and carries, beside it, an unused core module with [`compile_bomb`]'s
+/// function: it passes every check made before a compile, and then takes
+/// Cranelift as long as the bomb does. (A core module section may stand
+/// anywhere in a component, and a module that is never instantiated is
+/// still compiled.)
+pub fn slow_to_compile(name: &str, instructions: usize, locals: usize) -> Vec<u8> {
+    let mut out = component(name, &Behaviour::Echo);
+    let bomb = compile_bomb(instructions, locals);
+    // The bomb is a component with one core module section: take that
+    // section (id 1) as it is.
+    let section = &bomb[8..];
+    assert_eq!(section[0], 1, "the bomb's first section is its core module");
+    out.extend_from_slice(section);
+    out
+}

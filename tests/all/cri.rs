@@ -82,18 +82,31 @@ impl Containerd {
 
     /// The version the daemon reports (`ctr version`'s server part).
     fn version(&self) -> String {
-        let out = self.ctr(&["version"]);
-        out.split("Server:")
-            .nth(1)
-            .and_then(|s| s.lines().find_map(|l| l.trim().strip_prefix("Version:")))
-            .map(|v| v.trim().to_owned())
-            .unwrap_or_else(|| panic!("no server version in {out}"))
+        server_version(&self.ctr(&["version"]))
     }
 
     /// Imports a one-layer image named `name`, built here as an OCI layout
-    /// (no registry), and returns its size as the runtime will count it.
+    /// (no registry).
     fn import_tiny_image(&self, name: &str) {
-        let layout = self.dir.path().join("image");
+        let tar = tiny_image_tar(self.dir.path(), name);
+        self.ctr(&["images", "import", tar.to_str().unwrap()]);
+    }
+}
+
+/// The server version in what `ctr version` printed.
+fn server_version(out: &str) -> String {
+    out.split("Server:")
+        .nth(1)
+        .and_then(|s| s.lines().find_map(|l| l.trim().strip_prefix("Version:")))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("no server version in {out}"))
+}
+
+/// A one-layer image named `name`, built in `dir` as an OCI layout (no
+/// registry), as a tar that `ctr images import` takes.
+fn tiny_image_tar(dir: &Path, name: &str) -> PathBuf {
+    {
+        let layout = dir.join("image");
         let blobs = layout.join("blobs/sha256");
         std::fs::create_dir_all(&blobs).unwrap();
         let put = |bytes: &[u8]| -> (String, usize) {
@@ -129,7 +142,7 @@ impl Containerd {
             r#"{"imageLayoutVersion":"1.0.0"}"#,
         )
         .unwrap();
-        let tar = self.dir.path().join("image.tar");
+        let tar = dir.join("image.tar");
         let status = Command::new("tar")
             .arg("-C")
             .arg(&layout)
@@ -139,7 +152,7 @@ impl Containerd {
             .status()
             .unwrap();
         assert!(status.success());
-        self.ctr(&["images", "import", tar.to_str().unwrap()]);
+        tar
     }
 }
 
@@ -464,4 +477,127 @@ async fn a_running_engine_puts_containerds_facts_on_its_node() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `nodestatus once --plugin-dir plugins` with no config, in a mount
+/// namespace of its own whose `/run` is a fresh tmpfs, so that the kubelet's
+/// default socket, `/run/containerd/containerd.sock`, is ours to serve or
+/// to leave absent whatever runs on this machine. With `containerd`, a
+/// containerd of its own listens there first, with the tiny image imported.
+/// Returns the node, `once`'s stderr and, with containerd, its version.
+fn once_on_the_default_socket(containerd: bool, plugins: &Path) -> (Value, String, Option<String>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let config = format!(
+        "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"/run/containerd/containerd.sock\"\n\
+         [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"k8s.gcr.io/pause:3.2\"\n  restrict_oom_score_adj = true\n\
+         [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni-bin\"\n  conf_dir = \"{d}/cni-conf\"\n",
+        root = d.join("root").display(),
+        state = d.join("state").display(),
+        d = d.display(),
+    );
+    std::fs::write(d.join("config.toml"), config).unwrap();
+    let tar = tiny_image_tar(d, TINY);
+    let script = r#"
+set -u
+mount -t tmpfs tmpfs /run || exit 90
+mkdir -p /run/containerd
+pid=
+if [ "$1" = yes ]; then
+  containerd --config "$2/config.toml" 2>"$2/containerd.log" &
+  pid=$!
+  i=0
+  while [ ! -S /run/containerd/containerd.sock ]; do
+    i=$((i+1)); [ $i -gt 200 ] && exit 91; sleep 0.1
+  done
+  ctr --address /run/containerd/containerd.sock -n k8s.io images import "$3" >/dev/null || exit 92
+  ctr --address /run/containerd/containerd.sock version >"$2/version" || exit 93
+fi
+rc=0
+"$4" --log-format text once --plugin-dir "$5" --cache-dir "$6" >"$2/out" 2>"$2/err" || rc=$?
+if [ -n "$pid" ]; then kill "$pid"; wait "$pid"; fi
+exit $rc
+"#;
+    let status = Command::new("unshare")
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(if containerd { "yes" } else { "no" })
+        .arg(d)
+        .arg(&tar)
+        .arg(env!("CARGO_BIN_EXE_nodestatus"))
+        .arg(plugins)
+        .arg(nodestatus_tests::built::TEST_CACHE_DIR)
+        .env("RUST_LOG", "info")
+        .status()
+        .unwrap();
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+    assert!(
+        status.success(),
+        "{status}: {}\n{}",
+        read("err"),
+        read("containerd.log")
+    );
+    let node: Value = serde_json::from_str(&read("out")).unwrap();
+    let version = containerd.then(|| server_version(&read("version")));
+    (node, read("err"), version)
+}
+
+fn default_runtime_plugins(dir: &Path) {
+    for (file, src) in [
+        ("version-info.wasm", built::VERSION_INFO),
+        ("images.wasm", built::IMAGES),
+    ] {
+        drop_plugin(dir, file, Path::new(src));
+    }
+}
+
+#[test]
+fn once_with_no_config_finds_containerd_where_the_kubelet_does() {
+    let plugins = tempfile::tempdir().unwrap();
+    default_runtime_plugins(plugins.path());
+    let (node, err, version) = once_on_the_default_socket(true, plugins.path());
+    let expected = nodestatus_sdk::host::kubelet_runtime_version(&version.unwrap()).unwrap();
+    assert_eq!(
+        node["status"]["nodeInfo"]["containerRuntimeVersion"],
+        format!("containerd://{expected}"),
+        "{err}"
+    );
+    let images = node["status"]["images"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no images: {node}\n{err}"));
+    assert!(
+        images
+            .iter()
+            .any(|i| i["names"].as_array().unwrap().iter().any(|x| x == TINY)),
+        "{images:?}"
+    );
+}
+
+#[test]
+fn no_socket_at_the_default_endpoint_is_no_runtime_without_a_word() {
+    let plugins = tempfile::tempdir().unwrap();
+    default_runtime_plugins(plugins.path());
+    let (node, err, _) = once_on_the_default_socket(false, plugins.path());
+    // Not a line about it: no error, no warning (what a failed dial says).
+    for words in [
+        "the runtime's",
+        "container runtime",
+        "containerd.sock",
+        "CRI",
+    ] {
+        assert!(!err.contains(words), "{words:?} in: {err}");
+    }
+    assert!(
+        node["status"]["images"]
+            .as_array()
+            .is_none_or(|l| l.is_empty()),
+        "{node}"
+    );
 }

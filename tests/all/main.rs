@@ -13,6 +13,7 @@ mod hostile;
 mod hot_reload;
 mod kube;
 mod live_config;
+mod loading;
 mod logind;
 mod operator;
 mod output;

@@ -323,7 +323,7 @@ async fn run_cases(name: &str, cases: Vec<Case>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_ten_refused_outputs_are_dropped_alone_and_the_node_is_still_written() {
     use Server::Refuses;
-    use SetterErrorKind::{Invalid, Limit};
+    use SetterErrorKind::Invalid;
     let cases = vec![
         case(
             "untyped-condition",

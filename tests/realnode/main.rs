@@ -269,6 +269,7 @@ fn manifests(host: &Path, kubelet_root: &Path, port: u16) -> anyhow::Result<Vec<
         ("kubelet-pki", kubelet_root.join("pki")),
         ("plugins", host.join("etc/nodestatus/plugins")),
         ("kubelet-fs", kubelet_root.join("nodestatus-statfs")),
+        ("cache", host.join("var/cache/nodestatus")),
     ];
     let volumes = spec["volumes"]
         .as_array_mut()

@@ -63,6 +63,9 @@ pub struct Client {
     socket: PathBuf,
     timeout: Duration,
     channel: Mutex<Option<Channel>>,
+    /// A socket that is not there is no runtime (the default endpoint),
+    /// not an error.
+    optional: bool,
 }
 
 impl Client {
@@ -73,7 +76,25 @@ impl Client {
             socket: socket_path(endpoint)?,
             timeout,
             channel: Mutex::new(None),
+            optional: false,
         })
+    }
+
+    /// The same client, for which a socket that is not there means no
+    /// runtime (`optional`: the default endpoint, which the operator did
+    /// not set) rather than an error.
+    pub fn optional(mut self, optional: bool) -> Self {
+        self.optional = optional;
+        self
+    }
+
+    /// Whether there is a runtime to ask: always for an endpoint the
+    /// operator set; for the default one, whether its socket exists (one
+    /// `stat`, no dial, no wait), so a machine without containerd has no
+    /// runtime, and one where it starts later has one from the next pass.
+    pub fn present(&self) -> bool {
+        !self.optional
+            || !matches!(std::fs::metadata(&self.socket), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
     }
 
     /// Reads the facts from synchronous code (the one-shot commands),

@@ -107,6 +107,10 @@ pub struct Metrics {
     pub precompile_cache: Family<ResultLabel, Counter>,
     /// Bytes of precompile cache entries.
     pub precompile_cache_bytes: Gauge,
+    /// Loads that missed the precompile cache, by what became of them:
+    /// `compiled` (a compile started), `prechecked` (refused by the check
+    /// before a compile), `remembered` (refused before: not compiled again).
+    pub plugin_compiles: Family<ResultLabel, Counter>,
     /// Config file changes, by result (`applied`, `refused`).
     pub config_reloads: Family<ResultLabel, Counter>,
 }
@@ -142,6 +146,7 @@ impl Metrics {
             node_deleted: Gauge::default(),
             precompile_cache: Family::default(),
             precompile_cache_bytes: Gauge::default(),
+            plugin_compiles: Family::default(),
             config_reloads: Family::default(),
             registry: Registry::default(),
         };
@@ -217,6 +222,11 @@ impl Metrics {
             m.precompile_cache_bytes.clone(),
         );
         registry.register(
+            "plugin_compiles",
+            "Plugin loads that missed the precompile cache: compiled (a compile started), prechecked (refused by the check before a compile: never compiled), remembered (refused before by a compile, not compiled again)",
+            m.plugin_compiles.clone(),
+        );
+        registry.register(
             "config_reloads",
             "Changes of the config file's content, by result: applied, or refused (invalid, or a setting that changes only at a restart)",
             m.config_reloads.clone(),
@@ -237,6 +247,21 @@ impl Metrics {
         self.config_reloads
             .get_or_create(&ResultLabel { result })
             .inc();
+    }
+
+    /// Copies the runtime's load counters ([`nodestatus_runtime::LoadStats`]).
+    pub fn observe_loads(&self, stats: &nodestatus_runtime::LoadStats) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (result, n) in [
+            ("compiled", &stats.compiles),
+            ("prechecked", &stats.prechecked),
+            ("remembered", &stats.remembered),
+        ] {
+            self.plugin_compiles
+                .get_or_create(&ResultLabel { result })
+                .inner()
+                .store(n.load(Relaxed), Relaxed);
+        }
     }
 
     /// Copies the precompile cache's counters (it counts for itself, from

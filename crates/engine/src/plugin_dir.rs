@@ -6,10 +6,18 @@
 //! - Dotfiles and names not ending in `.wasm` (`*.tmp`, `*~`, `*.swp`) are
 //!   ignored, so writers can write a temp file and rename it into place.
 //! - A file whose sha256 did not change is not reloaded.
-//! - A changed file is compiled (or taken from the precompile cache),
-//!   type-checked against the world and asked for its metadata before it
-//!   replaces the old version. If any step fails, the last good version keeps
-//!   running and the error is reported.
+//! - A changed file is checked (without a compile), compiled (or taken from
+//!   the precompile cache), type-checked against the world and asked for its
+//!   metadata before it replaces the old version. If any step fails, the last
+//!   good version keeps running and the error is reported.
+//! - Loading never blocks the loops: the engine rescans with
+//!   [`PluginDir::rescan_in_background`], which loads each file on a thread
+//!   of its own and puts each plugin in the active set when it is ready, so
+//!   a pass runs the plugins that are ready and a slow compile holds back
+//!   nothing but its own plugin. [`PluginDir::rescan`] waits for every load
+//!   (`once`, `plugin list`).
+//! - [`PluginDir::load_component`] is the one entry point of a load: a
+//!   component's bytes under the plugin name its path gives.
 //! - The new set is swapped in atomically; a pass holds the set it started
 //!   with, so it never sees half a reload.
 //! - A plugin is named by its file: `gpu.wasm` (or `gpu_x.wasm` for
@@ -21,8 +29,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -178,6 +186,13 @@ pub struct FileStatus {
     pub sha256: Option<String>,
     /// The last load error, if the file on disk is not what runs.
     pub error: Option<String>,
+    /// How long its last load took, in seconds (the compile included).
+    pub load_seconds: Option<f64>,
+    /// Whether its last load compiled it (it was not in the precompile
+    /// cache).
+    pub compiled: bool,
+    /// While a new version is being loaded: for how long, in seconds.
+    pub loading_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +207,10 @@ struct FileState {
     sha256: String,
     plugin: Option<Setter>,
     error: Option<String>,
+    /// How long its last load took.
+    took: Option<Duration>,
+    /// Whether its last load compiled it.
+    compiled: bool,
     /// The operator's settings changed since this file was loaded: if the
     /// new settings refuse it, its running version (loaded under the old
     /// grants) is not kept.
@@ -210,10 +229,55 @@ pub struct PluginDir {
     rescan_lock: Mutex<()>,
     current: ArcSwap<PluginSet>,
     listeners: Mutex<Vec<Listener>>,
+    /// The files being loaded now (by a background load).
+    loading: Mutex<HashMap<PathBuf, Loading>>,
+    /// Notified whenever a load ends.
+    loaded: Condvar,
+    next_token: AtomicU64,
 }
 
-/// Why a file read in a rescan does not run.
-enum Refusal {
+/// A load under way.
+struct Loading {
+    /// The content being loaded.
+    sha: String,
+    since: std::time::Instant,
+    /// Whether the precompile cache holds it (no compile).
+    cached: bool,
+    /// Which load: a load whose token is no longer the file's was
+    /// superseded.
+    token: u64,
+}
+
+/// A file to load.
+struct Job {
+    file: PathBuf,
+    stamp: Stamp,
+    sha: String,
+    bytes: Vec<u8>,
+    config: Arc<crate::config::PluginConfig>,
+    token: u64,
+}
+
+/// What loading a file gave.
+struct Load {
+    file: PathBuf,
+    stamp: Stamp,
+    sha: String,
+    took: Option<Duration>,
+    result: Result<Setter, Refusal>,
+}
+
+/// What a rescan settles.
+#[derive(Default)]
+struct Plan {
+    gone: Vec<PathBuf>,
+    same: Vec<(PathBuf, Stamp)>,
+    loads: Vec<Load>,
+}
+
+/// Why a component does not run.
+#[derive(Debug)]
+pub enum Refusal {
     /// Its plugin is disabled in the config.
     Disabled(String),
     /// It could not be loaded.
@@ -245,6 +309,9 @@ impl PluginDir {
             rescan_lock: Mutex::new(()),
             current: ArcSwap::from_pointee(PluginSet::default()),
             listeners: Mutex::new(Vec::new()),
+            loading: Mutex::new(HashMap::new()),
+            loaded: Condvar::new(),
+            next_token: AtomicU64::new(0),
         })
     }
 
@@ -275,6 +342,9 @@ impl PluginDir {
     pub fn set_settings(&self, settings: SettingsFn) {
         let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
         *self.settings.write().expect("settings lock") = settings;
+        // Loads under the old settings are discarded when they end.
+        self.loading.lock().expect("loading lock").clear();
+        self.loaded.notify_all();
         for st in self.files.lock().expect("files lock").values_mut() {
             // Neither the stamp nor the hash matches any more: reloaded.
             st.stamp.len = u64::MAX;
@@ -303,7 +373,13 @@ impl PluginDir {
 
     /// Each file's state.
     pub fn status(&self) -> Vec<FileStatus> {
-        self.files
+        let loading: HashMap<PathBuf, f64> = self
+            .loading()
+            .into_iter()
+            .map(|(f, d, _)| (f, d.as_secs_f64()))
+            .collect();
+        let mut status: Vec<FileStatus> = self
+            .files
             .lock()
             .expect("files lock")
             .iter()
@@ -316,8 +392,27 @@ impl PluginDir {
                     .map(|p| p.plugin().metadata().version.clone()),
                 sha256: st.plugin.as_ref().map(|p| p.plugin().sha256().to_owned()),
                 error: st.error.clone(),
+                load_seconds: st.took.map(|d| d.as_secs_f64()),
+                compiled: st.compiled,
+                loading_seconds: loading.get(file).copied(),
             })
-            .collect()
+            .collect();
+        for (file, secs) in &loading {
+            if !status.iter().any(|s| &s.file == file) {
+                status.push(FileStatus {
+                    file: file.clone(),
+                    plugin: None,
+                    version: None,
+                    sha256: None,
+                    error: None,
+                    load_seconds: None,
+                    compiled: false,
+                    loading_seconds: Some(*secs),
+                });
+            }
+        }
+        status.sort_by(|a, b| a.file.cmp(&b.file));
+        status
     }
 
     fn list(&self) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
@@ -350,21 +445,181 @@ impl PluginDir {
         Ok(out)
     }
 
-    /// Brings the loaded set in line with the directory and returns what
-    /// changed. Safe to call at any time; concurrent calls run one at a time.
+    /// Brings the loaded set in line with the directory, waits for every
+    /// load it started, and returns what changed. Safe to call at any time;
+    /// concurrent calls run one at a time. (`once`, `plugin list`, tests:
+    /// the engine itself uses [`PluginDir::rescan_in_background`].)
     ///
     /// Files are read ([`read_plugin_file`]) and loaded without holding the
     /// lock that [`PluginDir::status`] takes, so a slow load (bounded by the
-    /// file size cap and the plugin's deadline) never blocks readers. Name
-    /// conflicts are settled before any event is logged: no "loaded" line is
-    /// ever written for a plugin that is then refused.
+    /// file size cap and the plugin's deadline) never blocks readers; the
+    /// loads run side by side. Name conflicts are settled before any event
+    /// is logged: no "loaded" line is ever written for a plugin that is then
+    /// refused.
     pub fn rescan(&self) -> Vec<ReloadEvent> {
         let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
+        let Some((mut plan, jobs)) = self.plan() else {
+            return Vec::new();
+        };
+        let done: Vec<Load> = std::thread::scope(|s| {
+            let running: Vec<_> = jobs
+                .into_iter()
+                .map(|job| s.spawn(move || self.load(job)))
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        {
+            let mut loading = self.loading.lock().expect("loading lock");
+            for l in &done {
+                loading.remove(&l.file);
+            }
+        }
+        plan.loads.extend(done);
+        let events = self.apply(plan);
+        self.loaded.notify_all();
+        events
+    }
+
+    /// Brings the loaded set in line with the directory without waiting for
+    /// a compile: files that are gone, unchanged, unreadable or disabled are
+    /// settled at once (their events returned), and every file to load is
+    /// loaded on a thread of its own, which puts it in the active set (and
+    /// tells the listeners) when it is done. A pass runs the plugins that
+    /// are ready; one that becomes ready runs from the next pass on.
+    ///
+    /// A file already loading with the same content is not loaded twice; a
+    /// load whose file changed, went away, or whose settings changed while
+    /// it ran is discarded (a newer one replaces it).
+    pub fn rescan_in_background(self: &Arc<Self>) -> Vec<ReloadEvent> {
+        let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
+        let Some((plan, jobs)) = self.plan() else {
+            return Vec::new();
+        };
+        for job in jobs {
+            let this = Arc::clone(self);
+            let spawned = std::thread::Builder::new()
+                .name("nodestatus-load".into())
+                .spawn(move || {
+                    let token = job.token;
+                    let load = this.load(job);
+                    this.finish(token, load);
+                });
+            if let Err(e) = spawned {
+                tracing::error!("cannot start a plugin load thread: {e}; the next rescan retries");
+            }
+        }
+        self.apply(plan)
+    }
+
+    /// Waits until no load of a file that the precompile cache holds is
+    /// running, or `bound` passed; returns whether none is. A start waits
+    /// for these (milliseconds each) so that the node registers with the
+    /// plugins it had, and never for a compile.
+    pub fn wait_for_cached(&self, bound: Duration) -> bool {
+        self.wait_loading(bound, |l| l.cached)
+    }
+
+    /// Waits until no load runs, or `bound` passed; returns whether none
+    /// does.
+    pub fn wait_idle(&self, bound: Duration) -> bool {
+        self.wait_loading(bound, |_| true)
+    }
+
+    fn wait_loading(&self, bound: Duration, counts: impl Fn(&Loading) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + bound;
+        let mut loading = self.loading.lock().expect("loading lock");
+        loop {
+            if !loading.values().any(&counts) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            loading = self
+                .loaded
+                .wait_timeout(loading, deadline - now)
+                .expect("loading lock")
+                .0;
+        }
+    }
+
+    /// The files being loaded now, each with how long it has been loading
+    /// and whether it is being compiled (else taken from the precompile
+    /// cache).
+    pub fn loading(&self) -> Vec<(PathBuf, Duration, bool)> {
+        self.loading
+            .lock()
+            .expect("loading lock")
+            .iter()
+            .map(|(f, l)| (f.clone(), l.since.elapsed(), !l.cached))
+            .collect()
+    }
+
+    /// The load of one file: [`PluginDir::load_component`], timed.
+    fn load(&self, job: Job) -> Load {
+        let started = std::time::Instant::now();
+        let result = self.load_component(&job.file, &job.bytes, &job.config);
+        Load {
+            file: job.file,
+            stamp: job.stamp,
+            sha: job.sha,
+            took: Some(started.elapsed()),
+            result,
+        }
+    }
+
+    /// Loads a component: `bytes`, under the plugin name of `file` (its
+    /// stem, see [`name_of_file`]), with `config`. The one entry point of
+    /// every component the engine runs, whatever brought its bytes (the
+    /// directory, a registry pull): the check before the compile, the
+    /// memo of refused files, the precompile cache and the compile slots
+    /// all apply. Blocks for as long as the compile takes.
+    pub fn load_component(
+        &self,
+        file: &Path,
+        bytes: &[u8],
+        config: &Arc<crate::config::PluginConfig>,
+    ) -> Result<Setter, Refusal> {
+        if !config.enabled {
+            // Not even compiled.
+            return Err(Refusal::Disabled(name_of_file(file).unwrap_or_default()));
+        }
+        Plugin::load_bytes(&self.runtime, file, bytes, &|_| config.sandbox.clone())
+            .map(|p| Setter::new(Arc::new(p), config.clone()))
+            .map_err(Refusal::Failed)
+    }
+
+    /// A background load is done: applied, unless it was superseded.
+    fn finish(&self, token: u64, load: Load) {
+        let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
+        {
+            let mut loading = self.loading.lock().expect("loading lock");
+            if loading.get(&load.file).map(|l| l.token) != Some(token) {
+                tracing::debug!(file = %load.file.display(), "discarding a superseded load");
+                return;
+            }
+            loading.remove(&load.file);
+        }
+        self.apply(Plan {
+            loads: vec![load],
+            ..Plan::default()
+        });
+        self.loaded.notify_all();
+    }
+
+    /// What a rescan finds: what to settle at once, and the files to load.
+    /// `None` when the directory cannot be read. Called under the rescan
+    /// lock.
+    fn plan(&self) -> Option<(Plan, Vec<Job>)> {
         let listing = match self.list() {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(dir = %self.dir.display(), error = %e, "cannot read the plugin directory; keeping the loaded plugins");
-                return Vec::new();
+                return None;
             }
         };
         let known: HashMap<PathBuf, (Stamp, String)> = self
@@ -374,10 +629,20 @@ impl PluginDir {
             .iter()
             .map(|(p, st)| (p.clone(), (st.stamp.clone(), st.sha256.clone())))
             .collect();
+        let present: HashMap<&PathBuf, &Stamp> = listing.iter().map(|(p, s)| (p, s)).collect();
+        let mut loading = self.loading.lock().expect("loading lock");
+        // A load of a file that is gone is discarded when it ends.
+        loading.retain(|f, _| present.contains_key(f));
 
-        // Read and load new and changed files, outside the lock.
-        let mut loads: Vec<(PathBuf, Stamp, String, Result<Setter, Refusal>)> = Vec::new();
-        let mut same: Vec<(PathBuf, Stamp)> = Vec::new();
+        let mut plan = Plan {
+            gone: known
+                .keys()
+                .filter(|p| !present.contains_key(p))
+                .cloned()
+                .collect(),
+            ..Plan::default()
+        };
+        let mut jobs = Vec::new();
         for (file, stamp) in &listing {
             if known.get(file).is_some_and(|k| k.0 == *stamp) {
                 continue;
@@ -391,40 +656,75 @@ impl PluginDir {
                     continue;
                 }
                 Err(e) => {
-                    let refused = Err(Refusal::Failed(e));
-                    loads.push((file.clone(), stamp.clone(), String::new(), refused));
+                    loading.remove(file);
+                    plan.loads.push(Load {
+                        file: file.clone(),
+                        stamp: stamp.clone(),
+                        sha: String::new(),
+                        took: None,
+                        result: Err(Refusal::Failed(e)),
+                    });
                     continue;
                 }
             };
             let sha = nodestatus_runtime::sha256_hex(&bytes);
             if known.get(file).is_some_and(|k| k.1 == sha) {
-                same.push((file.clone(), stamp.clone()));
+                loading.remove(file);
+                plan.same.push((file.clone(), stamp.clone()));
+                continue;
+            }
+            if loading.get(file).is_some_and(|l| l.sha == sha) {
+                // Already loading, this very content.
                 continue;
             }
             let settings = self.settings.read().expect("settings lock").clone();
             let name = name_of_file(file).unwrap_or_default();
             let config = Arc::new(settings(&name));
-            let result = if config.enabled {
-                Plugin::load_bytes(&self.runtime, file, &bytes, &|_| config.sandbox.clone())
-                    .map(|p| Setter::new(Arc::new(p), config.clone()))
-                    .map_err(Refusal::Failed)
-            } else {
-                // Not even compiled.
-                Err(Refusal::Disabled(name))
-            };
-            loads.push((file.clone(), stamp.clone(), sha, result));
+            if !config.enabled {
+                loading.remove(file);
+                plan.loads.push(Load {
+                    file: file.clone(),
+                    stamp: stamp.clone(),
+                    sha,
+                    took: None,
+                    result: Err(Refusal::Disabled(name)),
+                });
+                continue;
+            }
+            let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+            let cached = self
+                .runtime
+                .cache()
+                .is_some_and(|c| c.entry_path(&sha).is_file());
+            loading.insert(
+                file.clone(),
+                Loading {
+                    sha: sha.clone(),
+                    since: std::time::Instant::now(),
+                    cached,
+                    token,
+                },
+            );
+            jobs.push(Job {
+                file: file.clone(),
+                stamp: stamp.clone(),
+                sha,
+                bytes,
+                config,
+                token,
+            });
         }
+        Some((plan, jobs))
+    }
 
+    /// Applies what a rescan or a load found to the files and the active
+    /// set, and tells the listeners. Called under the rescan lock.
+    fn apply(&self, plan: Plan) -> Vec<ReloadEvent> {
+        let Plan { gone, same, loads } = plan;
         let mut files = self.files.lock().expect("files lock");
         let mut events = Vec::new();
-        let present: HashMap<&PathBuf, &Stamp> = listing.iter().map(|(p, s)| (p, s)).collect();
 
         // Files that are gone.
-        let gone: Vec<PathBuf> = files
-            .keys()
-            .filter(|p| !present.contains_key(p))
-            .cloned()
-            .collect();
         for file in gone {
             if let Some(FileState {
                 plugin: Some(p), ..
@@ -444,7 +744,14 @@ impl PluginDir {
 
         // New and changed files; their events wait for the name check.
         let mut pending: BTreeMap<PathBuf, ReloadEvent> = BTreeMap::new();
-        for (file, stamp, sha, result) in loads {
+        for Load {
+            file,
+            stamp,
+            sha,
+            took,
+            result,
+        } in loads
+        {
             let (previous, settings_changed) = files
                 .get(&file)
                 .map_or((None, false), |st| (st.plugin.clone(), st.settings_changed));
@@ -478,6 +785,8 @@ impl PluginDir {
                     FileState {
                         stamp,
                         sha256: sha,
+                        compiled: p.plugin().compiled(),
+                        took,
                         plugin: Some(p),
                         error: None,
                         settings_changed: false,
@@ -513,6 +822,8 @@ impl PluginDir {
                     FileState {
                         stamp,
                         sha256: sha,
+                        compiled: false,
+                        took,
                         plugin: kept,
                         error: Some(error),
                         settings_changed: false,
@@ -601,7 +912,7 @@ impl PluginDir {
             crate::dir_watch::Inotify::Required,
             move || stop.load(Ordering::Relaxed),
             move || {
-                this.rescan();
+                this.rescan_in_background();
             },
         )
     }

@@ -261,6 +261,12 @@ impl PrecompileCache {
         &self.dir
     }
 
+    /// The key of the engine build whose code this cache holds (a part of
+    /// every entry's name).
+    pub(crate) fn engine_key(&self) -> &str {
+        &self.engine_key
+    }
+
     /// The file that holds (or would hold) the entry of the component whose
     /// sha256 is `sha256`.
     pub fn entry_path(&self, sha256: &str) -> PathBuf {
@@ -333,7 +339,11 @@ impl PrecompileCache {
 
 /// Reads and checks an entry: `Ok(None)` when there is none, `Err(why)`
 /// when there is one that must not be used.
-fn read_entry(path: &Path, sha256: &str) -> Result<Option<Vec<u8>>, String> {
+/// Reads a file of the cache directory that only the engine's user can
+/// have written: `Ok(None)` when there is none, `Err(why)` when there is one
+/// that must not be used (not a regular file, another owner, group or
+/// others' permission bits, more than one link, larger than `max`).
+pub(crate) fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = match std::fs::OpenOptions::new()
         .read(true)
@@ -360,13 +370,29 @@ fn read_entry(path: &Path, sha256: &str) -> Result<Option<Vec<u8>>, String> {
     if meta.nlink() != 1 {
         return Err(format!("it has {} links", meta.nlink()));
     }
-    if meta.len() > MAX_ENTRY_BYTES {
+    if meta.len() > max {
         return Err(format!("it is {} bytes", meta.len()));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_ENTRY_BYTES)
+    file.take(max)
         .read_to_end(&mut bytes)
         .map_err(|e| e.to_string())?;
+    Ok(Some(bytes))
+}
+
+/// Writes `bytes` to `path` in the cache directory `dir`, owner-only, by
+/// write-then-rename.
+pub(crate) fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(bytes)?;
+    tmp.1.sync_all()?;
+    std::fs::rename(&tmp.0, path)
+}
+
+fn read_entry(path: &Path, sha256: &str) -> Result<Option<Vec<u8>>, String> {
+    let Some(bytes) = read_private(path, MAX_ENTRY_BYTES)? else {
+        return Ok(None);
+    };
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return Err("it has no nodestatus cache header".into());
     }

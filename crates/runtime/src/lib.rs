@@ -53,10 +53,13 @@
 //! - **Compilation.** Cranelift cannot be interrupted, and 1 MB of
 //!   WebAssembly can keep it busy for minutes, so the engine's binary
 //!   compiles each plugin in a child process under a deadline and a memory
-//!   limit (`compileTimeout`, `compileMemoryLimit`; see [`compile`]). A
-//!   rescan compiles without
-//!   holding the lock that status readers take, and passes keep running the
-//!   set they hold.
+//!   limit (`compileTimeout`, `compileMemoryLimit`; see [`compile`]), at
+//!   most [`COMPILE_SLOTS`] at once. Before any compile, a component is
+//!   checked without one (`precheck`: valid, the `setter` world at `0.1.x`,
+//!   only imports the host offers), and a file the compile refused before is
+//!   refused again from the memo of refusals (`refused`), by its sha256. A
+//!   rescan compiles without holding the lock that status readers take, and
+//!   passes keep running the set they hold.
 //! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
 //!   itself `gpu` (`gpu_x.wasm`, as cargo names it, may declare `gpu-x`), so
 //!   the operator's file name, not the plugin, decides which grants and
@@ -85,7 +88,9 @@ pub mod files;
 mod host_api;
 mod limits;
 mod plugin;
+mod precheck;
 pub mod proc_view;
+mod refused;
 
 pub use bridge::{block_on, blocking};
 pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
@@ -198,6 +203,9 @@ struct Inner {
     engine: Engine,
     linker: Linker<CallState>,
     cache: Option<PrecompileCache>,
+    refused: refused::RefusedMemo,
+    compile_slots: CompileSlots,
+    load_stats: LoadStats,
     compiler: Compiler,
     guest_output: GuestOutputLimits,
     stop_ticker: Arc<AtomicBool>,
@@ -269,7 +277,10 @@ impl Runtime {
             inner: Arc::new(Inner {
                 engine,
                 linker,
+                refused: refused::RefusedMemo::open(cache.as_ref()),
                 cache,
+                compile_slots: CompileSlots::new(COMPILE_SLOTS),
+                load_stats: LoadStats::default(),
                 compiler,
                 guest_output: GuestOutputLimits::default(),
                 stop_ticker,
@@ -296,9 +307,74 @@ impl Runtime {
         &self.inner.compiler
     }
 
+    /// What loads did since the runtime was built: compiles, and refusals
+    /// without one.
+    pub fn load_stats(&self) -> &LoadStats {
+        &self.inner.load_stats
+    }
+
+    pub(crate) fn refused(&self) -> &refused::RefusedMemo {
+        &self.inner.refused
+    }
+
+    /// One of the [`COMPILE_SLOTS`], held until the guard is dropped.
+    pub(crate) fn compile_slot(&self) -> CompileSlot<'_> {
+        self.inner.compile_slots.take()
+    }
+
     /// The per-plugin budgets of log lines and events.
     pub fn guest_output(&self) -> &GuestOutputLimits {
         &self.inner.guest_output
+    }
+}
+
+/// How many components compile at once (loads run side by side; a
+/// compile takes a core and, for a Python or JavaScript plugin, about
+/// 360 MB). Two, so that one slow compile never holds back all the others.
+pub const COMPILE_SLOTS: usize = 2;
+
+/// What loads did since the runtime was built.
+#[derive(Debug, Default)]
+pub struct LoadStats {
+    /// Compiles started (precompile cache misses that passed the check).
+    pub compiles: std::sync::atomic::AtomicU64,
+    /// Files refused by the check before the compile (never compiled).
+    pub prechecked: std::sync::atomic::AtomicU64,
+    /// Loads answered by the memo of refused files (not compiled again).
+    pub remembered: std::sync::atomic::AtomicU64,
+}
+
+/// A counting semaphore of compile slots.
+struct CompileSlots {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+/// A compile slot, given back on drop.
+pub(crate) struct CompileSlot<'a>(&'a CompileSlots);
+
+impl CompileSlots {
+    fn new(n: usize) -> Self {
+        Self {
+            free: std::sync::Mutex::new(n),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    fn take(&self) -> CompileSlot<'_> {
+        let mut free = self.free.lock().expect("compile slots lock");
+        while *free == 0 {
+            free = self.freed.wait(free).expect("compile slots lock");
+        }
+        *free -= 1;
+        CompileSlot(self)
+    }
+}
+
+impl Drop for CompileSlot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().expect("compile slots lock") += 1;
+        self.0.freed.notify_one();
     }
 }
 

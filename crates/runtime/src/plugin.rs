@@ -2,6 +2,7 @@
 //! the grants the operator gave it, ready to be instantiated for each call.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -197,6 +198,30 @@ pub enum LoadError {
     /// Compilation failed.
     #[error("invalid component")]
     Compile(#[source] wasmtime::Error),
+    /// The component is not valid WebAssembly (found by the check before
+    /// any compile).
+    #[error("invalid component")]
+    Invalid(#[source] wasmparser::BinaryReaderError),
+    /// The component imports interfaces the host does not offer (found by
+    /// the check before any compile).
+    #[error(
+        "the component imports {} that this host does not offer (it offers nodestatus:plugin/host@0.1.x and WASI 0.2)",
+        .0.join(", ")
+    )]
+    Unoffered(Vec<String>),
+    /// This very file (by its sha256) was refused before, by this engine
+    /// build and under limits no larger than today's: not compiled again
+    /// until it changes.
+    #[error(
+        "refused before, not compiled again until the file changes (sha256 {}): {error}",
+        &.sha256[..12]
+    )]
+    RefusedBefore {
+        /// The file's sha256.
+        sha256: String,
+        /// Why it was refused then.
+        error: String,
+    },
     /// Compiling it ran past `compileTimeout` or `compileMemoryLimit`, or the
     /// compiler process failed.
     #[error("cannot compile the component")]
@@ -425,6 +450,9 @@ pub struct Plugin {
     stuck: Stuck,
     /// The instance kept for the next call, when the plugin reuses it.
     warm: Mutex<Option<Warm>>,
+    /// Whether this load compiled the component (no precompile cache
+    /// entry).
+    compiled: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -512,7 +540,7 @@ impl Plugin {
             });
         }
         let sha256 = sha256_hex(bytes);
-        let component = compile(runtime, &sha256, bytes)?;
+        let (component, compiled) = compile(runtime, &sha256, bytes)?;
         let instance_pre = runtime
             .linker()
             .instantiate_pre(&component)
@@ -584,7 +612,14 @@ impl Plugin {
             withheld,
             stuck: Stuck::default(),
             warm: Mutex::new(None),
+            compiled,
         })
+    }
+
+    /// Whether loading it compiled the component (it was not in the
+    /// precompile cache): what a load waited for.
+    pub fn compiled(&self) -> bool {
+        self.compiled
     }
 
     /// The plugin's validated metadata.
@@ -1012,25 +1047,55 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
     CallError::new(kind, format!("`{what}` failed: {err:#}"))
 }
 
-fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+/// The component of `bytes`, and whether it was compiled now: from the
+/// precompile cache when it holds it; else refused at once when this file
+/// was refused before ([`LoadError::RefusedBefore`]) or fails the check
+/// before the compile ([`precheck`](super::precheck)); else compiled (one of
+/// the runtime's compile slots at a time), and a refusal remembered.
+fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<(Component, bool), LoadError> {
     let engine = runtime.engine();
     if let Some(component) = runtime.cache().and_then(|c| c.load(engine, sha256)) {
-        return Ok(component);
+        return Ok((component, false));
     }
+    let limits = match runtime.compiler() {
+        Compiler::Process { limits, .. } => Some(*limits),
+        Compiler::InProcess => None,
+    };
+    let stats = runtime.load_stats();
+    if let Some(error) = runtime.refused().get(sha256, limits) {
+        stats.remembered.fetch_add(1, Ordering::Relaxed);
+        return Err(LoadError::RefusedBefore {
+            sha256: sha256.to_owned(),
+            error,
+        });
+    }
+    let refused = |e: LoadError| {
+        runtime.refused().remember(sha256, &e, limits);
+        e
+    };
+    if let Err(e) = super::precheck::check(bytes) {
+        stats.prechecked.fetch_add(1, Ordering::Relaxed);
+        return Err(e);
+    }
+    let _slot = runtime.compile_slot();
+    stats.compiles.fetch_add(1, Ordering::Relaxed);
     let code = match runtime.compiler() {
         Compiler::InProcess if runtime.cache().is_none() => {
-            return Component::new(engine, bytes).map_err(LoadError::Compile);
+            return Component::new(engine, bytes)
+                .map(|c| (c, true))
+                .map_err(|e| refused(LoadError::Compile(e)));
         }
         Compiler::InProcess => engine
             .precompile_component(bytes)
-            .map_err(LoadError::Compile)?,
+            .map_err(|e| refused(LoadError::Compile(e)))?,
         Compiler::Process { exe, limits } => super::compile::compile_in_child(exe, *limits, bytes)
             .map_err(|err| match err {
                 super::compile::Error::Invalid(message) => {
                     LoadError::Compile(wasmtime::Error::msg(message))
                 }
                 other => LoadError::CompileBound(other),
-            })?,
+            })
+            .map_err(refused)?,
     };
     if let Some(cache) = runtime.cache() {
         cache.store(sha256, &code);
@@ -1038,7 +1103,9 @@ fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Component, L
     // SAFETY: `code` was produced just now by this engine's configuration:
     // in this thread, or by the engine's own binary in a child process (see
     // `compile`), which is trusted as the precompile cache is.
-    unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile)
+    unsafe { Component::deserialize(engine, &code) }
+        .map(|c| (c, true))
+        .map_err(LoadError::Compile)
 }
 
 fn call_metadata(

@@ -60,10 +60,15 @@ impl Args {
                 &cfg.hostname(&nodestatus_runtime::facts::Facts::default()),
             ),
         };
-        let (mut loads, out, report) = evaluate(&plugins, &node, &context(&cfg));
+        let (mut loads, waited, out, report) = evaluate(&plugins, &node, &context(&cfg));
         for e in &mut loads {
             set.name_origin(e.file_mut());
         }
+        let mut waits = plugins.status();
+        for w in &mut waits {
+            set.name_origin(&mut w.file);
+        }
+        write_waits(&mut std::io::stderr(), &waits, waited)?;
         write_report(&mut std::io::stderr(), &loads, &report)?;
         print!("{}", self.output.render(&node, &out)?);
         let failed = failed(&loads, &report);
@@ -77,13 +82,51 @@ impl Args {
 }
 
 /// The context of a one-shot pass: this machine's facts, and the container
-/// runtime's when the config names one.
+/// runtime's (the kubelet's default socket unless the config names another;
+/// none when the default socket is not there).
 fn context(cfg: &nodestatus_engine::config::Config) -> CallContext {
     CallContext {
         container_runtime: cfg
             .cri_client()
+            .filter(|c| c.present())
             .map(|c| std::sync::Arc::new(c.facts_blocking().map_err(|e| e.to_string()))),
         ..CallContext::default()
+    }
+}
+
+/// Writes, for people, how long `once` waited for its plugins to load, and
+/// for which: the ones it compiled (not in the precompile cache), each with
+/// its own load time.
+pub fn write_waits(
+    out: &mut dyn Write,
+    files: &[nodestatus_engine::plugin_dir::FileStatus],
+    waited: std::time::Duration,
+) -> std::io::Result<()> {
+    let compiled: Vec<String> = files
+        .iter()
+        .filter(|f| f.compiled)
+        .map(|f| {
+            let name = f
+                .plugin
+                .clone()
+                .unwrap_or_else(|| f.file.display().to_string());
+            format!("{name} ({:.1}s)", f.load_seconds.unwrap_or_default())
+        })
+        .collect();
+    let loaded = files.iter().filter(|f| f.load_seconds.is_some()).count();
+    if compiled.is_empty() {
+        writeln!(
+            out,
+            "loaded {loaded} plugin file(s) in {:.1}s, no compile waited for",
+            waited.as_secs_f64()
+        )
+    } else {
+        writeln!(
+            out,
+            "loaded {loaded} plugin file(s) in {:.1}s, waiting for the compile of {}",
+            waited.as_secs_f64(),
+            compiled.join(", ")
+        )
     }
 }
 
@@ -141,16 +184,19 @@ pub fn write_report(
     Ok(())
 }
 
-/// Loads the directory, runs one pass over `node`, and returns the result.
+/// Loads the directory (waiting for every load), runs one pass over
+/// `node`, and returns the loads, how long they took, and the result.
 pub fn evaluate(
     dir: &PluginDir,
     node: &Value,
     ctx: &CallContext,
-) -> (Vec<ReloadEvent>, Value, PassReport) {
+) -> (Vec<ReloadEvent>, std::time::Duration, Value, PassReport) {
+    let started = std::time::Instant::now();
     let loads = dir.rescan();
+    let waited = started.elapsed();
     let set = dir.current();
     let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx, Default::default());
-    (loads, out, report)
+    (loads, waited, out, report)
 }
 
 /// How many plugins were refused at load or failed in the pass (a policy

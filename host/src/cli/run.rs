@@ -19,7 +19,7 @@ use nodestatus_engine::agent::Agent;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
 use nodestatus_engine::config::Layers;
 use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
-use nodestatus_engine::plugin_dir::PluginDir;
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
 
 /// Register this node and keep its status and lease current.
 ///
@@ -59,6 +59,10 @@ pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
     rt.block_on(run(args))?;
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+/// The longest a start waits for the plugins that the precompile cache
+/// holds (a compile is never waited for).
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How long a stop may take at most after SIGTERM: the loops drop their
 /// in-flight calls at once; this bounds the HTTP drain and the watcher.
@@ -119,14 +123,31 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     if !cfg.plugin_dir.is_dir() {
         anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
     }
-    plugins.rescan();
+    // Loading never holds the node back: the files the precompile cache
+    // holds load in milliseconds and are waited for (at most
+    // START_WAIT); every compile goes on in the background, and its plugin
+    // joins at the first pass after it is ready.
+    plugins.rescan_in_background();
+    let waited = std::time::Instant::now();
+    let plugins_ = plugins.clone();
+    tokio::task::spawn_blocking(move || plugins_.wait_for_cached(START_WAIT))
+        .await
+        .context("waiting for the cached plugins")?;
     let order: Vec<String> = plugins
         .current()
         .setters()
         .iter()
         .map(|p| p.name().to_owned())
         .collect();
-    tracing::info!("setters, in run order: {}", order.join(", "));
+    tracing::info!(
+        "setters, in run order: {} (loaded in {:.1?})",
+        order.join(", "),
+        waited.elapsed()
+    );
+    for (file, _, compiling) in plugins.loading() {
+        let what = if compiling { "compiling" } else { "loading" };
+        tracing::info!(file = %file.display(), "{what} in the background; the plugin joins the first pass after it is ready");
+    }
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
     // Every call's deadline: min(nodeStatusUpdateFrequency, nodeLeaseDuration).
@@ -142,6 +163,15 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     )?;
     let agent = Agent::new(cfg.clone(), node_client, plugins.clone());
     let handle = agent.handle();
+    {
+        // A plugin that becomes ready (or stops) runs from a pass now.
+        let handle = handle.clone();
+        plugins.on_event(move |e| {
+            if !matches!(e, ReloadEvent::Failed { kept: None, .. }) {
+                handle.plugins_changed();
+            }
+        });
+    }
 
     let cancel = CancellationToken::new();
     let address = o.address.clone();

@@ -436,8 +436,8 @@ impl Agent {
         let failing_before = self.cri_failing;
         self.inflight.spawn(async move {
             let container_runtime = match &cri {
-                None => None,
-                Some(c) => Some(Arc::new(read_runtime(c, failing_before).await)),
+                Some(c) if c.present() => Some(Arc::new(read_runtime(c, failing_before).await)),
+                _ => None,
             };
             let ctx = CallContext {
                 facts,
@@ -455,6 +455,7 @@ impl Agent {
             if let Ok((_, report)) = &result {
                 metrics.observe_pass(report, started.elapsed());
                 metrics.observe_cache(cache_runtime.cache());
+                metrics.observe_loads(cache_runtime.load_stats());
                 metrics.plugins_loaded.set(loaded as i64);
             }
             Input::Answer(Answer::Pass(for_loop, result))

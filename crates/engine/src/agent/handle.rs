@@ -91,6 +91,13 @@ impl AgentHandle {
         let _ = self.commands.send(Command::Input(Input::Config(cfg)));
     }
 
+    /// The plugin set changed (a background load ended): a pass runs now
+    /// with it, when the node is registered and no pass runs (else the
+    /// next pass runs it).
+    pub fn plugins_changed(&self) {
+        let _ = self.commands.send(Command::Input(Input::PluginsChanged));
+    }
+
     /// The node itself is shutting down (logind's PrepareForShutdown, or
     /// the operator's SIGUSR2): Ready=False `node is shutting down`,
     /// written at once; returns when that pass ends. The loops go on. A

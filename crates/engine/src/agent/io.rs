@@ -99,6 +99,9 @@ pub enum Input {
     NodeShutdownCancelled,
     /// A live config change, in force from the next pass.
     Config(Arc<Config>),
+    /// A plugin became ready (or stopped) after the start: once the node
+    /// is registered and no pass runs, a pass runs now with the new set.
+    PluginsChanged,
 }
 
 /// What a metric should count; the driver keeps the metrics.

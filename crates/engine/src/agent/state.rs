@@ -202,6 +202,11 @@ impl State {
                 }
             }
             Input::SyncNow => super::sync::start_now(self, ctx, &mut out),
+            Input::PluginsChanged => {
+                if self.phase == Phase::Running && !self.node_gone {
+                    super::sync::start_now(self, ctx, &mut out)
+                }
+            }
             Input::LeaseNow => super::lease::start(self, ctx, &mut out),
             Input::NodeShutdown => super::sync::node_shutdown(self, ctx, &mut out),
             Input::NodeShutdownCancelled => self.shutting_down = false,

@@ -129,8 +129,12 @@ pub struct Config {
     /// The bounds of one plugin's compilation (`compileTimeout`,
     /// `compileMemoryLimit`).
     pub compile_limits: CompileLimits,
-    /// The container runtime's CRI socket (`containerRuntimeEndpoint`).
+    /// The container runtime's CRI socket (`containerRuntimeEndpoint`;
+    /// unset: [`DEFAULT_CONTAINER_RUNTIME_ENDPOINT`]; empty: `None`).
     pub container_runtime_endpoint: Option<String>,
+    /// Whether the endpoint is the default one, not set by the operator: a
+    /// socket that is not there then means no runtime, with no error.
+    pub container_runtime_defaulted: bool,
     /// The deadline of one CRI call (`runtimeRequestTimeout`).
     pub runtime_request_timeout: Duration,
     /// Companion mode (beside a kubelet).
@@ -186,6 +190,10 @@ impl Config {
 /// The default plugin directory.
 pub const DEFAULT_PLUGIN_DIR: &str = "/etc/nodestatus/plugins";
 
+/// The default `containerRuntimeEndpoint`: the kubelet's (containerd's
+/// socket). A socket that is not there means no runtime, with no error.
+pub const DEFAULT_CONTAINER_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+
 /// The default precompile cache directory: `$XDG_CACHE_HOME/nodestatus/precompiled`
 /// or `~/.cache/nodestatus/precompiled`.
 pub fn default_cache_dir() -> PathBuf {
@@ -200,11 +208,15 @@ pub fn default_cache_dir() -> PathBuf {
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 impl Config {
-    /// The CRI client for `containerRuntimeEndpoint`, when one is set (the
-    /// endpoint was checked when the config was validated).
+    /// The CRI client for `containerRuntimeEndpoint`, unless it is empty
+    /// (the endpoint was checked when the config was validated). For the
+    /// default endpoint, a socket that is not there is no runtime
+    /// ([`crate::cri::Client::present`]).
     pub fn cri_client(&self) -> Option<crate::cri::Client> {
         let endpoint = self.container_runtime_endpoint.as_deref()?;
-        crate::cri::Client::new(endpoint, self.runtime_request_timeout).ok()
+        crate::cri::Client::new(endpoint, self.runtime_request_timeout)
+            .ok()
+            .map(|c| c.optional(self.container_runtime_defaulted))
     }
 
     /// [`Config::plugin_settings`] as the plugin directory takes it.

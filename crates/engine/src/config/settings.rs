@@ -185,10 +185,15 @@ settings! {
         #[arg(long)]
         show |c| format!("{} bytes", c.compile_limits.memory);
     /// containerRuntimeEndpoint: the container runtime's CRI socket,
-    /// `unix:///...`; unset: none.
+    /// `unix:///...` (the kubelet's default,
+    /// unix:///run/containerd/containerd.sock); empty: none.
     "containerRuntimeEndpoint" container_runtime_endpoint: String, Restart,
         #[arg(long)]
-        show |c| or_none(c.container_runtime_endpoint.as_ref());
+        show |c| match (&c.container_runtime_endpoint, c.container_runtime_defaulted) {
+            (None, _) => "(none)".into(),
+            (Some(e), true) => format!("{e} (if the socket is there)"),
+            (Some(e), false) => e.clone(),
+        };
     /// runtimeRequestTimeout: the deadline of one CRI call (2s).
     "runtimeRequestTimeout" runtime_request_timeout: GoDuration, Restart,
         #[arg(long)]

@@ -311,3 +311,32 @@ fn a_change_is_named_by_its_class_from_the_values_in_force() {
         check("nodeName: n1\nnodeStatusReportFrequency: 300s\nnodeStatusMaxImages: 50\n").unwrap();
     assert!(old.changed(&same, Class::Live).is_empty());
 }
+
+#[test]
+fn the_runtime_endpoint_defaults_to_the_kubelets_and_empty_turns_it_off() {
+    let unset = check("nodeName: n\n").unwrap();
+    assert_eq!(
+        unset.container_runtime_endpoint.as_deref(),
+        Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT)
+    );
+    assert!(unset.container_runtime_defaulted);
+    let set = check("nodeName: n\ncontainerRuntimeEndpoint: unix:///run/crio/crio.sock\n").unwrap();
+    assert_eq!(
+        set.container_runtime_endpoint.as_deref(),
+        Some("unix:///run/crio/crio.sock")
+    );
+    assert!(!set.container_runtime_defaulted);
+    let off = check("nodeName: n\ncontainerRuntimeEndpoint: \"\"\n").unwrap();
+    assert_eq!(off.container_runtime_endpoint, None);
+    assert!(off.cri_client().is_none());
+    // The default socket that is not there is no runtime; a set one is
+    // always asked.
+    let absent = "unix:///nonexistent/containerd.sock";
+    let client = |optional| {
+        crate::cri::Client::new(absent, Duration::from_secs(1))
+            .unwrap()
+            .optional(optional)
+    };
+    assert!(!client(true).present());
+    assert!(client(false).present());
+}

@@ -9,8 +9,8 @@ use nodestatus_runtime::CompileLimits;
 use super::plugins::plugin_settings;
 use super::values::parse_node_ips;
 use super::{
-    Config, ConfigFile, DEFAULT_PLUGIN_DIR, GoDuration, Result, default_cache_dir, hostname,
-    invalid,
+    Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, GoDuration, Result,
+    default_cache_dir, hostname, invalid,
 };
 
 impl ConfigFile {
@@ -209,7 +209,11 @@ impl ConfigFile {
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
             cache_max_bytes,
             compile_limits,
-            container_runtime_endpoint: self.container_runtime_endpoint.filter(|e| !e.is_empty()),
+            container_runtime_defaulted: self.container_runtime_endpoint.is_none(),
+            container_runtime_endpoint: match self.container_runtime_endpoint {
+                None => Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT.to_owned()),
+                Some(e) => Some(e).filter(|e| !e.is_empty()),
+            },
             runtime_request_timeout,
             re_register_deleted_node,
             external_cloud_provider,

@@ -462,3 +462,23 @@ fn a_new_update_period_applies_from_the_next_pass() {
     sync_through(&mut sim, heartbeat);
     assert_eq!((sim.now - start).as_millis(), 20_400);
 }
+
+/// A plugin that becomes ready after the start (a background compile)
+/// runs from a pass started at once, once the node is registered and no
+/// pass runs; before the registration, and while a pass runs, nothing new
+/// starts (the registration's pass, or the next one, runs the new set).
+#[test]
+fn a_plugin_ready_after_the_start_runs_from_a_pass_now() {
+    let started =
+        |a: &[Action]| pass_base(a).is_some() || matches!(call(a), Some(Call::GetNode(Loop::Sync)));
+    let mut sim = Sim::new("");
+    assert!(sim.step(Input::PluginsChanged).is_empty());
+    sim.register();
+    sync_through(&mut sim, heartbeat);
+    let a = sim.step(Input::PluginsChanged);
+    assert!(started(&a), "{a:?}");
+    assert!(
+        sim.step(Input::PluginsChanged).is_empty(),
+        "a pass runs: the new set waits for it to end"
+    );
+}

@@ -1,0 +1,291 @@
+//! Loading never holds the node back (issue 24): plugins compile in the
+//! background and join when ready, a component that could never run is
+//! refused before any compile, and a refused file is not compiled again
+//! until it changes. No test here asserts a time: each asserts an order, or
+//! a count of compiles.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
+use nodestatus_runtime::{CompileLimits, Compiler, Runtime, RuntimeOptions, sha256_hex};
+use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
+
+use crate::common::*;
+
+/// A component that passes the check before the compile, then keeps
+/// Cranelift busy for minutes.
+fn slow_component(name: &str) -> Vec<u8> {
+    hostile::slow_to_compile(name, 100_000, 10_000)
+}
+
+/// A runtime that compiles in a child of the `nodestatus` binary under
+/// `timeout`, with its precompile cache (and memo of refusals) in `cache`.
+fn child_runtime(cache: &Path, timeout: Duration) -> Runtime {
+    Runtime::with_options(RuntimeOptions {
+        cache_dir: Some(cache.to_owned()),
+        compiler: Compiler::Process {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
+            limits: CompileLimits {
+                timeout,
+                ..CompileLimits::default()
+            },
+        },
+        ..RuntimeOptions::default()
+    })
+    .unwrap()
+}
+
+fn default_settings() -> nodestatus_engine::config::SettingsFn {
+    settings(|_| nodestatus_runtime::PluginSettings::default())
+}
+
+fn failure<'a>(events: &'a [ReloadEvent], file: &str) -> &'a str {
+    events
+        .iter()
+        .find_map(|e| match e {
+            ReloadEvent::Failed { file: f, error, .. } if f.ends_with(file) => Some(error.as_str()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{file} was not refused: {events:#?}"))
+}
+
+/// A temp dir with `plugins/`, which holds kernel-check.
+fn with_kernel_check() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    drop_plugin(
+        &plugins,
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    (tmp, plugins)
+}
+
+#[test]
+fn a_plugin_joins_when_ready_while_a_slow_one_compiles() {
+    let (tmp, plugins) = with_kernel_check();
+    drop_bytes(&plugins, "slow.wasm", &slow_component("slow"));
+    // The slow compile is stopped at 30 s (it goes on after the test).
+    let runtime = child_runtime(&tmp.path().join("cache"), Duration::from_secs(30));
+    let dir = PluginDir::new(&plugins, runtime, default_settings());
+    // Returns before any compile ends: nothing is active yet.
+    dir.rescan_in_background();
+    assert!(
+        wait_for(120, || dir.current().contains("kernel-check")),
+        "kernel-check never joined: {:#?}",
+        dir.status()
+    );
+    // The order: kernel-check was active while slow.wasm still compiled.
+    let loading = dir.loading();
+    assert!(
+        loading
+            .iter()
+            .any(|(f, _, compiling)| f.ends_with("slow.wasm") && *compiling),
+        "slow.wasm is no longer compiling: {loading:?}"
+    );
+    assert!(!dir.current().contains("slow"));
+    let status = dir.status();
+    let slow = status
+        .iter()
+        .find(|s| s.file.ends_with("slow.wasm"))
+        .unwrap();
+    assert!(slow.loading_seconds.is_some(), "{slow:?}");
+    // A rescan meanwhile does not start a second load of it.
+    dir.rescan_in_background();
+    assert_eq!(
+        dir.runtime().load_stats().compiles.load(Ordering::Relaxed),
+        2
+    );
+}
+
+#[test]
+fn a_component_that_does_not_implement_the_world_is_refused_without_a_compile() {
+    // What the issue saw: a large component that takes Cranelift long to
+    // compile and does not even implement the `setter` world.
+    let bomb = hostile::compile_bomb(100_000, 10_000);
+    let (tmp, plugins) = with_kernel_check();
+    drop_bytes(&plugins, "huge.wasm", &bomb);
+    drop_bytes(&plugins, "wrong-world.wasm", &hostile::wrong_world());
+    drop_bytes(&plugins, "future.wasm", &hostile::wrong_version("future"));
+    let runtime = child_runtime(&tmp.path().join("cache"), Duration::from_secs(300));
+    let dir = PluginDir::new(&plugins, runtime, default_settings());
+    let events = dir.rescan();
+    for file in ["huge.wasm", "wrong-world.wasm", "future.wasm"] {
+        let error = failure(&events, file);
+        assert!(
+            error.contains("does not implement the world"),
+            "{file}: {error}"
+        );
+    }
+    assert!(
+        failure(&events, "future.wasm").contains("nodestatus:plugin/setter@0.2.0"),
+        "{events:#?}"
+    );
+    assert!(dir.current().contains("kernel-check"));
+    let stats = dir.runtime().load_stats();
+    assert_eq!(
+        stats.compiles.load(Ordering::Relaxed),
+        1,
+        "kernel-check alone reached a compiler"
+    );
+    assert_eq!(stats.prechecked.load(Ordering::Relaxed), 3);
+    let cache = dir.runtime().cache().unwrap();
+    assert!(!cache.entry_path(&sha256_hex(&bomb)).exists());
+}
+
+#[test]
+fn a_component_that_imports_what_the_host_does_not_offer_is_refused_without_a_compile() {
+    // The echo component, with its host import renamed to an interface no
+    // host offers (same length, so the binary stays valid).
+    let bytes = {
+        let mut b = hostile::component(
+            "http",
+            &hostile::Behaviour::Flood {
+                lines: 0,
+                events: 0,
+                text: String::new(),
+            },
+        );
+        let from = b"nodestatus:plugin/host@0.1.0";
+        let to = b"nodestatus:plugin/http@0.1.0";
+        let at = b
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("the host import in the binary");
+        b[at..at + to.len()].copy_from_slice(to);
+        b
+    };
+    let (tmp, dir) = plugin_dir(default_settings());
+    drop_bytes(tmp.path(), "http.wasm", &bytes);
+    let events = dir.rescan();
+    let error = failure(&events, "http.wasm");
+    assert!(
+        error.contains("imports nodestatus:plugin/http@0.1.0 that this host does not offer"),
+        "{error}"
+    );
+    let stats = dir.runtime().load_stats();
+    assert_eq!(stats.compiles.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_refused_file_is_not_compiled_again_until_it_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir(&plugins).unwrap();
+    drop_bytes(&plugins, "slow.wasm", &slow_component("slow"));
+    let limit = Duration::from_secs(1);
+
+    let dir = PluginDir::new(&plugins, child_runtime(&cache, limit), default_settings());
+    let first = dir.rescan();
+    assert!(
+        failure(&first, "slow.wasm").contains("took longer than the 1s limit"),
+        "{first:#?}"
+    );
+    let compiles = |d: &PluginDir| d.runtime().load_stats().compiles.load(Ordering::Relaxed);
+    assert_eq!(compiles(&dir), 1);
+
+    // New settings load every file again: not this one's compile.
+    dir.set_settings(default_settings());
+    let again = dir.rescan();
+    assert!(
+        failure(&again, "slow.wasm").contains("refused before"),
+        "{again:#?}"
+    );
+    assert_eq!(compiles(&dir), 1);
+
+    // A restart (a new runtime on the same cache) remembers it too.
+    let restarted = PluginDir::new(&plugins, child_runtime(&cache, limit), default_settings());
+    let after_restart = restarted.rescan();
+    let error = failure(&after_restart, "slow.wasm");
+    assert!(
+        error.contains("refused before") && error.contains("took longer than the 1s limit"),
+        "{error}"
+    );
+    assert_eq!(compiles(&restarted), 0);
+    assert_eq!(
+        restarted
+            .runtime()
+            .load_stats()
+            .remembered
+            .load(Ordering::Relaxed),
+        1
+    );
+
+    // A changed file is compiled again.
+    drop_bytes(
+        &plugins,
+        "slow.wasm",
+        &hostile::slow_to_compile("slow", 100_001, 10_000),
+    );
+    let changed = restarted.rescan();
+    assert!(
+        !failure(&changed, "slow.wasm").contains("refused before"),
+        "{changed:#?}"
+    );
+    assert_eq!(compiles(&restarted), 1);
+}
+
+#[test]
+fn once_says_which_plugins_it_waited_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let run = || {
+        let out = crate::cli::nodestatus()
+            .args(["once", "--plugin", built::KERNEL_CHECK, "--cache-dir"])
+            .arg(&cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cold = run();
+    assert!(
+        cold.contains("waiting for the compile of kernel-check ("),
+        "{cold}"
+    );
+    let warm = run();
+    assert!(warm.contains("no compile waited for"), "{warm}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_compile_does_not_hold_back_the_node_or_the_other_plugins() {
+    // `nodestatus run` against the real apiserver, with a component that
+    // compiles for minutes beside kernel-check.
+    let node = "slow-compile-node";
+    let (tmp, plugins) = with_kernel_check();
+    drop_bytes(&plugins, "slow.wasm", &slow_component("slow"));
+    let (mut engine, log) = crate::kube::engine_command(tmp.path(), node, &plugins);
+    let mut child = engine.spawn().unwrap();
+    until(
+        120,
+        &log,
+        "kernel-check's label never reached the node",
+        async || {
+            crate::kube::server_node(node)
+                .await
+                .is_some_and(|n| n["metadata"]["labels"]["kernel.example.com/version"].is_string())
+        },
+    )
+    .await;
+    // The order: the node had kernel-check's label while slow.wasm was
+    // still compiling (its load never logged).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("compiling in the background") && l.contains("slow.wasm")),
+        "{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("slow.wasm")
+                && (l.contains("plugin loaded") || l.contains("refused"))),
+        "{text}"
+    );
+}
