@@ -412,6 +412,10 @@ class FakeHostTest(unittest.TestCase):
         finally:
             nodestatus._Native.echo = True
 
+    def test_reads_a_proc_sys_file(self):
+        # One read of the whole limit fails there (ENOMEM above 4 MiB).
+        self.assertRegex(host.read_file("/proc/sys/kernel/osrelease"), r"^\d+\.\d+")
+
     def test_the_real_machine_has_no_not_granted_paths(self):
         # Natively every path is visible: a missing file is missing.
         from nodestatus import FileError
