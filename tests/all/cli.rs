@@ -576,3 +576,62 @@ fn config_check_shows_each_value_and_where_it_came_from() {
         "{out}"
     );
 }
+
+#[test]
+fn a_misspelled_plugin_section_gets_did_you_mean_from_once_and_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    drop_plugin(
+        &plugins,
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    let config = dir.path().join("config.yaml");
+    // One typo of a plugin in the directory, one of a bundled setter, and a
+    // section for a plugin not dropped yet, named like none (no typo).
+    std::fs::write(
+        &config,
+        "plugins:\n  kernel-chekc: {}\n  disk-presure: {}\n  my-vendor-gpu: {}\n",
+    )
+    .unwrap();
+    let kernel =
+        "plugins.kernel-chekc: no plugin is named kernel-chekc (did you mean `kernel-check`?)";
+    let disk =
+        "plugins.disk-presure: no plugin is named disk-presure (did you mean `disk-pressure`?)";
+
+    let check = nodestatus()
+        .args(["config", "check"])
+        .arg(&config)
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains(kernel) && stderr.contains(disk), "{stderr}");
+    assert!(!stderr.contains("my-vendor-gpu (did you mean"), "{stderr}");
+    // Without a plugin directory on this machine: the bundled names still.
+    let check = nodestatus()
+        .args(["config", "check"])
+        .arg(&config)
+        .args(["--plugin-dir", "/nonexistent/plugins"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains(disk), "{stderr}");
+
+    let once = nodestatus()
+        .args(["once", "--plugin-dir"])
+        .arg(&plugins)
+        .arg("--config")
+        .arg(&config)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&once.stderr);
+    assert!(once.status.success(), "{stderr}");
+    assert!(stderr.contains(kernel) && stderr.contains(disk), "{stderr}");
+    assert!(!stderr.contains("my-vendor-gpu (did you mean"), "{stderr}");
+}
