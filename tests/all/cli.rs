@@ -635,3 +635,51 @@ fn a_misspelled_plugin_section_gets_did_you_mean_from_once_and_config_check() {
     assert!(stderr.contains(kernel) && stderr.contains(disk), "{stderr}");
     assert!(!stderr.contains("my-vendor-gpu (did you mean"), "{stderr}");
 }
+
+#[test]
+fn run_on_a_busy_http_port_fails_at_start_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    // A cluster that is never reached: the start must fail before it matters.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let mut child = nodestatus()
+        .args(["run", "--address", &addr, "--plugin-dir"])
+        .arg(dir.path())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| panic!("still running on a busy port:\n{stderr}"));
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot serve /livez /readyz /metrics on --address {addr}"
+        )) && stderr.contains("Address already in use"),
+        "{stderr}"
+    );
+    drop(busy);
+}

@@ -114,6 +114,26 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     for w in cfg.warnings() {
         tracing::warn!("config: {w}");
     }
+    // The HTTP endpoint's port first: a busy port fails the start, before
+    // anything else starts, rather than leaving an engine that probes
+    // cannot reach.
+    let listener = match o.address.as_str() {
+        "" => None,
+        address => {
+            let addr: std::net::SocketAddr = address
+                .parse()
+                .with_context(|| format!("--address {address:?} is not host:port"))?;
+            Some(
+                nodestatus_engine::http::bind(addr)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot serve /livez /readyz /metrics on --address {addr} (is another nodestatus running?): give another --address, or \"\" for none"
+                        )
+                    })?,
+            )
+        }
+    };
     let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
     let plugins = PluginDir::open(&cfg, None, super::compiler_exe())?;
     if !cfg.plugin_dir.is_dir() {
@@ -144,20 +164,14 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let handle = agent.handle();
 
     let cancel = CancellationToken::new();
-    let address = o.address.clone();
-    let http = if address.is_empty() {
-        None
-    } else {
-        let addr: std::net::SocketAddr = address
-            .parse()
-            .with_context(|| format!("--address {address:?} is not host:port"))?;
+    let http = listener.map(|listener| {
         let (agent, cancel) = (handle.clone(), cancel.clone());
-        Some(tokio::spawn(async move {
-            if let Err(e) = nodestatus_engine::http::serve(addr, agent, cancel).await {
-                tracing::error!(%addr, "the HTTP endpoint failed: {e}");
+        tokio::spawn(async move {
+            if let Err(e) = nodestatus_engine::http::serve_on(listener, agent, cancel).await {
+                tracing::error!("the HTTP endpoint failed: {e}");
             }
-        }))
-    };
+        })
+    });
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
