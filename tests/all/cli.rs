@@ -683,3 +683,35 @@ fn run_on_a_busy_http_port_fails_at_start_with_the_reason() {
     );
     drop(busy);
 }
+
+#[test]
+fn the_default_config_loads_the_default_setters_without_a_warning() {
+    // A fresh machine: no /var/lib/nodestatus yet (the images grant), and
+    // `/` granted to disk-pressure and machine-info for statvfs. (The
+    // kubelet host's credentials under `/`: config's unit test.)
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
+        drop_plugin(dir.path(), file, Path::new(src));
+    }
+    let out = nodestatus()
+        .env("RUST_LOG", "info")
+        .args(["once", "--strict", "--plugin-dir"])
+        .arg(dir.path())
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("WARN") && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    let check = nodestatus()
+        .args(["config", "check", "--plugin-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+}

@@ -1504,6 +1504,39 @@ pub fn plugin_names_in(dir: &Path) -> std::io::Result<Vec<String>> {
         .collect())
 }
 
+/// The warnings for grant `g` (`plugins.<name>.paths[i]`) that holds one of
+/// [`PROTECTED_PATHS`] for which `exists` holds: the plugin could read it
+/// through the grant. A directory that holds the host's `/proc` (`/` on a
+/// host) serves `statvfs` only, never its files
+/// ([`nodestatus_runtime::proc_view`]): it exposes nothing, and gets none.
+fn exposed_protected_paths(
+    name: &str,
+    i: usize,
+    g: &PathGrant,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Vec<Warning> {
+    use nodestatus_runtime::proc_view::{ProcGrant, classify};
+    if classify(&g.from) == ProcGrant::HoldsProc {
+        return Vec::new();
+    }
+    PROTECTED_PATHS
+        .iter()
+        .filter(|p| !p.starts_with("/proc"))
+        .map(Path::new)
+        .filter(|p| p.starts_with(&g.from) && exists(p))
+        .map(|p| Warning {
+            field: format!("plugins.{name}.paths[{i}]"),
+            message: format!(
+                "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
+                g.from.display(),
+                p.display(),
+                protected_why(&p.to_string_lossy()),
+                g.path.display()
+            ),
+        })
+        .collect()
+}
+
 /// Something in a valid config that is probably not what the operator
 /// meant. `config check` prints these and `run` logs them at start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1619,21 +1652,7 @@ impl Config {
         }
         for (name, s) in &self.plugins {
             for (i, g) in s.sandbox.paths.iter().enumerate() {
-                for p in PROTECTED_PATHS.iter().filter(|p| !p.starts_with("/proc")) {
-                    let p = Path::new(p);
-                    if p.starts_with(&g.from) && p.exists() {
-                        out.push(Warning {
-                            field: format!("plugins.{name}.paths[{i}]"),
-                            message: format!(
-                                "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
-                                g.from.display(),
-                                p.display(),
-                                protected_why(&p.to_string_lossy()),
-                                g.path.display()
-                            ),
-                        });
-                    }
-                }
+                out.extend(exposed_protected_paths(name, i, g, &|p| p.exists()));
             }
         }
         out
@@ -1969,5 +1988,32 @@ mod tests {
             let err = check(yaml).unwrap_err().to_string();
             assert!(err.contains(want), "{yaml:?} gave {err:?}, wanted {want:?}");
         }
+    }
+
+    #[test]
+    fn the_default_grants_expose_no_protected_path_even_on_a_kubelet_host() {
+        // As if /etc/kubernetes, /var/lib/kubelet/pki, ... all existed.
+        let cfg = ConfigFile::parse(DEFAULT_CONFIG, Path::new("default"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        let mut seen = 0;
+        for (name, p) in &cfg.plugins {
+            for (i, g) in p.sandbox.paths.iter().enumerate() {
+                seen += 1;
+                let w = exposed_protected_paths(name, i, g, &|_| true);
+                assert!(w.is_empty(), "{name}: {w:?}");
+            }
+        }
+        assert!(seen > 0);
+        // A plain directory that holds the kubelet's credentials still warns.
+        let g = PathGrant::same(PathBuf::from("/var/lib/kubelet"));
+        let w = exposed_protected_paths("disk-pressure", 0, &g, &|_| true);
+        assert!(
+            w.iter().any(|w| w
+                .message
+                .contains("/var/lib/kubelet/pki (the node's credentials)")),
+            "{w:?}"
+        );
     }
 }
