@@ -314,10 +314,17 @@ fn plugin_list_shows_run_order_and_refusals() {
 /// The arguments `scripts/run.sh` would give `nodestatus run` (its
 /// NODESTATUS_RUN_PRINT_ARGS mode, which builds nothing).
 fn run_sh_args(args: &[&str]) -> Vec<String> {
+    run_sh_args_in(args, Path::new("/nonexistent/config-home"))
+}
+
+/// [`run_sh_args`] with `$XDG_CONFIG_HOME` at `config_home`.
+fn run_sh_args_in(args: &[&str], config_home: &Path) -> Vec<String> {
     let out = Command::new("bash")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/run.sh"))
         .args(args)
         .env("NODESTATUS_RUN_PRINT_ARGS", "1")
+        .env("XDG_CONFIG_HOME", config_home)
+        .env_remove("NODESTATUS_RUN_CONFIG")
         .output()
         .unwrap();
     assert!(
@@ -333,7 +340,7 @@ fn run_sh_args(args: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn run_sh_passes_the_users_config_and_none_without_one() {
+fn run_sh_passes_the_users_config_and_else_a_file_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let mine = dir.path().join("my.yaml");
     // A config that `run` refuses at once, so the command ends before it
@@ -350,10 +357,12 @@ fn run_sh_passes_the_users_config_and_none_without_one() {
             })
             .collect()
     };
+    // No --config: a file of the user's own, which the engine reads again
+    // while it runs (run.sh writes it from the default config once).
     assert_eq!(
-        configs(&run_sh_args(&[])),
-        Vec::<String>::new(),
-        "no --config: the binary's embedded default"
+        configs(&run_sh_args_in(&[], dir.path())),
+        [dir.path().join("nodestatus/config.yaml").to_str().unwrap()],
+        "no --config: the user's own file"
     );
     let with_equals = format!("--config={mine}");
     for given in [vec!["--config", mine], vec![with_equals.as_str()]] {
