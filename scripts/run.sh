@@ -13,7 +13,9 @@
 # setter a directory, add `plugins.<name>.paths` there and save.
 #
 # NODESTATUS_RUN_PRINT_ARGS=1 prints the arguments `nodestatus run` would get,
-# one a line, and exits before building anything.
+# one a line, and exits before building anything. NODESTATUS_BIN=PATH runs
+# that nodestatus binary instead of building one (with your --plugin-dir,
+# nothing is built: the new-user test in tests/all runs it so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '== %s\n' "$*" >&2; }
@@ -36,16 +38,21 @@ if [ -n "${NODESTATUS_RUN_PRINT_ARGS:-}" ]; then
   exit 0
 fi
 
-log "rust target wasm32-wasip2, and protoc for the CRI client's build"
-rustup target add wasm32-wasip2
-scripts/ensure-packages.sh protobuf-compiler
+nodestatus="${NODESTATUS_BIN:-target/release/nodestatus}"
+if [ -z "${NODESTATUS_BIN:-}" ] || ! $user_plugins; then
+  log "rust target wasm32-wasip2, and protoc for the CRI client's build"
+  rustup target add wasm32-wasip2
+  scripts/ensure-packages.sh protobuf-compiler
+fi
 if [ -z "${KUBECONFIG:-}" ] && ! printf '%s\n' "$@" | grep -q -- '--kubeconfig'; then
   log "kube-apiserver and etcd for the embedded default (first run: about 12 minutes)"
   NODESTATUS_APISERVER="$(scripts/ensure-apiserver.sh | tail -n 1)"
   export NODESTATUS_APISERVER
 fi
-log "building nodestatus (release)"
-cargo build --release -p nodestatus
+if [ -z "${NODESTATUS_BIN:-}" ]; then
+  log "building nodestatus (release)"
+  cargo build --release -p nodestatus
+fi
 plugins=()
 if ! $user_plugins; then
   log "building the default setters"
@@ -54,11 +61,11 @@ fi
 if ! $user_config; then
   if [ ! -e "$config_file" ]; then
     mkdir -p "$(dirname "$config_file")"
-    target/release/nodestatus config default >"$config_file.tmp"
+    "$nodestatus" config default >"$config_file.tmp"
     mv "$config_file.tmp" "$config_file"
     log "wrote the default config to $config_file"
   fi
   log "config: $config_file (yours to edit; read again while the engine runs: grant a setter a directory under plugins.<name>.paths)"
 fi
 log "starting: nodestatus run ${plugins[*]} ${config[*]} $*"
-exec target/release/nodestatus run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"
+exec "$nodestatus" run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"

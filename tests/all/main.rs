@@ -14,6 +14,7 @@ mod hot_reload;
 mod kube;
 mod live_config;
 mod logind;
+mod newcomer;
 mod output;
 mod patch_props;
 mod process;
