@@ -30,6 +30,8 @@ cleanup() {
     kill -TERM "$pid"
     wait "$pid" 2>/dev/null || true
   fi
+  # The embedded cluster outlives the engine (as a real one): stop it.
+  [ -x "$work/nodestatus" ] && "$work/nodestatus" run --embedded-stop --embedded-dir "$work/embedded" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -58,7 +60,7 @@ sample() {
 log "uptime: $(uptime)"
 log "starting nodestatus run (log: $engine_log)"
 "$work/nodestatus" run --plugin-dir "$work/plugins" --config "${NODESTATUS_CONFIG:-deploy/default-config.yaml}" \
-  --cache-dir "$PWD/target/rss-cache" --address "" >"$engine_log" 2>&1 &
+  --cache-dir "$PWD/target/rss-cache" --address "" --embedded-dir "$work/embedded" >"$engine_log" 2>&1 &
 pid=$!
 until grep -q 'plugin loaded' "$engine_log" 2>/dev/null; do
   kill -0 "$pid" 2>/dev/null || { cat "$engine_log" >&2; exit 1; }

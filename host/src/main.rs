@@ -46,6 +46,9 @@ enum Command {
     /// Start a new setter: a directory that builds, tests and checks it with
     /// one command (`./build.sh`).
     New(cli::new::Args),
+    /// Write the SDKs, WIT and build scripts that the setters of `nodestatus
+    /// new` build with (their build.sh runs it), and print where.
+    Kit(cli::new::KitArgs),
     /// Inspect plugins.
     #[command(subcommand)]
     Plugin(Box<cli::plugin::Command>),
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Config(command) => command.execute(),
         Command::Version => cli::version::execute(),
         Command::New(args) => args.execute(),
+        Command::Kit(args) => args.execute(),
         Command::Plugin(command) => command.execute(),
     })
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds one setter directory made by `nodestatus new` (its build.sh calls
 # this): DIR becomes DIR/dist/NAME.wasm after its unit tests, is checked with
-# `nodestatus plugin check`, and runs once with --strict, printing the diff.
+# `nodestatus plugin check`, and runs once with --strict under DIR/config.yaml
+# (the grants the setter needs) when there is one, printing the diff.
 #
 #   scripts/guests/new-setter.sh LANG DIR NAME     (LANG: rust, python, js or c)
 #
@@ -33,4 +34,6 @@ case "$lang" in
     ;;
 esac
 "$nodestatus" plugin check "$dir/dist/$name.wasm"
-"$nodestatus" once --plugin "$dir/dist/$name.wasm" --strict --output diff
+config=()
+[ -f "$dir/config.yaml" ] && config=(--config "$dir/config.yaml")
+"$nodestatus" once --plugin "$dir/dist/$name.wasm" ${config[@]+"${config[@]}"} --strict --output diff

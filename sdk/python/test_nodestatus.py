@@ -389,6 +389,33 @@ class FakeHostTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             host.record_event("Urgent", "X", "y")
 
+    def test_open_outside_every_grant_says_that_grants_exist(self):
+        # Plain open() of a path the plugin was not granted: in a component
+        # it does not exist, and the message says that a grant may be missing.
+        nodestatus._Native.echo = False
+        try:
+            fake_host = nodestatus.fake_host
+            fake_host(config={"crash": True}, paths=["/proc"])
+            with self.assertRaises(Error) as e:
+                Labeler().set(json.dumps(SAMPLE))
+            self.assertEqual(
+                str(e.exception),
+                "No such file or directory: /does/not/exist (not inside a directory granted to "
+                "this plugin: ask for it in Metadata.paths, and the operator grants it in "
+                "plugins.<name>.paths)",
+            )
+            # Inside a grant, a missing file is only missing.
+            fake_host(config={"crash": True}, paths=["/does"])
+            with self.assertRaises(Error) as e:
+                Labeler().set(json.dumps(SAMPLE))
+            self.assertEqual(str(e.exception), "No such file or directory: /does/not/exist")
+        finally:
+            nodestatus._Native.echo = True
+
+    def test_reads_a_proc_sys_file(self):
+        # One read of the whole limit fails there (ENOMEM above 4 MiB).
+        self.assertRegex(host.read_file("/proc/sys/kernel/osrelease"), r"^\d+\.\d+")
+
     def test_the_real_machine_has_no_not_granted_paths(self):
         # Natively every path is visible: a missing file is missing.
         from nodestatus import FileError

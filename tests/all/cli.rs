@@ -314,10 +314,17 @@ fn plugin_list_shows_run_order_and_refusals() {
 /// The arguments `scripts/run.sh` would give `nodestatus run` (its
 /// NODESTATUS_RUN_PRINT_ARGS mode, which builds nothing).
 fn run_sh_args(args: &[&str]) -> Vec<String> {
+    run_sh_args_in(args, Path::new("/nonexistent/config-home"))
+}
+
+/// [`run_sh_args`] with `$XDG_CONFIG_HOME` at `config_home`.
+fn run_sh_args_in(args: &[&str], config_home: &Path) -> Vec<String> {
     let out = Command::new("bash")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/run.sh"))
         .args(args)
         .env("NODESTATUS_RUN_PRINT_ARGS", "1")
+        .env("XDG_CONFIG_HOME", config_home)
+        .env_remove("NODESTATUS_RUN_CONFIG")
         .output()
         .unwrap();
     assert!(
@@ -333,7 +340,7 @@ fn run_sh_args(args: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn run_sh_passes_the_users_config_and_none_without_one() {
+fn run_sh_passes_the_users_config_and_else_a_file_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let mine = dir.path().join("my.yaml");
     // A config that `run` refuses at once, so the command ends before it
@@ -350,10 +357,12 @@ fn run_sh_passes_the_users_config_and_none_without_one() {
             })
             .collect()
     };
+    // No --config: a file of the user's own, which the engine reads again
+    // while it runs (run.sh writes it from the default config once).
     assert_eq!(
-        configs(&run_sh_args(&[])),
-        Vec::<String>::new(),
-        "no --config: the binary's embedded default"
+        configs(&run_sh_args_in(&[], dir.path())),
+        [dir.path().join("nodestatus/config.yaml").to_str().unwrap()],
+        "no --config: the user's own file"
     );
     let with_equals = format!("--config={mine}");
     for given in [vec!["--config", mine], vec![with_equals.as_str()]] {
@@ -575,4 +584,143 @@ fn config_check_shows_each_value_and_where_it_came_from() {
             .contains("pluginDir /from/a/flag"),
         "{out}"
     );
+}
+
+#[test]
+fn a_misspelled_plugin_section_gets_did_you_mean_from_once_and_config_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    drop_plugin(
+        &plugins,
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    let config = dir.path().join("config.yaml");
+    // One typo of a plugin in the directory, one of a bundled setter, and a
+    // section for a plugin not dropped yet, named like none (no typo).
+    std::fs::write(
+        &config,
+        "plugins:\n  kernel-chekc: {}\n  disk-presure: {}\n  my-vendor-gpu: {}\n",
+    )
+    .unwrap();
+    let kernel =
+        "plugins.kernel-chekc: no plugin is named kernel-chekc (did you mean `kernel-check`?)";
+    let disk =
+        "plugins.disk-presure: no plugin is named disk-presure (did you mean `disk-pressure`?)";
+
+    let check = nodestatus()
+        .args(["config", "check"])
+        .arg(&config)
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains(kernel) && stderr.contains(disk), "{stderr}");
+    assert!(!stderr.contains("my-vendor-gpu (did you mean"), "{stderr}");
+    // Without a plugin directory on this machine: the bundled names still.
+    let check = nodestatus()
+        .args(["config", "check"])
+        .arg(&config)
+        .args(["--plugin-dir", "/nonexistent/plugins"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains(disk), "{stderr}");
+
+    let once = nodestatus()
+        .args(["once", "--plugin-dir"])
+        .arg(&plugins)
+        .arg("--config")
+        .arg(&config)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&once.stderr);
+    assert!(once.status.success(), "{stderr}");
+    assert!(stderr.contains(kernel) && stderr.contains(disk), "{stderr}");
+    assert!(!stderr.contains("my-vendor-gpu (did you mean"), "{stderr}");
+}
+
+#[test]
+fn run_on_a_busy_http_port_fails_at_start_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    // A cluster that is never reached: the start must fail before it matters.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let mut child = nodestatus()
+        .args(["run", "--address", &addr, "--plugin-dir"])
+        .arg(dir.path())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| panic!("still running on a busy port:\n{stderr}"));
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot serve /livez /readyz /metrics on --address {addr}"
+        )) && stderr.contains("Address already in use"),
+        "{stderr}"
+    );
+    drop(busy);
+}
+
+#[test]
+fn the_default_config_loads_the_default_setters_without_a_warning() {
+    // A fresh machine: no /var/lib/nodestatus yet (the images grant), and
+    // `/` granted to disk-pressure and machine-info for statvfs. (The
+    // kubelet host's credentials under `/`: config's unit test.)
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
+        drop_plugin(dir.path(), file, Path::new(src));
+    }
+    let out = nodestatus()
+        .env("RUST_LOG", "info")
+        .args(["once", "--strict", "--plugin-dir"])
+        .arg(dir.path())
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("WARN") && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    let check = nodestatus()
+        .args(["config", "check", "--plugin-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
 }

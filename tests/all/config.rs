@@ -719,7 +719,7 @@ fn config_check_prints_warnings_and_passes_a_valid_file() {
     let (ok, out) = nodestatus(&[OsStr::new("config"), OsStr::new("check"), path.as_os_str()]);
     assert!(ok, "{out}");
     assert!(
-        out.contains("warning: plugins.redy: no redy.wasm in"),
+        out.contains("warning: plugins.redy: no plugin is named redy (did you mean `ready`?)"),
         "{out}"
     );
     assert!(!out.contains("plugins.ready:"), "{out}");

@@ -15,6 +15,7 @@ mod kube;
 mod live_config;
 mod loading;
 mod logind;
+mod newcomer;
 mod operator;
 mod output;
 mod patch_props;

@@ -244,72 +244,125 @@ pub fn wait_bounded(
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn with_no_kubeconfig_it_starts_a_local_apiserver_and_registers_this_machine() {
+/// Stops the embedded cluster that `nodestatus run` left running in a
+/// test's directory, however the test ends.
+pub(crate) struct StopCluster(pub(crate) std::path::PathBuf);
+
+impl Drop for StopCluster {
+    fn drop(&mut self) {
+        let _ = EmbeddedApiserver::stop_detached(&self.0);
+    }
+}
+
+/// What `kubectl get node NAME -o jsonpath=...` prints, as a person would
+/// ask.
+pub(crate) fn kubectl_node(kubeconfig: &Path, node: &str, jsonpath: &str) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "node", node, "-o"])
+        .arg(format!("jsonpath={jsonpath}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub(crate) const READY: &str = "{.status.conditions[?(@.type==\"Ready\")].status}";
+
+/// Waits until `f` holds, failing with `what` and the log after `secs`.
+pub(crate) fn wait_until(secs: u64, log: &Path, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn with_no_kubeconfig_it_runs_a_local_cluster_that_outlives_it_like_a_real_one() {
     let state = tempfile::tempdir().unwrap();
     let plugins = tempfile::tempdir().unwrap();
     drop_plugin(plugins.path(), "ready.wasm", Path::new(built::READY));
     let embedded = state.path().join("embedded");
+    let _stop = StopCluster(embedded.clone());
+    let start = |log: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+            .args(["run", "--node-name", "embedded-node", "--address", ""])
+            .args(["--node-status-update-frequency", "1s"])
+            .args(["--node-lease-duration-seconds", "4"])
+            .args(["--embedded-node-monitor-grace-period", "8s"])
+            .arg("--plugin-dir")
+            .arg(plugins.path())
+            .arg("--embedded-dir")
+            .arg(&embedded)
+            .args(["--cache-dir", built::TEST_CACHE_DIR])
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
     let log_path = state.path().join("nodestatus.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
-        .args(["run", "--node-name", "embedded-node"])
-        .arg("--plugin-dir")
-        .arg(plugins.path())
-        .arg("--embedded-dir")
-        .arg(&embedded)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let admin_kubeconfig = embedded.join("kubeconfig-admin");
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut child = start(&log_path);
+    let admin = embedded.join("kubeconfig-admin");
     let hint = format!(
         "kubectl --kubeconfig {} get node embedded-node",
-        admin_kubeconfig.display()
+        admin.display()
     );
-    loop {
-        let log = std::fs::read_to_string(&log_path).unwrap();
-        if log.contains(&hint) {
-            break;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "exited:\n{log}");
-        assert!(Instant::now() < deadline, "no kubectl hint:\n{log}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // kubectl, as a person would run it, shows the node Ready.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&admin_kubeconfig)
-            .args([
-                "get",
-                "node",
-                "embedded-node",
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-            ])
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&out.stdout) == "True" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never Ready: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(&log_path).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_until(120, &log_path, "no kubectl hint", || {
+        assert!(child.try_wait().unwrap().is_none(), "exited");
+        std::fs::read_to_string(&log_path).unwrap().contains(&hint)
+    });
+    // kubectl, as a person would run it, shows the node Ready, and the node
+    // lifecycle controller takes the not-ready taint off.
+    wait_until(30, &log_path, "never Ready", || {
+        kubectl_node(&admin, "embedded-node", READY) == "True"
+    });
+    wait_until(30, &log_path, "the not-ready taint stays", || {
+        !kubectl_node(&admin, "embedded-node", "{.spec.taints[*].key}")
+            .contains("node.kubernetes.io/not-ready")
+    });
+    // Ctrl-C: nodestatus exits, the cluster runs on, and the controller marks
+    // the silent node Unknown, as for a kubelet that stops.
     // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert!(
         child.wait().unwrap().success(),
         "{}",
         std::fs::read_to_string(&log_path).unwrap()
     );
+    wait_until(
+        40,
+        &log_path,
+        "never Unknown after the engine stopped",
+        || kubectl_node(&admin, "embedded-node", READY) == "Unknown",
+    );
+    // The next run attaches to the same cluster; the node is Ready again.
+    let log_path = state.path().join("nodestatus-2.log");
+    let mut child = start(&log_path);
+    wait_until(60, &log_path, "never Ready again", || {
+        assert!(child.try_wait().unwrap().is_none(), "exited");
+        kubectl_node(&admin, "embedded-node", READY) == "True"
+    });
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("still running from an earlier run"), "{log}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    // And it stops on request.
+    let stop = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(["run", "--embedded-stop", "--embedded-dir"])
+        .arg(&embedded)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&stop.stderr);
+    assert!(stop.status.success(), "{stderr}");
+    assert!(stderr.contains("stopped the local cluster in"), "{stderr}");
+    assert!(!embedded.join("cluster.json").exists());
+    assert!(kubectl_node(&admin, "embedded-node", READY).is_empty());
 }

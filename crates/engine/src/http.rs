@@ -94,7 +94,23 @@ pub async fn serve(
     agent: AgentHandle,
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_on(bind(addr).await?, agent, cancel).await
+}
+
+/// Binds the endpoint's address; `nodestatus run` does it before anything
+/// else starts, so that a busy port stops the start with this error instead
+/// of an engine without `/readyz` and `/metrics`.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+/// [`serve`] on a listener already bound ([`bind`]).
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    agent: AgentHandle,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
     tracing::info!(%addr, "serving /livez /readyz /metrics /status");
     let shutdown = cancel.clone();
     let server = axum::serve(listener, router(agent))

@@ -758,7 +758,18 @@ impl PluginDir {
             let state = match result {
                 Ok(p) => {
                     for w in p.plugin().withheld() {
-                        tracing::warn!(plugin = p.name(), "not granted, loading without it: {w}");
+                        // What the operator can grant is worth a warning;
+                        // the files under a directory that holds /proc
+                        // (`/`, granted for statvfs) never are: that grant
+                        // serves what it is for.
+                        if w.grantable() {
+                            tracing::warn!(
+                                plugin = p.name(),
+                                "not granted, loading without it: {w}"
+                            );
+                        } else {
+                            tracing::info!(plugin = p.name(), "granted for statvfs only: {w}");
+                        }
                     }
                     let (plugin, version, sha256) = (
                         p.name().to_owned(),

@@ -586,7 +586,10 @@ impl Plugin {
         // so the plugin sees it as soon as it appears, with no reload.
         for g in &grants.paths {
             if !host_api::path_exists(&g.from) {
-                tracing::warn!(
+                // Not a mistake: a directory that an exporter or a driver
+                // creates later (the default config grants images
+                // /var/lib/nodestatus before anything writes there).
+                tracing::info!(
                     plugin = %metadata.name,
                     path = %g.from.display(),
                     "granted path does not exist (yet); the plugin sees it once it does"

@@ -7,7 +7,7 @@
 //! | `once` | [`once`]: every setter once over a node, printed |
 //! | `config check`, `config default` | [`config`] |
 //! | `plugin check`, `plugin list` | [`plugin`] |
-//! | `new` | [`new`]: a new setter from a template |
+//! | `new`, `kit` | [`new`]: a new setter from a template, and the SDKs it builds with |
 //! | `version` | [`version`] |
 //!
 //! Every command that reads settings takes the same [`Layers`]: `--config`

@@ -52,6 +52,10 @@ impl Args {
             _ => Some(cfg.plugin_dir.as_path()),
         };
         let set = OnceFiles::gather(dir, &self.plugins)?;
+        let present = nodestatus_engine::config::plugin_names_in(set.dir()).unwrap_or_default();
+        for w in cfg.misspelled_plugins(&present) {
+            eprintln!("warning: {w}");
+        }
         let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
         let node = match &self.node {
             Some(p) => read_node(p)?,

@@ -36,6 +36,16 @@ pub struct Args {
     /// State directory of the embedded local apiserver.
     #[arg(long)]
     pub embedded_dir: Option<PathBuf>,
+    /// The embedded cluster's node monitor grace period: how long its node
+    /// lifecycle controller waits for a silent node before it marks it
+    /// Unknown (kube-controller-manager's default). Taken when the cluster
+    /// starts, not when a run attaches to one left running.
+    #[arg(long, default_value = "40s")]
+    pub embedded_node_monitor_grace_period: nodestatus_engine::config::GoDuration,
+    /// Stop the embedded cluster that earlier runs left running (in
+    /// --embedded-dir), and exit.
+    #[arg(long)]
+    pub embedded_stop: bool,
     /// Address of the HTTP endpoint (/livez, /readyz, /metrics, /status);
     /// empty to disable.
     #[arg(long, default_value = DEFAULT_ADDRESS)]
@@ -91,17 +101,29 @@ async fn connect(
         let cfg = kube::Config::incluster().context("reading the in-cluster config")?;
         return Ok((cfg, None));
     }
-    let dir = o.embedded_dir.clone().unwrap_or_else(|| {
-        std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/var/lib".into())
-            .join(".local/share/nodestatus/embedded")
-    });
+    let dir = embedded_dir(o);
+    let (mut cluster, attached) =
+        EmbeddedApiserver::start_or_attach(&dir, node_name, o.embedded_node_monitor_grace_period.0)
+            .await?;
+    if attached {
+        eprintln!(
+            "no kubeconfig given: the local cluster in {} is still running from an earlier run",
+            dir.display()
+        );
+    } else {
+        eprintln!(
+            "no kubeconfig given: started a local etcd, kube-apiserver and kube-controller-manager (node lifecycle controller) in {}",
+            dir.display()
+        );
+    }
+    // The cluster lives beside the engine, as a real one: stopping the
+    // engine leaves it running, and its node lifecycle controller marks the
+    // silent node Unknown; the next run attaches to it.
+    cluster.detach()?;
     eprintln!(
-        "no kubeconfig given: starting a local etcd and kube-apiserver in {}",
+        "it keeps running when nodestatus stops; stop it with: nodestatus run --embedded-stop --embedded-dir {}",
         dir.display()
     );
-    let cluster = EmbeddedApiserver::start_with(&dir, &[node_name], false, true).await?;
     let admin = cluster.write_admin_kubeconfig()?;
     let node_kubeconfig = cluster.write_node_kubeconfig(node_name)?;
     eprintln!("local kube-apiserver at {}", cluster.server);
@@ -112,12 +134,57 @@ async fn connect(
     Ok((kubeconfig_config(&node_kubeconfig).await?, Some(cluster)))
 }
 
+/// The embedded cluster's state directory: --embedded-dir, else
+/// `~/.local/share/nodestatus/embedded`.
+fn embedded_dir(o: &Args) -> PathBuf {
+    o.embedded_dir.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/var/lib".into())
+            .join(".local/share/nodestatus/embedded")
+    })
+}
+
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(o: Args) -> anyhow::Result<()> {
+    if o.embedded_stop {
+        let dir = embedded_dir(&o);
+        let stopped = EmbeddedApiserver::stop_detached(&dir)?;
+        eprintln!(
+            "{} {}",
+            if stopped {
+                "stopped the local cluster in"
+            } else {
+                "no local cluster running in"
+            },
+            dir.display()
+        );
+        return Ok(());
+    }
     let cfg = Arc::new(o.layers.load()?);
     for w in cfg.warnings() {
         tracing::warn!("config: {w}");
     }
+    // The HTTP endpoint's port first: a busy port fails the start, before
+    // anything else starts, rather than leaving an engine that probes
+    // cannot reach.
+    let listener = match o.address.as_str() {
+        "" => None,
+        address => {
+            let addr: std::net::SocketAddr = address
+                .parse()
+                .with_context(|| format!("--address {address:?} is not host:port"))?;
+            Some(
+                nodestatus_engine::http::bind(addr)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "cannot serve /livez /readyz /metrics on --address {addr} (is another nodestatus running?): give another --address, or \"\" for none"
+                        )
+                    })?,
+            )
+        }
+    };
     let (kube_config, _cluster) = connect(&o, &cfg.node_name).await?;
     let plugins = PluginDir::open(&cfg, None, super::compiler_exe())?;
     if !cfg.plugin_dir.is_dir() {
@@ -174,20 +241,14 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     }
 
     let cancel = CancellationToken::new();
-    let address = o.address.clone();
-    let http = if address.is_empty() {
-        None
-    } else {
-        let addr: std::net::SocketAddr = address
-            .parse()
-            .with_context(|| format!("--address {address:?} is not host:port"))?;
+    let http = listener.map(|listener| {
         let (agent, cancel) = (handle.clone(), cancel.clone());
-        Some(tokio::spawn(async move {
-            if let Err(e) = nodestatus_engine::http::serve(addr, agent, cancel).await {
-                tracing::error!(%addr, "the HTTP endpoint failed: {e}");
+        tokio::spawn(async move {
+            if let Err(e) = nodestatus_engine::http::serve_on(listener, agent, cancel).await {
+                tracing::error!("the HTTP endpoint failed: {e}");
             }
-        }))
-    };
+        })
+    });
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut usr2 = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;

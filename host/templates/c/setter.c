@@ -1,22 +1,31 @@
 /*
  * {{name}}: a nodestatus setter. It labels the node with its kernel's
- * major.minor version; change `set` to report what you need.
+ * major.minor version, read from a file; change `set` to report what you need.
  *
- * Build, test and check it with `./build.sh`.
+ * A setter reads only the directories it asks for in its metadata and the
+ * operator grants (config.yaml holds the grant). Build, test and check it
+ * with `./build.sh`.
  */
 #include "nodestatus.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LABEL "{{name}}.nodestatus.io/kernel"
+/* The file it reads, in the directory it asks for. */
+#define RELEASE_FILE "{{grant}}/osrelease"
 
 static ns_metadata metadata(void) {
+    /* The directory of RELEASE_FILE; config.yaml grants it. */
+    static const char *paths[] = {"{{grant}}", NULL};
     return (ns_metadata){
         .name = "{{name}}",
         .version = "0.1.0",
         .description = "labels the node with its kernel's major.minor version",
+        .paths = paths,
     };
 }
 
@@ -32,16 +41,18 @@ static int major_minor(const char *release, char *out, size_t size) {
 }
 
 static int set(ns_node *node, ns_error *err) {
-    ns_system_info info;
-    ns_system_info_get(&info);
+    char *release = ns_read_file(RELEASE_FILE, 0, NULL);
+    if (release == NULL)
+        return ns_error_set(err, "%s: %s", RELEASE_FILE, strerror(errno));
+    release[strcspn(release, "\n")] = '\0';
     char version[32];
-    int rc = major_minor(info.kernel_release, version, sizeof version);
+    int rc = major_minor(release, version, sizeof version);
     if (rc != 0) {
-        rc = ns_error_set(err, "cannot read a version from the kernel release \"%s\"", info.kernel_release);
+        rc = ns_error_set(err, "cannot read a version from the kernel release \"%s\"", release);
     } else {
         ns_node_set_label(node, LABEL, version);
     }
-    ns_system_info_free(&info);
+    free(release);
     return rc;
 }
 

@@ -1,12 +1,17 @@
 // {{name}}: a nodestatus setter. It labels the node with its kernel's
-// major.minor version; change `set` to report what you need.
+// major.minor version, read from a file; change `set` to report what you need.
 //
-// Build, test and check it with `./build.sh`.
+// A setter reads only the directories it asks for in its metadata and the
+// operator grants (config.yaml holds the grant). Build, test and check it
+// with `./build.sh`.
 
 import { defineSetter } from '{{repo}}/sdk/js/nodestatus.js';
-import { system } from '{{repo}}/sdk/js/host.js';
+import { readFile } from '{{repo}}/sdk/js/host.js';
 
 export const LABEL = '{{name}}.nodestatus.io/kernel';
+
+/** The file it reads, in the directory it asks for. */
+export const RELEASE_FILE = '{{grant}}/osrelease';
 
 /** The kernel's `major.minor`, from a release such as `6.1.0-18-amd64`. */
 export function majorMinor(release) {
@@ -19,10 +24,12 @@ export const setter = defineSetter({
     name: '{{name}}',
     version: '0.1.0',
     description: "labels the node with its kernel's major.minor version",
+    // The directory of RELEASE_FILE; config.yaml grants it.
+    paths: ['{{grant}}'],
   },
 
   set(node) {
-    const release = system().kernelRelease;
+    const release = readFile(RELEASE_FILE).trim();
     const version = majorMinor(release);
     if (version === undefined) throw new Error(`cannot read a version from the kernel release ${JSON.stringify(release)}`);
     node.setLabel(LABEL, version);

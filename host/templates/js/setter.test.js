@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { fakeHost } from '{{repo}}/sdk/js/testing.js';
 import { Node } from '{{repo}}/sdk/js/nodestatus.js';
 
-fakeHost({ system: { kernelRelease: '6.1.0-18-amd64' } }); // before the setter's module loads
+fakeHost({ files: { '{{grant}}/osrelease': '6.1.0-18-amd64\n' }, paths: ['{{grant}}'] }); // before the setter's module loads
 const { setter, majorMinor, LABEL } = await import('./setter.js');
 
 test('reads major.minor', () => {

@@ -1,7 +1,9 @@
 """{{name}}: a nodestatus setter. It labels the node with its kernel's
-major.minor version; change ``set`` to report what you need.
+major.minor version, read from a file; change ``set`` to report what you need.
 
-Build, test and check it with ``./build.sh``."""
+A setter reads only the directories it asks for in its metadata and the
+operator grants (``config.yaml`` holds the grant). Build, test and check it
+with ``./build.sh``."""
 
 import re
 from typing import Optional
@@ -10,6 +12,9 @@ import nodestatus
 from nodestatus import Error, Metadata, Node, host
 
 LABEL = "{{name}}.nodestatus.io/kernel"
+
+#: The file it reads, in the directory it asks for.
+RELEASE_FILE = "{{grant}}/osrelease"
 
 
 def major_minor(release: str) -> Optional[str]:
@@ -24,10 +29,12 @@ class Setter(nodestatus.Plugin):
             "{{name}}",
             "0.1.0",
             description="labels the node with its kernel's major.minor version",
+            # The directory of RELEASE_FILE; config.yaml grants it.
+            paths=["{{grant}}"],
         )
 
     def set(self, node: Node) -> None:
-        release = host.system_info().kernel_release
+        release = host.read_file(RELEASE_FILE).strip()
         version = major_minor(release)
         if version is None:
             raise Error(f"cannot read a version from the kernel release {release!r}")

@@ -130,6 +130,21 @@ def _os_error(path: str, e: OSError) -> FileError:
     return FileError(path, code, None if code != "io" else (e.strerror or str(e)))
 
 
+def _read_capped(f: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``f``, read in chunks of 64 KiB: a single
+    read of the whole limit fails on ``/proc/sys`` files, whose handler
+    allocates a buffer of the size asked for (ENOMEM above 4 MiB)."""
+    chunks: List[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = f.read(min(left, 64 << 10))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -319,7 +334,7 @@ class host:
         else:
             try:
                 with open(abs_path, "rb") as f:
-                    data = f.read(max_bytes + 1)
+                    data = _read_capped(f, max_bytes + 1)
             except OSError as e:
                 raise _os_error(path, e) from None
         if len(data) > max_bytes:

@@ -9,7 +9,7 @@ from typing import Any, List
 
 from ._bindings import _bindings
 from .errors import Error
-from .host import host
+from .host import _granted, _normalize, host
 from .node import Node
 
 
@@ -36,6 +36,18 @@ def _message(e: BaseException) -> str:
         return str(e) or "error"
     if isinstance(e, OSError) and e.strerror:
         where = f": {e.filename}" if e.filename else ""
+        # In a component, a path outside every granted directory does not
+        # exist: say that it may be a missing grant, not a missing file.
+        if (
+            isinstance(e, FileNotFoundError)
+            and isinstance(e.filename, str)
+            and e.filename.startswith("/")
+            and not _granted(_normalize(e.filename))
+        ):
+            where += (
+                " (not inside a directory granted to this plugin: ask for it in Metadata.paths,"
+                " and the operator grants it in plugins.<name>.paths)"
+            )
         return f"{e.strerror}{where}"
     text = str(e)
     message = f"{type(e).__name__}: {text}" if text else type(e).__name__

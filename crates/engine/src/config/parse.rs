@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{ConfigFile, Error, MAX_CONFIG_BYTES, Result, top_keys};
 
 /// Levenshtein distance, for "did you mean".
-fn distance(a: &str, b: &str) -> usize {
+pub(super) fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (
         a.to_lowercase().chars().collect(),
         b.to_lowercase().chars().collect(),

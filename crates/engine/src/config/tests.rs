@@ -340,3 +340,31 @@ fn the_runtime_endpoint_defaults_to_the_kubelets_and_empty_turns_it_off() {
     assert!(!client(true).present());
     assert!(client(false).present());
 }
+
+#[test]
+fn the_default_grants_expose_no_protected_path_even_on_a_kubelet_host() {
+    use std::path::PathBuf;
+    // As if /etc/kubernetes, /var/lib/kubelet/pki, ... all existed.
+    let cfg = ConfigFile::parse(DEFAULT_CONFIG, Path::new("default"))
+        .unwrap()
+        .validate()
+        .unwrap();
+    let mut seen = 0;
+    for (name, p) in &cfg.plugins {
+        for (i, g) in p.sandbox.paths.iter().enumerate() {
+            seen += 1;
+            let w = warnings::exposed_protected_paths(name, i, g, &|_| true);
+            assert!(w.is_empty(), "{name}: {w:?}");
+        }
+    }
+    assert!(seen > 0);
+    // A plain directory that holds the kubelet's credentials still warns.
+    let g = PathGrant::same(PathBuf::from("/var/lib/kubelet"));
+    let w = warnings::exposed_protected_paths("disk-pressure", 0, &g, &|_| true);
+    assert!(
+        w.iter().any(|w| w
+            .message
+            .contains("/var/lib/kubelet/pki (the node's credentials)")),
+        "{w:?}"
+    );
+}

@@ -2,8 +2,11 @@
 
 use std::path::Path;
 
-use super::Config;
+use nodestatus_runtime::PathGrant;
+
+use super::parse::distance;
 use super::plugins::{PROTECTED_PATHS, protected_why};
+use super::{Config, ConfigFile, DEFAULT_CONFIG};
 
 /// Something in a valid config that is probably not what the operator
 /// meant. `config check` prints these and `run` logs them at start.
@@ -21,8 +24,65 @@ impl std::fmt::Display for Warning {
     }
 }
 
+/// The names of the bundled setters: the plugin sections of
+/// [`DEFAULT_CONFIG`].
+pub fn bundled_plugin_names() -> Vec<String> {
+    ConfigFile::parse(DEFAULT_CONFIG, Path::new("(embedded default config)"))
+        .map(|c| c.plugins.into_keys().collect())
+        .unwrap_or_default()
+}
+
+/// The plugin names of the `*.wasm` files in `dir`.
+pub fn plugin_names_in(dir: &Path) -> std::io::Result<Vec<String>> {
+    Ok(std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let p = e.path();
+            if p.extension()? != "wasm" {
+                return None;
+            }
+            Some(p.file_stem()?.to_string_lossy().into_owned())
+        })
+        .collect())
+}
+
+/// The warnings for grant `g` (`plugins.<name>.paths[i]`) that holds one of
+/// [`PROTECTED_PATHS`] for which `exists` holds: the plugin could read it
+/// through the grant. A directory that holds the host's `/proc` (`/` on a
+/// host) serves `statvfs` only, never its files
+/// ([`nodestatus_runtime::proc_view`]): it exposes nothing, and gets none.
+pub(super) fn exposed_protected_paths(
+    name: &str,
+    i: usize,
+    g: &PathGrant,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Vec<Warning> {
+    use nodestatus_runtime::proc_view::{ProcGrant, classify};
+    if classify(&g.from) == ProcGrant::HoldsProc {
+        return Vec::new();
+    }
+    PROTECTED_PATHS
+        .iter()
+        .filter(|p| !p.starts_with("/proc"))
+        .map(Path::new)
+        .filter(|p| p.starts_with(&g.from) && exists(p))
+        .map(|p| Warning {
+            field: format!("plugins.{name}.paths[{i}]"),
+            message: format!(
+                "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
+                g.from.display(),
+                p.display(),
+                protected_why(&p.to_string_lossy()),
+                g.path.display()
+            ),
+        })
+        .collect()
+}
+
 impl Config {
     /// What is valid but probably not meant:
+    /// - a `plugins` section named like no plugin but close to one
+    ///   ([`Config::misspelled_plugins`]), with "did you mean";
     /// - a `plugins` section whose `<name>.wasm` is not in the plugin
     ///   directory (a warning, not an error: a file dropped later is loaded
     ///   then, and one config serves nodes with different plugin sets);
@@ -30,7 +90,14 @@ impl Config {
     ///   exists on this machine (the plugin can read it through the grant).
     pub fn warnings(&self) -> Vec<Warning> {
         let mut out = Vec::new();
-        match std::fs::read_dir(&self.plugin_dir) {
+        let present = plugin_names_in(&self.plugin_dir);
+        // A section named like no plugin here and no bundled setter, but
+        // close to one of them: a typo, said whether or not the directory
+        // exists (`config check` runs where it may not).
+        out.extend(self.misspelled_plugins(present.as_ref().ok().into_iter().flatten()));
+        let misspelled: std::collections::BTreeSet<String> =
+            out.iter().map(|w| w.field.clone()).collect();
+        match present {
             Err(e) => out.push(Warning {
                 field: "pluginDir".into(),
                 message: format!(
@@ -40,6 +107,9 @@ impl Config {
             }),
             Ok(_) => {
                 for name in self.plugins.keys() {
+                    if misspelled.contains(&format!("plugins.{name}")) {
+                        continue;
+                    }
                     if !self.plugin_dir.join(format!("{name}.wasm")).is_file() {
                         out.push(Warning {
                             field: format!("plugins.{name}"),
@@ -54,23 +124,47 @@ impl Config {
         }
         for (name, s) in &self.plugins {
             for (i, g) in s.sandbox.paths.iter().enumerate() {
-                for p in PROTECTED_PATHS.iter().filter(|p| !p.starts_with("/proc")) {
-                    let p = Path::new(p);
-                    if p.starts_with(&g.from) && p.exists() {
-                        out.push(Warning {
-                            field: format!("plugins.{name}.paths[{i}]"),
-                            message: format!(
-                                "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
-                                g.from.display(),
-                                p.display(),
-                                protected_why(&p.to_string_lossy()),
-                                g.path.display()
-                            ),
-                        });
-                    }
-                }
+                out.extend(exposed_protected_paths(name, i, g, &|p| p.exists()));
             }
         }
         out
+    }
+
+    /// The `plugins` sections whose name is no plugin in `present` (the
+    /// plugin names of a directory) nor a bundled setter
+    /// ([`bundled_plugin_names`]), but close to one of them: each with "did
+    /// you mean". A section for a plugin not dropped yet, with a name unlike
+    /// every known one, is not a typo and gets no warning here.
+    pub fn misspelled_plugins<S: AsRef<str>>(
+        &self,
+        present: impl IntoIterator<Item = S>,
+    ) -> Vec<Warning> {
+        let mut known: Vec<String> = present.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        known.extend(bundled_plugin_names());
+        known.sort();
+        known.dedup();
+        // Closer than `closest` allows for field names: plugin names are
+        // short and alike (`reader` is no typo of `ready`), so one edit in
+        // four characters at most (one in a name of up to 7).
+        let typo_of = |name: &str| {
+            known
+                .iter()
+                .map(|k| (distance(name, k), k))
+                .min()
+                .filter(|(d, k)| *d <= (k.len() / 4).max(1))
+                .map(|(_, k)| k.clone())
+        };
+        self.plugins
+            .keys()
+            .filter(|name| !known.contains(*name))
+            .filter_map(|name| {
+                typo_of(name).map(|c| Warning {
+                    field: format!("plugins.{name}"),
+                    message: format!(
+                        "no plugin is named {name} (did you mean `{c}`?): this section applies to nothing until a {name}.wasm is loaded"
+                    ),
+                })
+            })
+            .collect()
     }
 }

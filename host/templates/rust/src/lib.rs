@@ -1,11 +1,17 @@
 //! {{name}}: a nodestatus setter. It labels the node with its kernel's
-//! major.minor version; change `set` to report what you need.
+//! major.minor version, read from a file; change `set` to report what you
+//! need.
 //!
-//! Build, test and check it with `./build.sh`.
+//! A setter reads only the directories it asks for in its metadata and the
+//! operator grants (`config.yaml` holds the grant). Build, test and check it
+//! with `./build.sh`.
 use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
 /// The label this setter owns.
 pub const LABEL: &str = "{{name}}.nodestatus.io/kernel";
+
+/// The file it reads, in the directory it asks for.
+pub const RELEASE_FILE: &str = "{{grant}}/osrelease";
 
 pub struct Plugin;
 
@@ -21,11 +27,14 @@ impl Setter for Plugin {
     fn metadata() -> Metadata {
         Metadata::new("{{name}}", env!("CARGO_PKG_VERSION"))
             .description("labels the node with its kernel's major.minor version")
+            // The directory of RELEASE_FILE; config.yaml grants it.
+            .path("{{grant}}")
     }
 
     fn set(node: &mut Node) -> Result<()> {
-        let release = host::system_info().kernel_release;
-        let version = major_minor(&release)
+        let release = host::read_file(RELEASE_FILE)?;
+        let release = release.trim();
+        let version = major_minor(release)
             .ok_or_else(|| format!("cannot read a version from the kernel release {release:?}"))?;
         node.set_label(LABEL, &version);
         Ok(())
