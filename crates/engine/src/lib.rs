@@ -38,6 +38,7 @@ pub mod agent;
 pub mod config;
 pub mod cri;
 pub mod embedded_apiserver;
+pub mod fleet;
 pub mod http;
 pub mod live_config;
 pub mod metrics;
