@@ -32,6 +32,12 @@ enum Command {
     /// embedded default) and registers this machine with a
     /// system:node:<name> identity.
     Run(Box<cli::run::Args>),
+    /// Run N simulated nodes in one process against one apiserver.
+    ///
+    /// Each node runs the real setters over a simulated machine of its own.
+    /// Needs a credential allowed to write nodes, nodes/status and leases
+    /// (deploy/kubernetes/simulate-rbac.yaml), never a node's own.
+    Simulate(Box<cli::simulate::Args>),
     /// Run every setter once over a node and print the resulting Node JSON.
     ///
     /// The node comes from --node, or is a fresh initial node named after
@@ -61,9 +67,13 @@ fn main() -> ExitCode {
         return compile::child_main();
     }
     let cli = Cli::parse();
-    cli::init(cli.log_format, !matches!(cli.command, Command::Run(_)));
+    cli::init(
+        cli.log_format,
+        !matches!(cli.command, Command::Run(_) | Command::Simulate(_)),
+    );
     cli::exit(match cli.command {
         Command::Run(args) => cli::run::execute(*args),
+        Command::Simulate(args) => cli::simulate::execute(*args),
         Command::Once(args) => args.execute(),
         Command::Config(command) => command.execute(),
         Command::Version => cli::version::execute(),

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod config;
 mod cri;
+mod fleet;
 mod grants;
 mod guests;
 mod hostile;

@@ -131,14 +131,19 @@ pub struct NodeParts {
     pub audit_node_writes: bool,
 }
 
-/// The audit policy of [`Extras::audit_log`]: the node identities' requests,
-/// nothing else.
+/// The audit policy of [`Extras::audit_log`]: the node identities' requests
+/// and the simulator's ([`SIMULATOR_USER`]; its writes of nodes and leases
+/// with their bodies, for the fleet's byte counts), nothing else.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+- level: Request
+  userGroups: [\"nodestatus:simulators\"]
+  verbs: [create, update, patch]
+  resources: [{group: \"\", resources: [nodes, nodes/status]}, {group: coordination.k8s.io, resources: [leases]}]
 - level: Metadata
-  userGroups: [\"system:nodes\"]
+  userGroups: [\"system:nodes\", \"nodestatus:simulators\"]
 - level: None
 ";
 
@@ -149,13 +154,22 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Request
-  userGroups: [\"system:nodes\"]
+  userGroups: [\"system:nodes\", \"nodestatus:simulators\"]
   verbs: [create, update, patch]
   resources: [{group: \"\", resources: [nodes, nodes/status]}]
 - level: Metadata
   userGroups: [\"system:nodes\"]
 - level: None
 ";
+
+/// The identity of `nodestatus simulate` that every cluster knows: no
+/// rights until RBAC grants them (deploy/kubernetes/simulate-rbac.yaml
+/// binds its group); audited with the node identities.
+pub const SIMULATOR_USER: &str = "nodestatus-simulator";
+/// [`SIMULATOR_USER`]'s group.
+pub const SIMULATOR_GROUP: &str = "nodestatus:simulators";
+/// [`SIMULATOR_USER`]'s static token.
+pub const SIMULATOR_TOKEN: &str = "simulator-token";
 
 /// Where the kube-scheduler binary is: `$NODESTATUS_SCHEDULER`, else next to
 /// [`apiserver_binary`] (built from the same source tree).
@@ -301,7 +315,9 @@ impl EmbeddedApiserver {
             }
         }
         let admin_token = "admin-token".to_owned();
-        let mut tokens = format!("{admin_token},admin,admin,\"system:masters\"\n");
+        let mut tokens = format!(
+            "{admin_token},admin,admin,\"system:masters\"\n{SIMULATOR_TOKEN},{SIMULATOR_USER},{SIMULATOR_USER},\"{SIMULATOR_GROUP}\"\n"
+        );
         for n in nodes {
             tokens.push_str(&format!(
                 "{},system:node:{n},node-{n},\"system:nodes\"\n",

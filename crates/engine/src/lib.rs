@@ -39,6 +39,7 @@ pub mod config;
 pub mod cri;
 pub mod dir_watch;
 pub mod embedded_apiserver;
+pub mod fleet;
 pub mod http;
 pub mod live_config;
 pub mod metrics;

@@ -115,6 +115,29 @@ impl FactSource {
             override_interfaces: Some(interfaces),
         }
     }
+
+    /// A simulated machine (`nodestatus simulate`): fixed kernel facts and
+    /// interfaces, and every granted host path read beneath `root` instead
+    /// of `/` (a grant of `/proc` reads `<root>/proc`, a plain directory
+    /// of files the simulation writes; `statvfs` of `/` is of `root`).
+    pub fn rooted(root: PathBuf, system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
+        Self {
+            root,
+            proc_views: Arc::default(),
+            override_system: Some(system),
+            override_interfaces: Some(interfaces),
+        }
+    }
+
+    /// Where the granted host path `from` is on this machine: itself on
+    /// the real machine, beneath the root of a [`Self::rooted`] one.
+    pub fn host_path<'a>(&self, from: &'a Path) -> std::borrow::Cow<'a, Path> {
+        if self.root == Path::new("/") {
+            return std::borrow::Cow::Borrowed(from);
+        }
+        let rest = from.strip_prefix("/").unwrap_or(from);
+        std::borrow::Cow::Owned(self.root.join(rest))
+    }
 }
 
 /// Facts for one pass, each group read on first use.
@@ -149,7 +172,8 @@ impl Facts {
         if let Some(g) = grants.get(from) {
             return g.clone();
         }
-        let g = super::host_api::path_exists(from).then(|| proc_view::classify(from));
+        let host = self.source.host_path(from);
+        let g = super::host_api::path_exists(&host).then(|| proc_view::classify(&host));
         grants.insert(from.to_owned(), g.clone());
         g
     }
@@ -162,9 +186,14 @@ impl Facts {
         if let Some(v) = views.get(from) {
             return Ok(v.clone());
         }
-        let v = Arc::new(self.source.proc_views.take(from)?);
+        let v = Arc::new(self.source.proc_views.take(&self.source.host_path(from))?);
         views.insert(from.to_owned(), v.clone());
         Ok(v)
+    }
+
+    /// Where the granted host path `from` is ([`FactSource::host_path`]).
+    pub fn host_path<'a>(&self, from: &'a Path) -> std::borrow::Cow<'a, Path> {
+        self.source.host_path(from)
     }
 
     /// Kernel and identity facts.

@@ -268,13 +268,13 @@ impl Preopens {
             };
             match grant {
                 ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
-                    add(g.from.clone(), &g.path);
+                    add(ctx.facts.host_path(&g.from).into_owned(), &g.path);
                 }
                 ProcGrant::Root => {
                     let snap = ctx.facts.proc_view(&g.from)?;
                     add(snap.path().to_owned(), &g.path);
                     for d in snap.live() {
-                        add(g.from.join(d), &g.path.join(d));
+                        add(ctx.facts.host_path(&g.from).join(d), &g.path.join(d));
                     }
                     plan.snapshots.push(snap);
                 }
@@ -566,7 +566,7 @@ impl host::Host for CallState {
             ));
         };
         let rest = norm.strip_prefix(&grant.path).unwrap_or(Path::new(""));
-        let st = facts::statvfs_beneath(&grant.from, rest)
+        let st = facts::statvfs_beneath(&self.ctx.facts.host_path(&grant.from), rest)
             .map_err(|e| format!("statvfs: {path:?}: {e}"))?;
         Ok(host::FsStats {
             total_bytes: st.total_bytes,

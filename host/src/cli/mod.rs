@@ -4,6 +4,7 @@
 //! | command | file |
 //! |---|---|
 //! | `run` | [`run`]: the engine: register, status sync, lease |
+//! | `simulate` | [`simulate`]: N simulated nodes in one process |
 //! | `once` | [`once`]: every setter once over a node, printed |
 //! | `config check`, `config default` | [`config`] |
 //! | `plugin check`, `plugin list` | [`plugin`] |
@@ -23,6 +24,7 @@ pub mod new;
 pub mod once;
 pub mod plugin;
 pub mod run;
+pub mod simulate;
 pub mod version;
 
 /// The log format (`--log-format`).

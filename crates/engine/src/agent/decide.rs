@@ -14,6 +14,11 @@ pub const NODE_STATUS_UPDATE_RETRY: usize = 5;
 pub const LEASE_UPDATE_RETRY: usize = 5;
 /// Jitter factor of the sync and lease periods.
 pub const JITTER: f64 = 0.04;
+/// Jitter factor of the watch's restart backoff, as client-go's
+/// reflector has it (1.0: each delay is stretched by up to itself), so that
+/// the watches of a fleet, which all fail at the same instant when the
+/// apiserver goes away, do not all list again at the same instants.
+pub const WATCH_RETRY_JITTER: f64 = 1.0;
 /// The fast status update's period, at start until the node is Ready.
 pub const FAST_UPDATE_PERIOD: Duration = Duration::from_millis(100);
 /// How long the fast status update may last at most.

@@ -52,6 +52,9 @@ pub struct Agent {
     shutdown_waiters: Vec<oneshot::Sender<std::result::Result<SyncOutcome, String>>>,
     /// Whether [`Agent::run`] watches the node.
     watch: bool,
+    /// Shared by the agents of one process (a simulated fleet): at most
+    /// this many passes run at once, the others wait their turn.
+    pass_permits: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// What a drive waits for.
@@ -129,6 +132,7 @@ impl Agent {
             inflight: JoinSet::new(),
             shutdown_waiters: Vec::new(),
             watch: true,
+            pass_permits: None,
         }
     }
 
@@ -138,6 +142,14 @@ impl Agent {
     /// watch, through [`Agent::watch_events`]).
     pub fn without_watch(mut self) -> Self {
         self.watch = false;
+        self
+    }
+
+    /// An agent whose passes take a permit of `permits` each: the agents
+    /// of a simulated fleet share one engine, whose instance pool and
+    /// cores a burst of passes (a start, a rollout) would overrun.
+    pub fn with_pass_limit(mut self, permits: Arc<tokio::sync::Semaphore>) -> Self {
+        self.pass_permits = Some(permits);
         self
     }
 
@@ -434,7 +446,12 @@ impl Agent {
         let cri = self.cri.clone();
         let metrics = self.metrics.clone();
         let failing_before = self.cri_failing;
+        let permits = self.pass_permits.clone();
         self.inflight.spawn(async move {
+            let _permit = match &permits {
+                Some(p) => p.clone().acquire_owned().await.ok(),
+                None => None,
+            };
             let container_runtime = match &cri {
                 Some(c) if c.present() => Some(Arc::new(read_runtime(c, failing_before).await)),
                 _ => None,

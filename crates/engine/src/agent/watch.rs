@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::client::NodeClient;
-use super::decide::Backoff;
+use super::decide::{self, Backoff};
 use super::state::WatchEvent;
 
 /// Keeps the live node current from a watch on this one node (field
@@ -17,7 +17,9 @@ use super::state::WatchEvent;
 /// A watch that fails (a refused or dropped connection, an error status)
 /// is not trusted to resume where it stopped: the state marks the live
 /// copy stale (try 0 then GETs, as tries 1-4 do) and the watch starts again
-/// from a fresh list, with backoff. A restart asked for (after a connection
+/// from a fresh list, with backoff (500 ms doubling to 30 s, each delay
+/// stretched by a random part of itself: a fleet's watches that failed
+/// together come back spread). A restart asked for (after a connection
 /// reset, or a watch that has not listed the node for too long) starts it
 /// on new connections, since the watch may sit on a connection that stopped
 /// answering and would never say so.
@@ -74,7 +76,11 @@ pub(super) async fn watch_node(
         if failed {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(backoff.next_delay()) => {}
+                _ = tokio::time::sleep(decide::jitter(
+                    backoff.next_delay(),
+                    decide::WATCH_RETRY_JITTER,
+                    rand::random::<f64>(),
+                )) => {}
             }
         }
     }

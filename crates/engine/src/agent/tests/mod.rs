@@ -6,6 +6,7 @@
 //! Each rule of `shared/reference/kubelet-node-status.md` that the loops
 //! own has a test named after it, in the module of its loop.
 
+mod fleet;
 mod health;
 mod lease;
 mod register;

@@ -1,0 +1,358 @@
+//! `nodestatus simulate --nodes N`: N simulated nodes in one process
+//! against one apiserver, each a full agent (its own name, lease, loops,
+//! jitter and ownership) whose setters are the real plugins, run over the
+//! facts of a simulated machine ([`nodestatus_engine::fleet`]).
+//!
+//! All agents share one wasmtime engine, one plugin set (with its
+//! precompile cache) and one API client (one connection pool); each has its
+//! own watch of its node, as a kubelet has. Nodes start spread over
+//! `--ramp`; SIGUSR1 restarts every agent, spread over `--rollout-over` (a
+//! DaemonSet rollout); SIGTERM and SIGINT stop them all and leave the nodes
+//! as they are.
+//!
+//! The credential must be allowed to write nodes, their status and leases
+//! (as kwok's is; deploy/kubernetes/simulate-rbac.yaml): never a real
+//! node's. A `system:node:<name>` identity, or one in `system:nodes`, is
+//! refused at start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use nodestatus_engine::agent::Agent;
+use nodestatus_engine::agent::client::{NodeClient, Traffic};
+use nodestatus_engine::config::{Config, GoDuration, Layers};
+use nodestatus_engine::fleet::{Fleet, Template};
+use nodestatus_engine::plugin_dir::PluginDir;
+
+/// Run N simulated nodes in one process against one apiserver.
+///
+/// Each node runs the real setters over a simulated machine of its own
+/// (capacity, labels, a memory pressure that flips for --flapping of
+/// them). Needs a credential allowed to write nodes, nodes/status and
+/// leases (deploy/kubernetes/simulate-rbac.yaml), never a node's own.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the simulator's credential. Default: $KUBECONFIG,
+    /// then the in-cluster config.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How many nodes.
+    #[arg(long)]
+    pub nodes: usize,
+    /// Node i is named <prefix>-<i>.
+    #[arg(long, default_value = "nodestatus-sim")]
+    pub name_prefix: String,
+    /// The seed of the machines' shapes and ids and of each node's jitter.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The fraction of nodes whose memory pressure flips (0.01: 1 %).
+    #[arg(long, default_value_t = 0.0)]
+    pub flapping: f64,
+    /// How long a flapping node stays in each state.
+    #[arg(long, default_value = "60s")]
+    pub flap_period: GoDuration,
+    /// How long after the start the flapping begins.
+    #[arg(long, default_value = "0s")]
+    pub flap_from: GoDuration,
+    /// The nodes start spread evenly over this window. Default: 20 ms a
+    /// node (50 registrations a second).
+    #[arg(long)]
+    pub ramp: Option<GoDuration>,
+    /// On SIGUSR1, every agent restarts, spread evenly over this window (a
+    /// DaemonSet rollout).
+    #[arg(long, default_value = "2m")]
+    pub rollout_over: GoDuration,
+    /// Where the simulated machines' files go (removed at exit). Default:
+    /// a new directory in $TMPDIR.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// The settings of every node (--config, else the embedded default;
+    /// nodeName and hostnameOverride are each node's own).
+    #[command(flatten)]
+    pub layers: Layers,
+}
+
+/// Errors of `simulate` before its nodes start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The credential is a node's own.
+    #[error(
+        "the credential is node identity {user:?} (groups {groups:?}): simulate needs one allowed to write every simulated node and lease, never a real node's (see deploy/kubernetes/simulate-rbac.yaml)"
+    )]
+    NodeCredential {
+        /// Its user name.
+        user: String,
+        /// Its groups.
+        groups: Vec<String>,
+    },
+    /// No kubeconfig and not in a cluster.
+    #[error(
+        "no credential: give --kubeconfig (or $KUBECONFIG) of an identity allowed to write nodes and leases; simulate never starts the embedded apiserver"
+    )]
+    NoCredential,
+}
+
+/// `nodestatus simulate`: the fleet on a tokio runtime, until SIGTERM or
+/// SIGINT.
+pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(run(args))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn connect(o: &Args) -> anyhow::Result<kube::Config> {
+    let path = o
+        .kubeconfig
+        .clone()
+        .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from));
+    if let Some(path) = path {
+        let kc = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+        return kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .with_context(|| format!("using kubeconfig {}", path.display()));
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        return kube::Config::incluster().context("reading the in-cluster config");
+    }
+    Err(Error::NoCredential.into())
+}
+
+/// Refuses a node's own credential: asks the apiserver who it is
+/// (SelfSubjectReview). An apiserver that cannot say (before 1.28) is
+/// let through with a warning.
+async fn check_identity(client: &kube::Client) -> anyhow::Result<()> {
+    let body = serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+    });
+    let req = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body)?)
+        .context("building the SelfSubjectReview")?;
+    let review: serde_json::Value =
+        match tokio::time::timeout(Duration::from_secs(10), client.request(req)).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::warn!("could not ask the apiserver who the credential is: {e}");
+                return Ok(());
+            }
+            Err(_) => anyhow::bail!("the apiserver did not answer a SelfSubjectReview in 10s"),
+        };
+    let info = &review["status"]["userInfo"];
+    let user = info["username"].as_str().unwrap_or_default().to_owned();
+    let groups: Vec<String> = info["groups"]
+        .as_array()
+        .map(|g| {
+            g.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if user.starts_with("system:node:") || groups.iter().any(|g| g == "system:nodes") {
+        return Err(Error::NodeCredential { user, groups }.into());
+    }
+    tracing::info!(%user, "simulating as");
+    Ok(())
+}
+
+/// One node's agent, made anew at each (re)start.
+fn agent(
+    fleet: &Fleet,
+    i: usize,
+    cfg: &Arc<Config>,
+    client: &kube::Client,
+    plugins: &Arc<PluginDir>,
+    deadline: Duration,
+    permits: &Arc<tokio::sync::Semaphore>,
+) -> Agent {
+    let m = &fleet.machines[i];
+    let node_client = NodeClient::new(client.clone(), &m.name, Arc::new(Traffic::default()))
+        .with_deadline(deadline);
+    Agent::with_facts(
+        cfg.clone(),
+        node_client,
+        plugins.clone(),
+        Arc::new(fleet.random(i)),
+        m.facts(),
+    )
+    .with_pass_limit(permits.clone())
+}
+
+/// Runs the fleet until SIGTERM or SIGINT.
+pub async fn run(o: Args) -> anyhow::Result<()> {
+    let base = Arc::new(o.layers.load()?);
+    for w in base.warnings() {
+        tracing::warn!("config: {w}");
+    }
+    let mut kube_config = connect(&o).await?;
+    kube_config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("nodestatus-simulate/", env!("CARGO_PKG_VERSION"))),
+    ));
+    let client = kube::Client::try_from(kube_config).context("building the API client")?;
+    check_identity(&client).await?;
+
+    let state_dir = o.state_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("nodestatus-simulate-{}", std::process::id()))
+    });
+    let template = Template {
+        nodes: o.nodes,
+        name_prefix: o.name_prefix.clone(),
+        seed: o.seed,
+        flapping: o.flapping,
+        flap_period: o.flap_period.0,
+        flap_from: o.flap_from.0,
+    };
+    let fleet = Arc::new(Fleet::create(template, &state_dir)?);
+    let plugins = PluginDir::open(&base, None, super::compiler_exe())?;
+    if !base.plugin_dir.is_dir() {
+        anyhow::bail!("pluginDir {} is not a directory", base.plugin_dir.display());
+    }
+    plugins.rescan();
+    tracing::info!(
+        nodes = o.nodes,
+        setters = plugins.current().setters().len(),
+        flapping = fleet.template.flapping_count(),
+        "simulating"
+    );
+    let deadline = nodestatus_engine::agent::client::call_deadline(
+        base.node_status_update_frequency,
+        base.node_lease_duration_seconds,
+    );
+    let configs: Vec<Arc<Config>> = fleet
+        .machines
+        .iter()
+        .map(|m| Arc::new(m.config(&base)))
+        .collect();
+
+    let cancel = CancellationToken::new();
+    let ramp = o
+        .ramp
+        .as_ref()
+        .map(|r| r.0)
+        .unwrap_or(Duration::from_millis(20) * o.nodes as u32);
+    // Each node: its agent until its restart token fires (a rollout), then
+    // a new agent, until `cancel`.
+    let restarts: Vec<Arc<tokio::sync::Notify>> = (0..o.nodes)
+        .map(|_| Arc::new(tokio::sync::Notify::new()))
+        .collect();
+    // The passes of all nodes share the engine: at most two per core at
+    // once (the instance pool has 64 slots).
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let permits = Arc::new(tokio::sync::Semaphore::new((2 * cores).min(32)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..o.nodes {
+        let start = ramp.mul_f64(i as f64 / o.nodes as f64);
+        let (fleet, cfg, client, plugins) = (
+            fleet.clone(),
+            configs[i].clone(),
+            client.clone(),
+            plugins.clone(),
+        );
+        let (cancel, restart, permits) = (cancel.clone(), restarts[i].clone(), permits.clone());
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(start) => {}
+            }
+            loop {
+                let run = cancel.child_token();
+                let a = agent(&fleet, i, &cfg, &client, &plugins, deadline, &permits);
+                let stop = run.clone();
+                let mut task = tokio::spawn(a.run(run));
+                let ended = tokio::select! {
+                    _ = cancel.cancelled() => None,
+                    _ = restart.notified() => None,
+                    r = &mut task => Some(r),
+                };
+                let result = match ended {
+                    Some(r) => r,
+                    None => {
+                        stop.cancel();
+                        task.await
+                    }
+                };
+                match result {
+                    Ok(Err(e)) if e.is_permanent() => {
+                        tracing::error!(node = %fleet.machines[i].name, "{e}");
+                        return;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(node = %fleet.machines[i].name, "{e}; starting it again in 1 s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    _ => {}
+                }
+                if cancel.is_cancelled() {
+                    return;
+                }
+            }
+        });
+    }
+    let flapper = {
+        let (fleet, cancel) = (fleet.clone(), cancel.clone());
+        tokio::spawn(async move { fleet.flap(cancel).await })
+    };
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
+    let rollout_over = o.rollout_over.0;
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            // A node's task ends only on a permanent error (its
+            // credential may not register it): when every one has, the
+            // simulation has nothing left to run.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                if tasks.is_empty() {
+                    result = Err(anyhow::anyhow!(
+                        "every simulated node stopped on a permission error (see the log): the credential may not write nodes and leases (deploy/kubernetes/simulate-rbac.yaml)"
+                    ));
+                    break;
+                }
+            }
+            _ = usr1.recv() => {
+                tracing::info!(over = ?rollout_over, "SIGUSR1: restarting every agent (a rollout)");
+                let (restarts, cancel) = (restarts.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    let n = restarts.len();
+                    for (i, r) in restarts.iter().enumerate() {
+                        let at = rollout_over.mul_f64(i as f64 / n as f64);
+                        let next = rollout_over.mul_f64((i + 1) as f64 / n as f64);
+                        r.notify_one();
+                        tokio::select! {
+                            _ = cancel.cancelled() => return,
+                            _ = tokio::time::sleep(next - at) => {}
+                        }
+                    }
+                    tracing::info!("rollout done");
+                });
+            }
+        }
+    }
+    tracing::info!(
+        "stopping {} simulated nodes; they are left as they are",
+        o.nodes
+    );
+    cancel.cancel();
+    let _ = tokio::time::timeout(super::run::STOP_BOUND, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    let flips = flapper.await.unwrap_or(0);
+    tracing::info!(flips, "stopped");
+    if o.state_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&state_dir);
+    }
+    result
+}

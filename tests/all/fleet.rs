@@ -1,0 +1,677 @@
+//! The fleet suite: `nodestatus simulate` against a real kube-apiserver
+//! with its audit log and the node lifecycle controller, and the kubelet's
+//! politeness checked at fleet scale from the audit log.
+//!
+//! - [`a_fleet_is_as_polite_as_the_kubelet`] (in `scripts/test.sh`): 100
+//!   nodes (`NODESTATUS_FLEET_NODES`), 1 % of them flapping, for about
+//!   2 minutes;
+//! - [`bench`] (ignored; `scripts/fleet-bench.sh` runs it): the phases of
+//!   docs/benchmarks.md's fleet table (idle, 1 % flapping, a rollout, a
+//!   60 s apiserver outage) for `NODESTATUS_FLEET_NODES` nodes, written to
+//!   `NODESTATUS_FLEET_OUT` for scripts/fleet-figures.py.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, ListParams, PostParams};
+use nodestatus_engine::embedded_apiserver::{
+    EmbeddedApiserver, Extras, SIMULATOR_TOKEN, SIMULATOR_USER,
+};
+use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
+use serde_json::Value;
+
+/// The node lifecycle controller's grace period (the default).
+const GRACE: Duration = Duration::from_secs(40);
+
+/// Seconds since the epoch, now.
+fn epoch() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A cluster with the audit log and the node lifecycle controller, the
+/// simulator's RBAC applied from deploy/kubernetes/simulate-rbac.yaml.
+async fn cluster(dir: &Path) -> EmbeddedApiserver {
+    let cluster = EmbeddedApiserver::start_with_extras(
+        dir,
+        &[],
+        false,
+        true,
+        Extras {
+            audit_log: true,
+            node_lifecycle_grace: Some(GRACE),
+        },
+    )
+    .await
+    .expect("starting kube-apiserver and kube-controller-manager");
+    let admin = cluster.admin_client().unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/simulate-rbac.yaml"),
+    )
+    .unwrap();
+    let mut applied = 0;
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let pp = PostParams::default();
+        match v["kind"].as_str() {
+            Some("ClusterRole") => {
+                let r: ClusterRole = serde_json::from_value(v).unwrap();
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&pp, &r)
+                    .await
+                    .unwrap();
+                applied += 1;
+            }
+            Some("ClusterRoleBinding") => {
+                let b: ClusterRoleBinding = serde_json::from_value(v).unwrap();
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&pp, &b)
+                    .await
+                    .unwrap();
+                applied += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        applied, 2,
+        "the RBAC example has a ClusterRole and its binding"
+    );
+    cluster
+}
+
+/// `nodestatus simulate` with the simulator's credential, its log in `dir`.
+fn simulate(cluster: &EmbeddedApiserver, dir: &Path, nodes: usize, flags: &[&str]) -> Child {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for (name, path) in DEFAULT_PLUGINS {
+        drop_plugin(&plugins, name, Path::new(path));
+    }
+    let kubeconfig = dir.join("kubeconfig-simulator");
+    std::fs::write(
+        &kubeconfig,
+        cluster.kubeconfig_yaml(SIMULATOR_USER, SIMULATOR_TOKEN),
+    )
+    .unwrap();
+    let mut c = Command::new(exe());
+    c.args(["simulate", "--nodes", &nodes.to_string()])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .arg("--state-dir")
+        .arg(dir.join("machines"))
+        .args(flags)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("simulate.log")).unwrap());
+    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    c.spawn().expect("starting nodestatus simulate")
+}
+
+/// The nodestatus binary: this build's, or `NODESTATUS_BIN` (another
+/// build: scripts/fleet-bench.sh with a release).
+fn exe() -> PathBuf {
+    std::env::var_os("NODESTATUS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")))
+}
+
+/// One request of the simulator, from the audit log.
+#[derive(Debug, Clone)]
+struct Req {
+    /// When the apiserver received it (seconds since the epoch).
+    at: f64,
+    verb: String,
+    /// `nodes`, `nodes/status`, `leases`, `events`.
+    resource: String,
+    name: String,
+    code: u16,
+}
+
+fn audit(path: &Path) -> Vec<Req> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(e) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if e["user"]["username"] != SIMULATOR_USER {
+            continue;
+        }
+        let at = e["requestReceivedTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(|t| t.as_millisecond() as f64 / 1000.0)
+            .unwrap_or_default();
+        let o = &e["objectRef"];
+        let resource = match o["subresource"].as_str() {
+            Some(s) => format!("{}/{s}", o["resource"].as_str().unwrap_or("?")),
+            None => o["resource"].as_str().unwrap_or("?").to_owned(),
+        };
+        out.push(Req {
+            at,
+            verb: e["verb"].as_str().unwrap_or("?").to_owned(),
+            resource,
+            name: o["name"].as_str().unwrap_or_default().to_owned(),
+            code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+        });
+    }
+    out
+}
+
+/// The simulated nodes as the admin sees them.
+async fn nodes(admin: &kube::Client) -> Vec<Value> {
+    let list = Api::<Node>::all(admin.clone())
+        .list(&ListParams::default().labels("nodestatus.io/simulated=true"))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .map(|n| serde_json::to_value(n).unwrap())
+        .collect()
+}
+
+fn ready(node: &Value) -> Option<String> {
+    nodestatus_engine::agent::ready_status(node)
+}
+
+/// Waits until `n` simulated nodes exist and are Ready; returns when.
+async fn all_ready(admin: &kube::Client, n: usize, limit: Duration, log: &Path) -> f64 {
+    let started = Instant::now();
+    loop {
+        let nodes = nodes(admin).await;
+        let ready = nodes
+            .iter()
+            .filter(|n| ready(n).as_deref() == Some("True"))
+            .count();
+        if ready == n {
+            return epoch();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{ready} of {n} nodes Ready after {limit:?} ({} registered); the simulator's log:\n{}",
+            nodes.len(),
+            tail(log)
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Samples every `every`: how many simulated nodes are not Ready (the node
+/// lifecycle controller's view), the engine's CPU seconds and RSS.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Sample {
+    at: f64,
+    not_ready: usize,
+    nodes: usize,
+    cpu_seconds: f64,
+    rss_bytes: u64,
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: state is field 3; utime
+    // and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(14) + ticks(15)) / hz
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+async fn sample(admin: &kube::Client, pid: u32) -> Sample {
+    let nodes = tokio::time::timeout(Duration::from_secs(5), nodes(admin))
+        .await
+        .unwrap_or_default();
+    Sample {
+        at: epoch(),
+        not_ready: nodes
+            .iter()
+            .filter(|n| ready(n).as_deref() != Some("True"))
+            .count(),
+        nodes: nodes.len(),
+        cpu_seconds: cpu_seconds(pid),
+        rss_bytes: rss_bytes(pid),
+    }
+}
+
+/// Samples every 5 s for `d`.
+async fn watch_for(admin: &kube::Client, pid: u32, d: Duration, out: &mut Vec<Sample>) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        out.push(sample(admin, pid).await);
+        tokio::time::sleep(
+            Duration::from_secs(5).min(until.saturating_duration_since(Instant::now())),
+        )
+        .await;
+    }
+}
+
+/// Per node, the times of its requests of `verb` on `resource` in `[from, to)`.
+fn by_node(
+    reqs: &[Req],
+    verb: &str,
+    resource: &str,
+    from: f64,
+    to: f64,
+) -> BTreeMap<String, Vec<f64>> {
+    let mut m: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in reqs
+        .iter()
+        .filter(|r| r.verb == verb && r.resource == resource && r.at >= from && r.at < to)
+    {
+        m.entry(r.name.clone()).or_default().push(r.at);
+    }
+    m
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// N simulated nodes (1 % flapping memory pressure every 20 s) against
+/// the real apiserver for about 2 minutes, checked from the audit log:
+/// - the nodes are different (capacity, IPs) and marked (label, taint);
+/// - start-up spreads the registrations over the ramp;
+/// - each node renews its lease every 10 s with jitter, no faster: the
+///   fleet's rate is at most 1.01 x the kubelet's N/10 a second, and no
+///   second holds a thundering herd;
+/// - an idle node writes no status between reports; a flapping one writes
+///   its flips;
+/// - the node lifecycle controller sees no node NotReady.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_is_as_polite_as_the_kubelet() {
+    let n: usize = env_or("NODESTATUS_FLEET_NODES", 100);
+    let steady = Duration::from_secs(env_or("NODESTATUS_FLEET_SECONDS", 60));
+    let dir = tempfile::Builder::new()
+        .prefix("nodestatus-fleet")
+        .tempdir()
+        .unwrap();
+    let cluster = cluster(dir.path()).await;
+    let admin = cluster.admin_client().unwrap();
+    let ramp = Duration::from_secs(5);
+    let started = epoch();
+    let mut child = simulate(
+        &cluster,
+        dir.path(),
+        n,
+        &[
+            "--flapping",
+            "0.01",
+            "--flap-period",
+            "20s",
+            "--ramp",
+            &format!("{}s", ramp.as_secs()),
+        ],
+    );
+    let log = dir.path().join("simulate.log");
+    let ready_at = all_ready(&admin, n, Duration::from_secs(90) + ramp, &log).await;
+    // The steady window starts once every node is Ready and its start-up
+    // writes are over.
+    let from = ready_at + 15.0;
+    let mut samples = Vec::new();
+    watch_for(
+        &admin,
+        child.id(),
+        Duration::from_secs_f64((from - epoch()).max(0.0)) + steady,
+        &mut samples,
+    )
+    .await;
+    let to = epoch();
+    let fleet = nodes(&admin).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let reqs = audit(&cluster.audit_log_path().unwrap());
+    assert!(
+        !reqs.is_empty(),
+        "no request of the simulator in the audit log"
+    );
+
+    // Different, marked nodes.
+    assert_eq!(fleet.len(), n);
+    let memory: BTreeSet<&str> = fleet
+        .iter()
+        .filter_map(|n| n["status"]["capacity"]["memory"].as_str())
+        .collect();
+    assert!(
+        memory.len() > 1,
+        "every node has the same memory: {memory:?}"
+    );
+    let ips: BTreeSet<&str> = fleet
+        .iter()
+        .filter_map(|n| n["status"]["addresses"][0]["address"].as_str())
+        .collect();
+    assert_eq!(ips.len(), n, "node IPs are not the nodes' own");
+    for node in &fleet {
+        assert_eq!(
+            node["metadata"]["labels"]["nodestatus.io/simulated"],
+            "true"
+        );
+        let taints = node["spec"]["taints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            taints
+                .iter()
+                .any(|t| t["key"] == "nodestatus.io/simulated" && t["effect"] == "NoSchedule"),
+            "{}: no simulated taint: {taints:?}",
+            node["metadata"]["name"]
+        );
+    }
+
+    // Start-up spread over the ramp: no second holds more than twice the
+    // ramp's even share of the registrations.
+    let creates: Vec<f64> = reqs
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "nodes")
+        .map(|r| r.at)
+        .collect();
+    assert_eq!(creates.len(), n, "one registration a node");
+    let per_second = n as f64 / ramp.as_secs_f64();
+    let peak = peak_per_second(&creates);
+    assert!(
+        peak as f64 <= 2.0 * per_second + 2.0,
+        "registrations not spread: {peak} in one second (ramp {ramp:?}: {per_second}/s)"
+    );
+
+    // Leases: every 10 s with jitter, per node and for the fleet.
+    let leases = by_node(&reqs, "update", "leases", from, to);
+    assert_eq!(leases.len(), n, "every node renews its lease in the window");
+    let (mut renewals, mut span) = (0usize, 0.0);
+    for (node, times) in &leases {
+        for w in times.windows(2) {
+            assert!(
+                w[1] - w[0] >= 9.0,
+                "{node} renewed its lease {:.1} s after the last",
+                w[1] - w[0]
+            );
+        }
+        renewals += times.len() - 1;
+        span += times.last().unwrap() - times[0];
+    }
+    let rate = renewals as f64 / span * n as f64;
+    let model = n as f64 / 10.0;
+    assert!(
+        rate <= 1.01 * model && rate >= 0.8 * model,
+        "lease renewals {rate:.2}/s for {n} nodes; the kubelet's model is {model}/s"
+    );
+    let all: Vec<f64> = leases.values().flatten().copied().collect();
+    let herd = peak_per_second(&all);
+    assert!(
+        herd as f64 <= 3.0 * model + 5.0,
+        "{herd} lease renewals in one second: a synchronized herd ({model}/s on average)"
+    );
+
+    // Status: nothing between reports on idle nodes; the flips of the
+    // flapping ones.
+    let patches = by_node(&reqs, "patch", "nodes/status", from, to);
+    let template = nodestatus_engine::fleet::Template {
+        nodes: n,
+        name_prefix: "nodestatus-sim".into(),
+        seed: 1,
+        flapping: 0.01,
+        flap_period: Duration::from_secs(20),
+        flap_from: Duration::ZERO,
+    };
+    let flapping: BTreeSet<String> = (0..n)
+        .filter(|&i| template.flaps(i))
+        .map(|i| template.name(i))
+        .collect();
+    let idle_patches: Vec<_> = patches
+        .iter()
+        .filter(|(node, _)| !flapping.contains(*node))
+        .collect();
+    assert!(
+        idle_patches.is_empty(),
+        "idle nodes patched their status between reports: {idle_patches:?}"
+    );
+    let flip_patches: usize = flapping
+        .iter()
+        .map(|f| patches.get(f).map_or(0, Vec::len))
+        .sum();
+    let window = to - from;
+    let flips_at_most = flapping.len() * (window / 20.0).ceil() as usize;
+    assert!(
+        flip_patches >= flapping.len() && flip_patches <= flips_at_most + flapping.len(),
+        "{flip_patches} status patches from {} flapping nodes in {window:.0} s (flips every 20 s)",
+        flapping.len()
+    );
+
+    // The node lifecycle controller's view.
+    let not_ready: Vec<_> = samples.iter().filter(|s| s.not_ready > 0).collect();
+    assert!(
+        not_ready.is_empty(),
+        "nodes not Ready in the steady state: {not_ready:?}"
+    );
+    let errors: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.at >= from && r.at < to && r.code >= 400)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "refused requests in the steady state: {errors:?}"
+    );
+    eprintln!(
+        "FLEET| {n} nodes, started {:.0} s before Ready; window {window:.0} s: leases {rate:.2}/s (model {model}/s), peak {herd}/s; idle status patches 0; flapping patches {flip_patches}; engine {:.1} MB RSS",
+        ready_at - started,
+        samples.last().map_or(0, |s| s.rss_bytes) as f64 / 1e6
+    );
+}
+
+fn peak_per_second(times: &[f64]) -> usize {
+    let mut bins: BTreeMap<i64, usize> = BTreeMap::new();
+    for t in times {
+        *bins.entry(t.floor() as i64).or_default() += 1;
+    }
+    bins.values().copied().max().unwrap_or(0)
+}
+
+/// A phase of the bench: its name and when it ran.
+#[derive(Debug, serde::Serialize)]
+struct Phase {
+    name: &'static str,
+    from: f64,
+    to: f64,
+}
+
+/// The fleet bench (`scripts/fleet-bench.sh`): N nodes
+/// (`NODESTATUS_FLEET_NODES`, default 100) through idle, 1 % flapping, a
+/// rollout over 2 minutes and a 60 s apiserver outage, each phase
+/// `NODESTATUS_FLEET_PHASE_SECONDS` (default 120) long; the audit log, the
+/// phases and the samples (NotReady count, engine CPU and RSS every 5 s)
+/// go to `NODESTATUS_FLEET_OUT` (default: a temporary directory, printed).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "minutes; scripts/fleet-bench.sh runs it"]
+async fn bench() {
+    let n: usize = env_or("NODESTATUS_FLEET_NODES", 100);
+    let phase = Duration::from_secs(env_or("NODESTATUS_FLEET_PHASE_SECONDS", 120));
+    let out: PathBuf = std::env::var_os("NODESTATUS_FLEET_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("nodestatus-fleet-{n}")));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut cluster = cluster(&out).await;
+    let admin = cluster.admin_client().unwrap();
+    let ramp = Duration::from_millis(20) * n as u32;
+    let settle = Duration::from_secs(30);
+    // Flapping starts after the idle phase.
+    let flap_from = ramp + settle + phase;
+    let mut child = simulate(
+        &cluster,
+        &out,
+        n,
+        &[
+            "--flapping",
+            "0.01",
+            "--flap-period",
+            "60s",
+            "--flap-from",
+            &format!("{}s", flap_from.as_secs()),
+            "--rollout-over",
+            "2m",
+        ],
+    );
+    let pid = child.id();
+    let log = out.join("simulate.log");
+    let mut phases = Vec::new();
+    let mut samples = Vec::new();
+    let t0 = epoch();
+    let ready_at = all_ready(&admin, n, ramp + Duration::from_secs(300), &log).await;
+    phases.push(Phase {
+        name: "start",
+        from: t0,
+        to: ready_at,
+    });
+    fn run(name: &'static str, from: f64, phases: &mut Vec<Phase>) {
+        phases.push(Phase {
+            name,
+            from,
+            to: epoch(),
+        });
+    }
+    watch_for(&admin, pid, settle, &mut samples).await;
+    let from = epoch();
+    watch_for(&admin, pid, phase, &mut samples).await;
+    run("idle", from, &mut phases);
+    let from = epoch();
+    watch_for(&admin, pid, phase, &mut samples).await;
+    run("flapping", from, &mut phases);
+    let from = epoch();
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+    watch_for(&admin, pid, Duration::from_secs(150), &mut samples).await;
+    run("rollout", from, &mut phases);
+    let from = epoch();
+    cluster.stop_apiserver();
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_secs(60) {
+        samples.push(Sample {
+            at: epoch(),
+            not_ready: usize::MAX,
+            nodes: 0,
+            cpu_seconds: cpu_seconds(pid),
+            rss_bytes: rss_bytes(pid),
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    run("outage", from, &mut phases);
+    let from = epoch();
+    cluster.start_apiserver().await.unwrap();
+    let admin = cluster.admin_client().unwrap();
+    watch_for(&admin, pid, phase, &mut samples).await;
+    run("recovery", from, &mut phases);
+    let _ = child.kill();
+    let _ = child.wait();
+    let samples: Vec<Value> = samples
+        .into_iter()
+        .map(|s| {
+            let mut v = serde_json::to_value(&s).unwrap();
+            if s.not_ready == usize::MAX {
+                v["not_ready"] = Value::Null;
+            }
+            v
+        })
+        .collect();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let result = serde_json::json!({
+        "nodes": n,
+        "phase_seconds": phase.as_secs(),
+        "ramp_seconds": ramp.as_secs_f64(),
+        "cpus": nproc,
+        "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
+        "phases": phases,
+        "samples": samples,
+        "audit_log": cluster.audit_log_path(),
+        "simulator_log": log,
+    });
+    std::fs::write(
+        out.join("result.json"),
+        serde_json::to_string_pretty(&result).unwrap(),
+    )
+    .unwrap();
+    eprintln!(
+        "FLEET-BENCH| {n} nodes: {}",
+        out.join("result.json").display()
+    );
+}
+
+/// A node's own credential cannot run a fleet: the Node authorizer
+/// refuses every other node's registration (an apiserver of 1.28 or
+/// later refuses the credential at once, from its SelfSubjectReview), and
+/// simulate exits with the error instead of running nodes that never
+/// register.
+#[test]
+fn a_node_credential_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = crate::kube::write_node_kubeconfig(dir.path(), "reg-node");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    drop_plugin(&plugins, "ready.wasm", Path::new(built::READY));
+    let mut c = Command::new(exe());
+    c.args(["simulate", "--nodes", "3", "--ramp", "0s"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(&plugins)
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .arg("--state-dir")
+        .arg(dir.path().join("machines"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("log")).unwrap());
+    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    let mut child = c.spawn().unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!(
+                "still running after 60 s:\n{}",
+                tail(&dir.path().join("log"))
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stderr = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("every simulated node stopped on a permission error")
+            || stderr.contains("is node identity"),
+        "{stderr}"
+    );
+}
