@@ -7,7 +7,8 @@
 //!   every sync without changing anything, and an editor's save-as-rename
 //!   is one change, not three.
 //! - What can change live: the plugins' sections (grants, limits, order,
-//!   config, fields, pins, enabled), `nodeStatusUpdateFrequency`,
+//!   config, fields, pins, enabled, images), `registries`,
+//!   `nodeStatusUpdateFrequency`,
 //!   `nodeStatusReportFrequency` and `nodeStatusMaxImages`. Every plugin is
 //!   loaded again under the new settings; one that they refuse stops (its
 //!   old grants are not kept).
@@ -87,6 +88,9 @@ pub fn live_changes(old: &Config, new: &Config) -> Vec<String> {
     }
     if old.node_status_max_images != new.node_status_max_images {
         out.push("nodeStatusMaxImages".to_owned());
+    }
+    if old.registries != new.registries {
+        out.push("registries".to_owned());
     }
     let names: std::collections::BTreeSet<&String> =
         old.plugins.keys().chain(new.plugins.keys()).collect();
