@@ -99,6 +99,18 @@ pub enum Input {
     NodeShutdownCancelled,
     /// A live config change, in force from the next pass.
     Config(Arc<Config>),
+    /// An event about the node from outside the loops (a plugin source:
+    /// [`crate::oci`]), recorded as the loops record theirs.
+    Event {
+        /// Normal or Warning.
+        event_type: nodestatus_runtime::EventType,
+        /// The reason (`FailedPluginPull`).
+        reason: String,
+        /// The message.
+        message: String,
+        /// The plugin it is about.
+        plugin: Option<String>,
+    },
 }
 
 /// What a metric should count; the driver keeps the metrics.
