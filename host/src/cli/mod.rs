@@ -6,7 +6,7 @@
 //! | `run` | [`run`]: the engine: register, status sync, lease |
 //! | `once` | [`once`]: every setter once over a node, printed |
 //! | `config check`, `config default` | [`config`] |
-//! | `plugin check`, `plugin list` | [`plugin`] |
+//! | `plugin check`, `plugin list`, `plugin push`, `plugin sign`, `plugin pull` | [`plugin`] |
 //! | `new` | [`new`]: a new setter from a template |
 //! | `version` | [`version`] |
 //!
