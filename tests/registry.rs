@@ -1,4 +1,4 @@
-//! A real registry for the tests: Debian's `docker-registry` (the CNCF
+//! A real registry for the tests (the registry crate's, and tests/all): Debian's `docker-registry` (the CNCF
 //! distribution registry 2.8) on a free loopback port, with its own storage,
 //! TLS from a CA made here with the openssl CLI, and htpasswd (bcrypt)
 //! authentication. Stopped on drop.

@@ -17,6 +17,7 @@ mod logind;
 mod output;
 mod patch_props;
 mod process;
+mod registry;
 mod reporters;
 mod sandbox;
 mod scaffold;
