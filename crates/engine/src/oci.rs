@@ -346,7 +346,7 @@ impl Puller {
         let names: Vec<String> = self.slots.keys().cloned().collect();
         for name in names {
             let source = self.slots[&name].source.clone();
-            let result = self.from_cache(&name, &source);
+            let result = self.take_from_cache(&name, &source);
             if let Err(e) = result {
                 // Whatever an earlier run left there is not this image.
                 let _ = std::fs::remove_file(&self.slots[&name].file);
@@ -356,7 +356,7 @@ impl Puller {
         }
     }
 
-    fn from_cache(&mut self, name: &str, source: &ImageSource) -> Result<()> {
+    fn take_from_cache(&mut self, name: &str, source: &ImageSource) -> Result<()> {
         let cache = self.cache()?;
         let key = read_key(source)?;
         let fetcher = Fetcher::new(self.client(&source.reference)?, cache);
