@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 pub mod hostile;
 pub mod nodes;
 pub mod patch;
+pub mod registry;
 
 /// Paths of the components built from `plugins/` by this crate's build script.
 pub mod built {

@@ -522,6 +522,73 @@ fn cases() -> Vec<Case> {
             "registerNode",
             "must be false (or unset) in companion mode",
         ),
+        // Plugins by reference (issue 21).
+        case(
+            "image without a registry host",
+            "plugins:\n  gpu: {image: vendor/gpu:1}\n",
+            "plugins.gpu.image",
+            "names no registry host",
+        ),
+        case(
+            "image that is not a reference",
+            "plugins:\n  gpu: {image: 'r.example.com/Vendor/GPU:1'}\n",
+            "plugins.gpu.image",
+            "is not an image reference",
+        ),
+        case(
+            "image with a bad digest",
+            "plugins:\n  gpu: {image: 'r.example.com/v/gpu@sha256:abc'}\n",
+            "plugins.gpu.image",
+            "sha256",
+        ),
+        case(
+            "image with a missing key file",
+            "plugins:\n  gpu: {image: r.example.com/v/gpu:1, verify: {key: /nonexistent/vendor.pub}}\n",
+            "plugins.gpu.verify.key",
+            "cannot read the key /nonexistent/vendor.pub",
+        ),
+        case(
+            "a global key that is not a key",
+            "verify: {key: /etc/hostname}\n",
+            "verify.key",
+            "/etc/hostname",
+        ),
+        case(
+            "pullInterval without an image",
+            "plugins:\n  gpu: {pullInterval: 1m}\n",
+            "plugins.gpu.pullInterval",
+            "add image:",
+        ),
+        case(
+            "pullInterval of no time",
+            "plugins:\n  gpu: {image: r.example.com/v/gpu:1, pullInterval: 0s}\n",
+            "plugins.gpu.pullInterval",
+            "between 1s and 24h",
+        ),
+        case(
+            "sha256 beside an image",
+            "plugins:\n  gpu: {image: r.example.com/v/gpu:1, sha256: 0000000000000000000000000000000000000000000000000000000000000000}\n",
+            "plugins.gpu.sha256",
+            "pin an image by its digest",
+        ),
+        case(
+            "an image plugin named with '_'",
+            "plugins:\n  gpu_x: {image: r.example.com/v/gpu:1}\n",
+            "plugins.gpu_x",
+            "no '_'",
+        ),
+        case(
+            "a registry key that is a URL",
+            "registries:\n  'https://r.example.com': {insecure: true}\n",
+            "registries",
+            "https://r.example.com",
+        ),
+        case(
+            "an unknown registry setting",
+            "registries:\n  r.example.com: {password: x}\n",
+            "registries",
+            "unknown field",
+        ),
     ];
     // Each case's plugin sections name gpu: keep it out of the warnings.
     for c in &mut v {

@@ -50,6 +50,8 @@ const NODES: &[&str] = &[
     "threshold-node",
     "rereg-node",
     "slow-compile-node",
+    "registry-node",
+    "registry-restart-node",
 ];
 
 pub struct Shared {
@@ -271,7 +273,7 @@ fn default_plugins<'a>() -> Vec<(&'a str, &'a Path)> {
     ]
 }
 
-async fn until<F, Fut>(secs: u64, mut f: F) -> bool
+pub async fn until<F, Fut>(secs: u64, mut f: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -943,7 +945,7 @@ async fn events_use_the_kubelets_reasons() {
 }
 
 /// A plain HTTP/1.0 GET, returning (status, body).
-fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
@@ -957,7 +959,7 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
-fn metric(text: &str, series: &str) -> f64 {
+pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(series))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

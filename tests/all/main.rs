@@ -21,6 +21,7 @@ mod operator;
 mod output;
 mod patch_props;
 mod process;
+mod registry;
 mod reporters;
 mod sandbox;
 mod scaffold;

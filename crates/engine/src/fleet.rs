@@ -150,7 +150,9 @@ impl Template {
         if self.flap_period < Duration::from_secs(1) {
             return invalid("--flap-period", "must be at least 1s");
         }
-        if let Err(m) = crate::config::validate_dns_subdomain(&format!("{}-0", self.name_prefix)) {
+        if let Err(m) =
+            nodestatus_apimachinery::names::dns1123_subdomain(&format!("{}-0", self.name_prefix))
+        {
             return invalid("--name-prefix", &m);
         }
         Ok(())

@@ -26,9 +26,15 @@ pub fn router(agent: AgentHandle) -> Router {
 }
 
 async fn readyz(State(agent): State<AgentHandle>) -> impl IntoResponse {
+    // A plugin source that fails (a registry down) leaves the version that
+    // runs: ready, with the detail below.
+    let mut detail = String::new();
+    for (plugin, problem) in agent.plugins().source_problems() {
+        detail += &format!("\nplugin {plugin}: {problem}");
+    }
     match agent.ready_reason() {
-        None => (StatusCode::OK, "ok".to_owned()),
-        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        None => (StatusCode::OK, format!("ok{detail}")),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}{detail}")),
     }
 }
 

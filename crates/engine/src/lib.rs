@@ -29,7 +29,8 @@
 //!    node on the server and sends a strategic merge patch when something
 //!    changed or the report period ran out.
 //!
-//! Plugins are loaded and hot-reloaded from a directory by [`plugin_dir`];
+//! Plugins are loaded and hot-reloaded from a directory by [`plugin_dir`],
+//! and pulled from OCI registries by [`oci`] into the same load path;
 //! the [`config`] is read once and again while running ([`live_config`]).
 
 #![warn(missing_docs)]
@@ -44,5 +45,6 @@ pub mod http;
 pub mod live_config;
 pub mod metrics;
 pub mod node_shutdown;
+pub mod oci;
 pub mod pipeline;
 pub mod plugin_dir;

@@ -7,7 +7,8 @@
 //!   every sync without changing anything, and an editor's save-as-rename
 //!   is one change, not three.
 //! - What can change live: the plugins' sections (grants, limits, order,
-//!   config, fields, pins, enabled), `nodeStatusUpdateFrequency`,
+//!   config, fields, pins, enabled, images), `registries`,
+//!   `nodeStatusUpdateFrequency`,
 //!   `nodeStatusReportFrequency` and `nodeStatusMaxImages`. Every plugin is
 //!   loaded again under the new settings; one that they refuse stops (its
 //!   old grants are not kept).

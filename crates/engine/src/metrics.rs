@@ -113,6 +113,17 @@ pub struct Metrics {
     pub plugin_compiles: Family<ResultLabel, Counter>,
     /// Config file changes, by result (`applied`, `refused`).
     pub config_reloads: Family<ResultLabel, Counter>,
+    /// Registry pulls of plugins ([`crate::oci`]), by plugin and result.
+    pub registry_pulls: Family<PluginResultLabels, Counter>,
+}
+
+/// `plugin` and `result` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginResultLabels {
+    /// The plugin's name.
+    pub plugin: String,
+    /// A bounded result (`pulled`, `unchanged`, `unreachable`, ...).
+    pub result: &'static str,
 }
 
 impl Default for Metrics {
@@ -148,6 +159,7 @@ impl Metrics {
             precompile_cache_bytes: Gauge::default(),
             plugin_compiles: Family::default(),
             config_reloads: Family::default(),
+            registry_pulls: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -230,6 +242,11 @@ impl Metrics {
             "config_reloads",
             "Changes of the config file's content, by result: applied, or refused (invalid, or a setting that changes only at a restart)",
             m.config_reloads.clone(),
+        );
+        registry.register(
+            "registry_pulls",
+            "Registry checks of plugins pulled by reference, by plugin and result: cached (from the cache at start), unchanged (the tag names the running digest), pulled (a new digest loaded), refused (the loader refused it), or the failure's kind (unreachable, timeout, tls, unauthorized, not-found, server, digest-mismatch, too-large, layout, unsigned, bad-signature, key, cache, not-cached)",
+            m.registry_pulls.clone(),
         );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
@@ -328,6 +345,16 @@ impl Metrics {
     pub fn loop_error(&self, l: &'static str, kind: &'static str) {
         self.loop_errors
             .get_or_create(&LoopErrorLabels { r#loop: l, kind })
+            .inc();
+    }
+
+    /// Records a registry check of `plugin`.
+    pub fn registry_pull(&self, plugin: &str, result: &'static str) {
+        self.registry_pulls
+            .get_or_create(&PluginResultLabels {
+                plugin: plugin.to_owned(),
+                result,
+            })
             .inc();
     }
 

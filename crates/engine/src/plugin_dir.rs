@@ -234,6 +234,13 @@ pub struct PluginDir {
     /// Notified whenever a load ends.
     loaded: Condvar,
     next_token: AtomicU64,
+    /// Files outside the directory loaded as if they were in it: plugins
+    /// pulled from registries ([`crate::oci`]).
+    extra_files: Mutex<std::collections::BTreeSet<PathBuf>>,
+    /// Why a plugin source other than the directory cannot give the
+    /// version it should (a registry down, a bad signature), by plugin
+    /// name, for `/readyz`.
+    source_problems: Mutex<BTreeMap<String, String>>,
 }
 
 /// A load under way.
@@ -312,6 +319,8 @@ impl PluginDir {
             loading: Mutex::new(HashMap::new()),
             loaded: Condvar::new(),
             next_token: AtomicU64::new(0),
+            extra_files: Mutex::new(Default::default()),
+            source_problems: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -415,9 +424,44 @@ impl PluginDir {
         status
     }
 
+    /// Loads `files` (outside the directory) at each rescan as if they were
+    /// in it, named by their file names as directory files are: the plugins
+    /// pulled from registries ([`crate::oci`]). A file left out of the set
+    /// is unloaded at the next rescan.
+    pub fn set_extra_files(&self, files: std::collections::BTreeSet<PathBuf>) {
+        *self.extra_files.lock().expect("extra files lock") = files;
+    }
+
+    /// Records why plugin `name`'s source cannot give the version it
+    /// should (`None`: it can again); `/readyz` shows these.
+    pub fn set_source_problem(&self, name: &str, problem: Option<String>) {
+        let mut problems = self.source_problems.lock().expect("problems lock");
+        match problem {
+            Some(p) => problems.insert(name.to_owned(), p),
+            None => problems.remove(name),
+        };
+    }
+
+    /// What [`PluginDir::set_source_problem`] recorded, by plugin name.
+    pub fn source_problems(&self) -> BTreeMap<String, String> {
+        self.source_problems.lock().expect("problems lock").clone()
+    }
+
     fn list(&self) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
         use std::os::unix::fs::MetadataExt;
         let mut out = Vec::new();
+        for file in self.extra_files.lock().expect("extra files lock").iter() {
+            if let Ok(meta) = std::fs::metadata(file)
+                && meta.is_file()
+            {
+                let stamp = Stamp {
+                    len: meta.len(),
+                    modified: meta.modified().ok(),
+                    inode: meta.ino(),
+                };
+                out.push((file.clone(), stamp));
+            }
+        }
         for entry in std::fs::read_dir(&self.dir)? {
             let entry = entry?;
             let name = entry.file_name();

@@ -32,7 +32,10 @@ pub const MAX_OUTPUT_BYTES: usize = nodestatus_apimachinery::MAX_NODE_BYTES;
 /// Longest setter error message kept, in bytes.
 const MAX_ERROR_MESSAGE: usize = 4096;
 /// The interface every plugin exports.
-const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
+pub const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
+/// The WIT world every plugin implements (the world annotation of a
+/// published plugin).
+pub const WORLD: &str = "nodestatus:plugin/plugin@0.1.1";
 
 /// What the operator decided for one plugin's sandbox. The engine's config
 /// builds it; the defaults grant nothing. (What the engine decides around

@@ -7,7 +7,7 @@
 //! | `simulate` | [`simulate`]: N simulated nodes in one process |
 //! | `once` | [`once`]: every setter once over a node, printed |
 //! | `config check`, `config default` | [`config`] |
-//! | `plugin check`, `plugin list` | [`plugin`] |
+//! | `plugin check`, `plugin list`, `plugin push`, `plugin sign`, `plugin pull` | [`plugin`] |
 //! | `new`, `kit` | [`new`]: a new setter from a template, and the SDKs it builds with |
 //! | `version` | [`version`] |
 //!

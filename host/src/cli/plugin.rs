@@ -1,4 +1,5 @@
-//! `nodestatus plugin check` and `plugin list`.
+//! `nodestatus plugin check`, `plugin list`, and the registry commands
+//! `plugin push`, `plugin sign` and `plugin pull`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,43 @@ pub enum Command {
         #[command(flatten)]
         layers: Layers,
     },
+    /// Publish a component to a registry (the CNCF Wasm OCI layout, with
+    /// its WIT world and version as annotations); prints its digest.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where: `HOST[:PORT]/repo:tag`.
+        reference: String,
+        /// The settings (`registries:` for the credentials and CA).
+        #[command(flatten)]
+        layers: Layers,
+    },
+    /// Sign an artifact's digest with a key (cosign-compatible, stored at
+    /// the `sha256-<hex>.sig` tag); a tag signs the digest it names now.
+    Sign {
+        /// `HOST[:PORT]/repo@sha256:<hex>` (or `:tag`).
+        reference: String,
+        /// The private key (PEM, ECDSA P-256).
+        #[arg(long)]
+        key: PathBuf,
+        /// The settings (`registries:` for the credentials and CA).
+        #[command(flatten)]
+        layers: Layers,
+    },
+    /// Fetch an artifact as a node would (digests, signature, the loader's
+    /// checks) and print what would load, or why it would be refused.
+    Pull {
+        /// `HOST[:PORT]/repo:tag` or `...@sha256:<hex>`.
+        reference: String,
+        /// The public key the signature must check with. Default: the
+        /// `verify` of the config's plugin with this image, else the
+        /// top-level `verify`.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// The settings (`registries:`, `verify:`, the plugin's section).
+        #[command(flatten)]
+        layers: Layers,
+    },
 }
 
 impl Command {
@@ -35,6 +73,21 @@ impl Command {
         match self {
             Command::Check { file, layers } => check(&file, &layers),
             Command::List { layers } => list(&layers),
+            Command::Push {
+                file,
+                reference,
+                layers,
+            } => registry::push(&file, &reference, &layers),
+            Command::Sign {
+                reference,
+                key,
+                layers,
+            } => registry::sign(&reference, &key, &layers),
+            Command::Pull {
+                reference,
+                key,
+                layers,
+            } => registry::pull(&reference, key, &layers),
         }
     }
 }
@@ -112,4 +165,168 @@ fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The registry commands: each reads `registries:` from the settings.
+mod registry {
+    use std::path::{Path, PathBuf};
+    use std::process::ExitCode;
+    use std::sync::Arc;
+
+    use anyhow::Context as _;
+    use nodestatus_engine::config::{Config, Layers};
+    use nodestatus_engine::pipeline::Setter;
+    use nodestatus_registry::{Client, Digest, PrivateKey, PublicKey, PushMeta, Reference};
+    use nodestatus_runtime::Plugin;
+
+    fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
+        Ok(tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")?
+            .block_on(f))
+    }
+
+    fn client(config: &Config) -> anyhow::Result<Client> {
+        Client::new(config.registries.clone()).context("the registries settings")
+    }
+
+    /// `HOST/repo@sha256:...`: the immutable name of `digest`.
+    fn pinned(reference: &Reference, digest: &Digest) -> String {
+        format!(
+            "{}/{}@{digest}",
+            reference.registry(),
+            reference.repository()
+        )
+    }
+
+    pub fn push(file: &Path, reference: &str, layers: &Layers) -> anyhow::Result<ExitCode> {
+        let config = Arc::new(layers.load()?);
+        let reference = Reference::parse(reference)?;
+        // Only what would load is published: the loader's own checks.
+        let dir = nodestatus_engine::plugin_dir::PluginDir::open(
+            &config,
+            None,
+            super::super::compiler_exe(),
+        )?;
+        let bytes = nodestatus_runtime::read_plugin_file(file)?;
+        let name = nodestatus_runtime::name_of_file(file).unwrap_or_default();
+        let settings = config.plugin_settings(&name).sandbox;
+        let plugin = Plugin::load_bytes(dir.runtime(), file, &bytes, &|_| settings.clone())
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{} is not a plugin that would load: {}",
+                    file.display(),
+                    nodestatus_runtime::error_chain(&e)
+                )
+            })?;
+        let meta = PushMeta {
+            world: nodestatus_runtime::WORLD.to_owned(),
+            version: plugin.metadata().version.clone(),
+            exports: vec![nodestatus_runtime::SETTER_EXPORT.to_owned()],
+            imports: Vec::new(),
+        };
+        let digest = block_on(client(&config)?.push(&reference, &bytes, &meta))??;
+        println!("{}", pinned(&reference, &digest));
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub fn sign(reference: &str, key: &Path, layers: &Layers) -> anyhow::Result<ExitCode> {
+        let config = layers.load()?;
+        let reference = Reference::parse(reference)?;
+        let key = PrivateKey::read(key)?;
+        let digest = block_on(client(&config)?.sign(&reference, &key))??;
+        println!("{}", pinned(&reference, &digest));
+        Ok(ExitCode::SUCCESS)
+    }
+
+    pub fn pull(
+        reference: &str,
+        key: Option<PathBuf>,
+        layers: &Layers,
+    ) -> anyhow::Result<ExitCode> {
+        let config = Arc::new(layers.load()?);
+        let reference = Reference::parse(reference)?;
+        // The plugin whose image this is gives the name, settings and key.
+        let section = config
+            .plugins
+            .iter()
+            .find(|(_, p)| p.image.as_ref().is_some_and(|i| i.reference == reference));
+        let name = match section {
+            Some((name, _)) => name.clone(),
+            None => reference
+                .repository()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        let key = key
+            .or_else(|| section.and_then(|(_, p)| p.image.as_ref()?.key.clone()))
+            .or_else(|| config.verify_key.clone());
+        let key = key.map(|k| PublicKey::read(&k)).transpose()?;
+        let client = client(&config)?;
+        let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
+        let fetched = block_on(async {
+            let artifact = client.pull(&reference, cap).await?;
+            let verified = match &key {
+                Some(key) => Some(client.verify(&reference, &artifact.digest, key).await?),
+                None => None,
+            };
+            anyhow::Ok((artifact, verified))
+        })?;
+        let (artifact, verified) = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{reference} would be refused: {e:#}");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let dir = nodestatus_engine::plugin_dir::PluginDir::open(
+            &config,
+            None,
+            super::super::compiler_exe(),
+        )?;
+        let plugin_config = Arc::new(config.plugin_settings(&name));
+        let file = PathBuf::from(format!("{name}.wasm"));
+        let loaded = Plugin::load_bytes(dir.runtime(), &file, &artifact.bytes, &|_| {
+            plugin_config.sandbox.clone()
+        });
+        let mut info = serde_json::json!({
+            "plugin": name,
+            "reference": reference.to_string(),
+            "digest": artifact.digest.to_string(),
+            "pinned": pinned(&reference, &artifact.digest),
+            "layout": format!("{:?}", artifact.layout),
+            "world": artifact.world(),
+            "version": artifact.version(),
+            "bytes": artifact.bytes.len(),
+            "sha256": nodestatus_runtime::sha256_hex(&artifact.bytes),
+            "signature": verified.as_ref().map(|_| serde_json::json!({
+                "key": key.as_ref().map(|k| k.path().display().to_string()),
+                "verified": true,
+            })),
+        });
+        match loaded {
+            Ok(p) => {
+                let s = Setter::new(Arc::new(p), plugin_config.clone());
+                info["metadata"] = serde_json::to_value(s.plugin().metadata())?;
+                info["order"] = serde_json::json!(s.order());
+                info["granted"] = serde_json::json!({
+                    "paths": s.plugin().granted_paths(),
+                    "withheld": s.plugin().withheld(),
+                });
+                println!("{}", serde_json::to_string_pretty(&info)?);
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                println!("{}", serde_json::to_string_pretty(&info)?);
+                eprintln!(
+                    "{reference} would be refused by the loader: {}",
+                    nodestatus_runtime::error_chain(&e)
+                );
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    }
 }

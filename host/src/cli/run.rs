@@ -190,6 +190,10 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     if !cfg.plugin_dir.is_dir() {
         anyhow::bail!("pluginDir {} is not a directory", cfg.plugin_dir.display());
     }
+    // Plugins by reference (`image:`): from the registry cache now, the
+    // registry itself in the background once the loops run.
+    let mut puller = nodestatus_engine::oci::Puller::new(&cfg, plugins.clone());
+    puller.start_from_cache(&cfg);
     // Loading never holds the node back: the files the precompile cache
     // holds load in milliseconds and are waited for (at most
     // START_WAIT); every compile goes on in the background, and its plugin
@@ -293,6 +297,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             cancel.clone(),
         ))
     });
+    let pulls = tokio::spawn(puller.run(handle.clone(), cancel.clone()));
     // The node's own shutdown from logind, where it exists (else a no-op).
     let logind = tokio::spawn(nodestatus_engine::node_shutdown::watch(
         handle.clone(),
@@ -305,6 +310,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     }
     signals.abort();
     logind.abort();
+    pulls.abort();
     if let Some(live) = live {
         live.abort();
     }

@@ -111,6 +111,23 @@ impl AgentHandle {
         rx.await.map_err(|_| "the agent has stopped".to_owned())?
     }
 
+    /// Records an event about the node (a plugin source's failure), as the
+    /// loops record theirs.
+    pub fn record_event(
+        &self,
+        event_type: nodestatus_runtime::EventType,
+        reason: &str,
+        message: &str,
+        plugin: Option<&str>,
+    ) {
+        let _ = self.commands.send(Command::Input(Input::Event {
+            event_type,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            plugin: plugin.map(str::to_owned),
+        }));
+    }
+
     /// logind cancelled the node's shutdown (`PrepareForShutdown(false)`):
     /// the next pass decides Ready again.
     pub fn node_shutdown_cancelled(&self) {

@@ -102,6 +102,18 @@ pub enum Input {
     /// A plugin became ready (or stopped) after the start: once the node
     /// is registered and no pass runs, a pass runs now with the new set.
     PluginsChanged,
+    /// An event about the node from outside the loops (a plugin source:
+    /// [`crate::oci`]), recorded as the loops record theirs.
+    Event {
+        /// Normal or Warning.
+        event_type: nodestatus_runtime::EventType,
+        /// The reason (`FailedPluginPull`).
+        reason: String,
+        /// The message.
+        message: String,
+        /// The plugin it is about.
+        plugin: Option<String>,
+    },
 }
 
 /// What a metric should count; the driver keeps the metrics.

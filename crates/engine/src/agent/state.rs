@@ -215,6 +215,12 @@ impl State {
                 self.cfg = cfg;
             }
             Input::Watch(e) => self.watched(e, ctx, &mut out),
+            Input::Event {
+                event_type,
+                reason,
+                message,
+                plugin,
+            } => out.push(self.event(ctx, event_type, &reason, &message, plugin.as_deref())),
             Input::Answer(a) => match a {
                 Answer::Lease(_) | Answer::LeaseWritten(_) => {
                     super::lease::answer(self, a, ctx, &mut out)

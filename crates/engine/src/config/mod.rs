@@ -21,7 +21,8 @@ mod warnings;
 
 pub use parse::{MAX_YAML_VALUES, closest};
 pub use plugins::{
-    FieldsFile, PROTECTED_PATHS, PathFile, PluginConfig, PluginFile, SettingsFn, protected_root,
+    DEFAULT_PULL_INTERVAL, FieldsFile, ImageSource, PROTECTED_PATHS, PathFile, PluginConfig,
+    PluginFile, SettingsFn, VerifyFile, protected_root,
 };
 pub use settings::{Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, top_keys};
 pub use values::{GoDuration, Labels, MAX_DURATION, Taint, Taints, yaml_to_json};
@@ -147,6 +148,10 @@ pub struct Config {
     // --- end node loops ---
     /// Per-plugin settings as written, validated.
     pub plugins: BTreeMap<String, PluginConfig>,
+    /// `registries:`: how to reach each registry plugins are pulled from.
+    pub registries: nodestatus_registry::Registries,
+    /// The top-level `verify.key`: the key of every image without its own.
+    pub verify_key: Option<PathBuf>,
 }
 
 /// The node's hostname: `hostnameOverride`, else the kernel's hostname

@@ -1,7 +1,7 @@
 //! The plugin sections: as written ([`PluginFile`]) and validated
 //! ([`PluginConfig`]), and the paths that are never granted.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -78,6 +78,39 @@ pub struct PluginFile {
     pub reuse_instance: bool,
     /// `load-without` (default) or `refuse`.
     pub on_ungranted: Option<Ungranted>,
+    /// An OCI reference the plugin is pulled from (`HOST[:PORT]/repo:tag`
+    /// or `...@sha256:<hex>`), instead of a file in the plugin directory.
+    pub image: Option<String>,
+    /// How often a tag is resolved again (5m); a digest is never pulled
+    /// again once cached.
+    pub pull_interval: Option<GoDuration>,
+    /// The key the image must be signed with (over the top-level `verify`).
+    pub verify: Option<VerifyFile>,
+}
+
+/// `verify:` on a plugin or at the top level: the PEM public key whose
+/// cosign-compatible signature an image must carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyFile {
+    /// The PEM public key file (ECDSA P-256).
+    pub key: PathBuf,
+}
+
+/// The default `pullInterval`: how often a tag is resolved again.
+pub const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(300);
+
+/// A plugin pulled from a registry ([`crate::oci`]): where from, how
+/// often, and the key its signature must check with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSource {
+    /// The reference (a tag, or pinned by digest).
+    pub reference: nodestatus_registry::Reference,
+    /// How often a tag is resolved again.
+    pub pull_interval: Duration,
+    /// The public key required (the plugin's `verify`, else the top-level
+    /// one), checked readable and valid when the config was validated.
+    pub key: Option<PathBuf>,
 }
 
 /// What the operator decided for one plugin: its sandbox
@@ -97,6 +130,9 @@ pub struct PluginConfig {
     pub fields: Allowance,
     /// Its sandbox.
     pub sandbox: PluginSettings,
+    /// Pulled from a registry (`image:`), not read from the plugin
+    /// directory.
+    pub image: Option<ImageSource>,
 }
 
 impl Default for PluginConfig {
@@ -115,6 +151,7 @@ impl From<PluginSettings> for PluginConfig {
             affects_readiness: None,
             fields: Allowance::default(),
             sandbox,
+            image: None,
         }
     }
 }
@@ -123,8 +160,79 @@ impl From<PluginSettings> for PluginConfig {
 /// asks for them ([`super::Config::settings_fn`]).
 pub type SettingsFn = std::sync::Arc<dyn Fn(&str) -> PluginConfig + Send + Sync>;
 
-pub(super) fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginConfig> {
+/// Reads a public key file as the puller will, so that a missing or bad
+/// key is refused with the config rather than at the first pull.
+pub(super) fn check_key(field: &str, path: &Path) -> Result<()> {
+    nodestatus_registry::PublicKey::read(path)
+        .map(drop)
+        .map_err(|e| invalid(field, nodestatus_runtime::error_chain(&e)))
+}
+
+/// A plugin section's `image`, `pullInterval` and `verify`.
+fn image_source(
+    name: &str,
+    p: &PluginFile,
+    global_key: Option<PathBuf>,
+) -> Result<Option<ImageSource>> {
     let f = |field: &str| format!("plugins.{name}.{field}");
+    let Some(image) = &p.image else {
+        if p.pull_interval.is_some() {
+            return Err(invalid(
+                f("pullInterval"),
+                "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it",
+            ));
+        }
+        if p.verify.is_some() {
+            return Err(invalid(
+                f("verify"),
+                "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it (a file in the plugin directory is pinned with sha256:)",
+            ));
+        }
+        return Ok(None);
+    };
+    let reference = nodestatus_registry::Reference::parse(image)
+        .map_err(|e| invalid(f("image"), e.to_string()))?;
+    let named = nodestatus_runtime::name_of_file(Path::new(&format!("{name}.wasm")));
+    if name.contains('/') || named.as_deref() != Some(name) {
+        return Err(invalid(
+            format!("plugins.{name}"),
+            "a plugin pulled from a registry is named by its section: use lowercase letters, digits and '-' (no '_' or '/')",
+        ));
+    }
+    if p.sha256.is_some() {
+        return Err(invalid(
+            f("sha256"),
+            "pins a file in the plugin directory; pin an image by its digest instead (image: HOST/repo@sha256:<hex>)",
+        ));
+    }
+    let pull_interval = p.pull_interval.map_or(DEFAULT_PULL_INTERVAL, |d| d.0);
+    if pull_interval < Duration::from_secs(1) || pull_interval > Duration::from_secs(24 * 3600) {
+        return Err(invalid(
+            f("pullInterval"),
+            format!("{pull_interval:?} must be between 1s and 24h"),
+        ));
+    }
+    let key = match &p.verify {
+        Some(v) => {
+            check_key(&f("verify.key"), &v.key)?;
+            Some(v.key.clone())
+        }
+        None => global_key,
+    };
+    Ok(Some(ImageSource {
+        reference,
+        pull_interval,
+        key,
+    }))
+}
+
+pub(super) fn plugin_settings(
+    name: &str,
+    p: PluginFile,
+    global_key: Option<PathBuf>,
+) -> Result<PluginConfig> {
+    let f = |field: &str| format!("plugins.{name}.{field}");
+    let image = image_source(name, &p, global_key)?;
     let mut s = PluginSettings::default();
     if let Some(t) = p.timeout {
         if t.0 < Duration::from_millis(10) || t.0 > Duration::from_secs(60) {
@@ -218,6 +326,7 @@ pub(super) fn plugin_settings(name: &str, p: PluginFile) -> Result<PluginConfig>
         affects_readiness: p.affects_readiness,
         fields,
         sandbox: s,
+        image,
     })
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Config, GoDuration, Labels, PluginFile, Result, Taints};
+use super::{Config, GoDuration, Labels, PluginFile, Result, Taints, VerifyFile};
 
 /// Whether a running engine can change a setting when the config file is
 /// edited ([`crate::live_config`]).
@@ -35,6 +35,15 @@ pub struct Setting {
     pub show: fn(&Config) -> String,
     /// Whether a layer sets it.
     pub set: fn(&ConfigFile) -> bool,
+    /// Its flag's clap attributes (`skip`: the file only).
+    pub arg: &'static str,
+}
+
+impl Setting {
+    /// Whether it is a flag too (else the file only).
+    pub fn has_flag(&self) -> bool {
+        self.arg != "skip"
+    }
 }
 
 impl std::fmt::Debug for Setting {
@@ -98,6 +107,7 @@ macro_rules! settings {
                 class: Class::$class,
                 show: |$c: &Config| $show,
                 set: |f: &ConfigFile| f.$field.is_some(),
+                arg: stringify!($($arg)*),
             },
         )*];
 
@@ -215,6 +225,17 @@ settings! {
     "cloudProvider" cloud_provider: String, Restart,
         #[arg(long)]
         show |c| if c.external_cloud_provider { "external".to_owned() } else { "(none)".to_owned() };
+    /// registries: per `HOST[:PORT]`, a CA bundle (`ca`), plain HTTP
+    /// (`insecure`) and pull credentials (`auth`, a dockerconfigjson file)
+    /// (file only).
+    "registries" registries: nodestatus_registry::Registries, Live,
+        #[arg(skip)]
+        show |c| list(c.registries.0.keys());
+    /// verify: the key every plugin `image` must be signed with, unless its
+    /// own `verify` names another (file only).
+    "verify" verify: VerifyFile, Live,
+        #[arg(skip)]
+        show |c| or_none(c.verify_key.as_ref().map(|p| p.display()));
 }
 
 /// The keys accepted at the top of the file: every setting, and `plugins`.

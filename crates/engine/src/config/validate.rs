@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nodestatus_runtime::CompileLimits;
 
-use super::plugins::plugin_settings;
+use super::plugins::{check_key, plugin_settings};
 use super::values::parse_node_ips;
 use super::{
     Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, GoDuration, Result,
@@ -185,9 +185,17 @@ impl ConfigFile {
                 format!("{runtime_request_timeout:?} must be between 100ms and 2m"),
             ));
         }
+        let registries = self.registries.unwrap_or_default();
+        registries
+            .validate()
+            .map_err(|e| invalid("registries", e.to_string()))?;
+        if let Some(v) = &self.verify {
+            check_key("verify.key", &v.key)?;
+        }
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
-            let settings = plugin_settings(&name, p)?;
+            let global_key = self.verify.as_ref().map(|v| v.key.clone());
+            let settings = plugin_settings(&name, p, global_key)?;
             plugins.insert(name, settings);
         }
         Ok(Config {
@@ -218,6 +226,8 @@ impl ConfigFile {
             re_register_deleted_node,
             external_cloud_provider,
             plugins,
+            registries,
+            verify_key: self.verify.map(|v| v.key),
         })
     }
 }

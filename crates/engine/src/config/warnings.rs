@@ -106,11 +106,12 @@ impl Config {
                 ),
             }),
             Ok(_) => {
-                for name in self.plugins.keys() {
+                for (name, p) in &self.plugins {
                     if misspelled.contains(&format!("plugins.{name}")) {
                         continue;
                     }
-                    if !self.plugin_dir.join(format!("{name}.wasm")).is_file() {
+                    if p.image.is_none() && !self.plugin_dir.join(format!("{name}.wasm")).is_file()
+                    {
                         out.push(Warning {
                             field: format!("plugins.{name}"),
                             message: format!(

@@ -1,0 +1,407 @@
+//! Plugins by reference, end to end: a real registry (Debian's
+//! `docker-registry`, TLS from a CA made here, htpasswd), the real
+//! `nodestatus` binary (`plugin push`, `plugin sign`, `plugin pull`, `run`)
+//! and the real apiserver. Each failure keeps the running version and says
+//! why in `/readyz`, the metric and a Warning event; a restart with the
+//! registry down starts from the cache.
+//!
+//! Needs `scripts/ensure-packages.sh docker-registry apache2-utils openssl`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+use nodestatus_registry::artifact::{CNCF_CONFIG_MEDIA_TYPE, CNCF_LAYER_MEDIA_TYPE};
+use nodestatus_registry::{Client, Digest, PushMeta};
+use nodestatus_tests::registry::{PASSWORD, Registry, USER, key_pair, oci::Oci};
+use nodestatus_tests::{built, hostile};
+
+use crate::kube::{admin, http_get, metric, server_node, until, write_node_kubeconfig};
+
+const LABEL: &str = "probe.nodestatus.test/version";
+const REPO: &str = "vendor/probe";
+
+/// Runs `nodestatus ARGS`; returns its stdout, or panics with its stderr.
+fn cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nodestatus {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A free port on 127.0.0.1.
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `nodestatus run` for `node` with `config`, its HTTP endpoint at `addr`,
+/// its log in `dir`. Dies with the test.
+fn engine(dir: &Path, node: &str, config: &Path, addr: SocketAddr) -> Child {
+    let kubeconfig = write_node_kubeconfig(dir, node);
+    let log = std::fs::File::create(dir.join(format!("{node}.log"))).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nodestatus"));
+    c.args(["run", "--node-name", node])
+        .args(["--node-status-update-frequency", "1s"])
+        .args(["--node-lease-duration-seconds", "4"])
+        .arg("--address")
+        .arg(addr.to_string())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "info,nodestatus_engine::oci=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    c.spawn().unwrap()
+}
+
+/// The config of a node: the registry's CA and credentials, the key, the
+/// plugin `probe` from `image`, checked every second.
+fn write_config(dir: &Path, registry: &Registry, auth: &Path, key: &Path, image: &str) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let path = dir.join("config.yaml");
+    let text = format!(
+        "pluginDir: {}\ncacheDir: {}\nregistries:\n  {}:\n    ca: {}\n    auth: {}\nverify:\n  key: {}\nplugins:\n  probe:\n    image: {image}\n    pullInterval: 1s\n",
+        plugins.display(),
+        built::TEST_CACHE_DIR,
+        registry.host(),
+        registry.ca().display(),
+        auth.display(),
+        key.display(),
+    );
+    // Write, then rename: the engine reads it live.
+    let tmp = dir.join(".config.yaml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// The component with a custom section appended: the same plugin, another
+/// digest.
+fn variant(component: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"nodestatus-test";
+    let mut payload = vec![name.len() as u8];
+    payload.extend(name);
+    payload.extend(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0);
+    out.push(payload.len() as u8);
+    out.extend(payload);
+    out
+}
+
+async fn label(node: &str) -> Option<String> {
+    server_node(node)
+        .await
+        .and_then(|n| n["metadata"]["labels"][LABEL].as_str().map(str::to_owned))
+}
+
+async fn get(addr: SocketAddr, path: &'static str) -> (u16, String) {
+    tokio::task::spawn_blocking(move || http_get(addr, path))
+        .await
+        .unwrap()
+}
+
+/// How many checks of `probe` ended with `result`.
+async fn pulls(addr: SocketAddr, result: &str) -> f64 {
+    let (_, text) = get(addr, "/metrics").await;
+    metric(
+        &text,
+        &format!("nodestatus_registry_pulls_total{{plugin=\"probe\",result=\"{result}\"}}"),
+    )
+}
+
+async fn warnings(node: &str) -> Vec<String> {
+    Api::<Event>::namespaced(admin(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(node))
+        .filter(|e| e.reason.as_deref() == Some("FailedPluginPull"))
+        .map(|e| e.message.unwrap_or_default())
+        .collect()
+}
+
+/// Waits for a check that ends with `result`, then checks that version
+/// `running` of the probe still runs, that `/readyz` stays ready and says
+/// `why`, and that a Warning event says it too.
+async fn refused(node: &str, addr: SocketAddr, result: &str, why: &str, running: &str) {
+    let before = pulls(addr, result).await;
+    assert!(
+        until(30, || async { pulls(addr, result).await > before }).await,
+        "no {result} check within 30 s; /readyz: {:?}",
+        get(addr, "/readyz").await
+    );
+    let (code, body) = get(addr, "/readyz").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains(why) && body.contains("plugin probe:"),
+        "/readyz does not say {why:?}: {body}"
+    );
+    assert!(
+        body.contains("keeping sha256:"),
+        "/readyz does not say what runs: {body}"
+    );
+    assert!(!body.contains(PASSWORD), "{body}");
+    assert_eq!(label(node).await.as_deref(), Some(running));
+    assert!(
+        until(10, || async {
+            warnings(node).await.iter().any(|m| m.contains(why))
+        })
+        .await,
+        "no Warning event says {why:?}: {:?}",
+        warnings(node).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_by_reference_is_pulled_verified_swapped_and_kept_through_every_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut registry = Registry::start();
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    let (other_key, _) = key_pair(d, "other");
+    let auth = d.join("auth.json");
+    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+    let host = registry.host();
+    let at = |tag: &str| format!("{host}/{REPO}:{tag}");
+
+    // Publish 1.0.0 with the CLI, sign it, and see what a node would load.
+    let config = write_config(d, &registry, &auth, &vendor_pub, &at("stable"));
+    let cfg = config.to_str().unwrap();
+    let pushed = cli(&[
+        "plugin",
+        "push",
+        built::PROBE,
+        &at("1.0.0"),
+        "--config",
+        cfg,
+    ]);
+    let pinned = pushed.trim().to_owned();
+    assert!(
+        pinned.starts_with(&format!("{host}/{REPO}@sha256:")),
+        "{pushed}"
+    );
+    let signed = cli(&[
+        "plugin",
+        "sign",
+        &pinned,
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        cfg,
+    ]);
+    assert_eq!(signed.trim(), pinned);
+    let pulled: serde_json::Value =
+        serde_json::from_str(&cli(&["plugin", "pull", &at("1.0.0"), "--config", cfg])).unwrap();
+    assert_eq!(pulled["pinned"], pinned.as_str(), "{pulled}");
+    assert_eq!(pulled["world"], nodestatus_runtime::WORLD, "{pulled}");
+    assert_eq!(pulled["version"], "1.0.0", "{pulled}");
+    assert_eq!(pulled["metadata"]["name"], "probe", "{pulled}");
+    assert_eq!(pulled["signature"]["verified"], true, "{pulled}");
+
+    // By digest: the engine pulls, verifies and loads it; its label comes.
+    write_config(d, &registry, &auth, &vendor_pub, &pinned);
+    let node = "registry-node";
+    let addr = free_addr();
+    let mut engine_a = engine(d, node, &config, addr);
+    let log_a = d.join(format!("{node}.log"));
+    assert!(
+        until(60, || async { label(node).await.as_deref() == Some("1") }).await,
+        "the plugin by digest never labelled the node: {}",
+        std::fs::read_to_string(d.join(format!("{node}.log"))).unwrap_or_default()
+    );
+
+    // By tag (a live config change), then a new version under the tag:
+    // pushed unsigned, signed by another key, then by the vendor's.
+    let client = Client::new(registry.registries()).unwrap();
+    cli(&[
+        "plugin",
+        "push",
+        built::PROBE,
+        &at("stable"),
+        "--config",
+        cfg,
+    ]);
+    let before = pulls(addr, "pulled").await;
+    write_config(d, &registry, &auth, &vendor_pub, &at("stable"));
+    assert!(
+        until(30, || async { pulls(addr, "pulled").await > before }).await,
+        "the tag was not taken: {:?}",
+        get(addr, "/readyz").await
+    );
+    // A plugin is named by its file, as in a plugin directory.
+    std::fs::create_dir_all(d.join("v2")).unwrap();
+    let v2_file = d.join("v2/probe.wasm");
+    std::fs::copy(built::PROBE_V2, &v2_file).unwrap();
+    let v2 = cli(&[
+        "plugin",
+        "push",
+        v2_file.to_str().unwrap(),
+        &at("stable"),
+        "--config",
+        cfg,
+    ]);
+    refused(node, addr, "unsigned", "is not signed", "1").await;
+    cli(&[
+        "plugin",
+        "sign",
+        v2.trim(),
+        "--key",
+        other_key.to_str().unwrap(),
+        "--config",
+        cfg,
+    ]);
+    refused(node, addr, "bad-signature", "was made by the key", "1").await;
+    cli(&[
+        "plugin",
+        "sign",
+        v2.trim(),
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        cfg,
+    ]);
+    assert!(
+        until(30, || async { label(node).await.as_deref() == Some("2") }).await,
+        "2.0.0 was not swapped in: {:?}",
+        get(addr, "/readyz").await
+    );
+    let (code, body) = get(addr, "/readyz").await;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+
+    // The wrong password (the auth file is read at each check).
+    std::fs::copy(registry.auth_file(USER, "not-the-password"), &auth).unwrap();
+    refused(node, addr, "unauthorized", "401", "2").await;
+    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+
+    // The registry stopped, then back.
+    registry.stop();
+    refused(node, addr, "unreachable", "cannot reach the registry", "2").await;
+    registry.restart();
+
+    // A new version whose blob is changed in the registry's storage, then
+    // moved under the tag.
+    let oci = Oci::new(&registry);
+    let sign = |digest: &Digest| {
+        let r = format!("{host}/{REPO}@{digest}");
+        cli(&[
+            "plugin",
+            "sign",
+            &r,
+            "--key",
+            vendor_key.to_str().unwrap(),
+            "--config",
+            cfg,
+        ]);
+    };
+    let meta = PushMeta {
+        world: nodestatus_runtime::WORLD.into(),
+        version: "1.0.0".into(),
+        ..Default::default()
+    };
+    let bytes = variant(&std::fs::read(built::PROBE).unwrap(), "tampered");
+    let staging = registry.reference(&format!("{REPO}:staging"));
+    let digest = client.push(&staging, &bytes, &meta).await.unwrap();
+    sign(&digest);
+    let blob = registry.blob_file(&Digest::of(&bytes));
+    let mut tampered = std::fs::read(&blob).unwrap();
+    *tampered.last_mut().unwrap() ^= 1;
+    std::fs::write(&blob, tampered).unwrap();
+    let manifest = oci.get_manifest(&staging).await;
+    let stable = registry.reference(&format!("{REPO}:stable"));
+    oci.manifest(&stable, &manifest).await;
+    refused(
+        node,
+        addr,
+        "digest-mismatch",
+        "served content whose digest",
+        "2",
+    )
+    .await;
+
+    // A manifest pointing at a 200 MB layer: declared, it is refused before
+    // a byte is fetched; declared at the cap, the stream is cut at the cap.
+    let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
+    for (declared, tag, why) in [
+        (200_000_000, "huge", "over the cap of"),
+        (cap, "liar", "while streaming"),
+    ] {
+        let small = variant(&std::fs::read(built::PROBE).unwrap(), tag);
+        let at_tag = registry.reference(&format!("{REPO}:{tag}"));
+        oci.push(
+            &at_tag,
+            CNCF_CONFIG_MEDIA_TYPE,
+            &[(CNCF_LAYER_MEDIA_TYPE, &small, Some(declared))],
+        )
+        .await;
+        // The blob in storage becomes 200 MB (sparse: no disk is used).
+        std::fs::File::options()
+            .write(true)
+            .open(registry.blob_file(&Digest::of(&small)))
+            .unwrap()
+            .set_len(200_000_000)
+            .unwrap();
+        let manifest = oci.get_manifest(&at_tag).await;
+        let digest = oci.manifest(&stable, &manifest).await;
+        sign(&digest);
+        refused(node, addr, "too-large", why, "2").await;
+    }
+
+    // A component the loader refuses (another world), signed.
+    let wrong = client
+        .push(&stable, &hostile::wrong_world(), &meta)
+        .await
+        .unwrap();
+    sign(&wrong);
+    refused(node, addr, "refused", "refused by the plugin loader", "2").await;
+
+    // The tag deleted.
+    std::fs::remove_dir_all(registry.tag_dir(REPO, "stable")).unwrap();
+    refused(node, addr, "not-found", "stable", "2").await;
+
+    // A restart, as another node, with the registry down: the cached
+    // version runs.
+    engine_a.kill().unwrap();
+    engine_a.wait().unwrap();
+    registry.stop();
+    let node = "registry-restart-node";
+    let addr = free_addr();
+    let mut engine_b = engine(d, node, &config, addr);
+    assert!(
+        until(60, || async { label(node).await.as_deref() == Some("2") }).await,
+        "the cached version did not start: {}",
+        std::fs::read_to_string(d.join(format!("{node}.log"))).unwrap_or_default()
+    );
+    assert!(pulls(addr, "cached").await >= 1.0);
+    // Then the registry is checked, and found down.
+    assert!(
+        until(30, || async {
+            let (code, body) = get(addr, "/readyz").await;
+            code == 200 && body.contains("plugin probe:") && body.contains("cannot reach")
+        })
+        .await,
+        "/readyz: {:?}",
+        get(addr, "/readyz").await
+    );
+    engine_b.kill().unwrap();
+    engine_b.wait().unwrap();
+    let log = std::fs::read_to_string(log_a).unwrap();
+    assert!(!log.contains(PASSWORD), "the log shows the password");
+}
