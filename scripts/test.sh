@@ -125,7 +125,7 @@ fi
 if wait "$style_job" && [ "$style" = 0 ]; then
   log "style (fmt, clippy, doc): ok"
 else
-  log "style: FAILED (cargo fmt's diff above); the end of $logs/style.log:"
+  log "style: FAILED (cargo fmt's diff, if any, is above; clippy and rustdoc are in $logs/style.log, whose end follows)"
   tail -n 60 "$logs/style.log" >&2
   status=1
 fi

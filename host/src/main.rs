@@ -36,7 +36,7 @@ enum Command {
     ///
     /// Each node runs the real setters over a simulated machine of its own.
     /// Needs a credential allowed to write nodes, nodes/status and leases
-    /// (deploy/kubernetes/simulate-rbac.yaml), never a node's own.
+    /// (deploy/kubernetes/simulate/rbac.yaml), never a node's own.
     Simulate(Box<cli::simulate::Args>),
     /// Run every setter once over a node and print the resulting Node JSON.
     ///

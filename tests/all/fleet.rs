@@ -36,7 +36,7 @@ fn epoch() -> f64 {
 }
 
 /// A cluster with the audit log and the node lifecycle controller, the
-/// simulator's RBAC applied from deploy/kubernetes/simulate-rbac.yaml.
+/// simulator's RBAC applied from deploy/kubernetes/simulate/rbac.yaml.
 async fn cluster(dir: &Path) -> EmbeddedApiserver {
     let cluster = EmbeddedApiserver::start_with_extras(
         dir,
@@ -52,7 +52,7 @@ async fn cluster(dir: &Path) -> EmbeddedApiserver {
     .expect("starting kube-apiserver and kube-controller-manager");
     let admin = cluster.admin_client().unwrap();
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/simulate-rbac.yaml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/simulate/rbac.yaml"),
     )
     .unwrap();
     let mut applied = 0;

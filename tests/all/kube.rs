@@ -1267,6 +1267,25 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         !out.contains("rbac") && !out.contains("serviceaccount"),
         "{out}"
     );
+    // nodestatus simulate's credential (deploy/kubernetes/simulate/): in
+    // a directory of its own, so that applying the DaemonSet's directory
+    // never grants anyone the right to write every node.
+    let (ok, out) = kubectl(&["create", "namespace", "nodestatus-simulate"]);
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    let (ok, out) = kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        deploy.join("simulate/rbac.yaml").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    for object in [
+        "clusterrole.rbac.authorization.k8s.io/nodestatus-simulator",
+        "clusterrolebinding.rbac.authorization.k8s.io/nodestatus-simulator",
+        "serviceaccount/nodestatus-simulator",
+    ] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
     // The ServiceAccount variant, but its ValidatingAdmissionPolicy (1.30+),
     // which this 1.20 apiserver does not know: its shape is checked in
     // the_serviceaccount_variants_admission_policy_binds_writes_to_the_pods_node.

@@ -71,6 +71,20 @@ pub fn compiler_exe() -> Option<PathBuf> {
     std::env::current_exe().ok()
 }
 
+/// Runs a long-lived command (`run`, `simulate`) on a multi-threaded tokio
+/// runtime until it returns.
+pub fn on_tokio(
+    command: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(command)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// A command's outcome as the process's exit status; an error is printed
 /// with its causes.
 pub fn exit(result: anyhow::Result<ExitCode>) -> ExitCode {

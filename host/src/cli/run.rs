@@ -62,12 +62,7 @@ pub const DEFAULT_ADDRESS: &str = "127.0.0.1:10258";
 /// `nodestatus run`: the engine on a tokio runtime, until SIGTERM or
 /// SIGINT.
 pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    rt.block_on(run(args))?;
-    Ok(std::process::ExitCode::SUCCESS)
+    super::on_tokio(run(args))
 }
 
 /// The longest a start waits for the plugins that the precompile cache

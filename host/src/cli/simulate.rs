@@ -11,7 +11,7 @@
 //! as they are.
 //!
 //! The credential must be allowed to write nodes, their status and leases
-//! (as kwok's is; deploy/kubernetes/simulate-rbac.yaml): never a real
+//! (as kwok's is; deploy/kubernetes/simulate/rbac.yaml): never a real
 //! node's. A `system:node:<name>` identity, or one in `system:nodes`, is
 //! refused at start.
 
@@ -33,7 +33,7 @@ use nodestatus_engine::plugin_dir::PluginDir;
 /// Each node runs the real setters over a simulated machine of its own
 /// (capacity, labels, a memory pressure that flips for --flapping of
 /// them). Needs a credential allowed to write nodes, nodes/status and
-/// leases (deploy/kubernetes/simulate-rbac.yaml), never a node's own.
+/// leases (deploy/kubernetes/simulate/rbac.yaml), never a node's own.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// Kubeconfig of the simulator's credential. Default: $KUBECONFIG,
@@ -43,7 +43,7 @@ pub struct Args {
     /// How many nodes.
     #[arg(long)]
     pub nodes: usize,
-    /// Node i is named <prefix>-<i>.
+    /// Node i is named `<prefix>-<i>`.
     #[arg(long, default_value = "nodestatus-sim")]
     pub name_prefix: String,
     /// The seed of the machines' shapes and ids and of each node's jitter.
@@ -81,7 +81,7 @@ pub struct Args {
 pub enum Error {
     /// The credential is a node's own.
     #[error(
-        "the credential is node identity {user:?} (groups {groups:?}): simulate needs one allowed to write every simulated node and lease, never a real node's (see deploy/kubernetes/simulate-rbac.yaml)"
+        "the credential is node identity {user:?} (groups {groups:?}): simulate needs one allowed to write every simulated node and lease, never a real node's (see deploy/kubernetes/simulate/rbac.yaml)"
     )]
     NodeCredential {
         /// Its user name.
@@ -99,12 +99,7 @@ pub enum Error {
 /// `nodestatus simulate`: the fleet on a tokio runtime, until SIGTERM or
 /// SIGINT.
 pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
-    rt.block_on(run(args))?;
-    Ok(std::process::ExitCode::SUCCESS)
+    super::on_tokio(run(args))
 }
 
 async fn connect(o: &Args) -> anyhow::Result<kube::Config> {
@@ -316,7 +311,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {
                 if tasks.is_empty() {
                     result = Err(anyhow::anyhow!(
-                        "every simulated node stopped on a permission error (see the log): the credential may not write nodes and leases (deploy/kubernetes/simulate-rbac.yaml)"
+                        "every simulated node stopped on a permission error (see the log): the credential may not write nodes and leases (deploy/kubernetes/simulate/rbac.yaml)"
                     ));
                     break;
                 }
