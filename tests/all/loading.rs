@@ -101,6 +101,33 @@ fn a_plugin_joins_when_ready_while_a_slow_one_compiles() {
     );
 }
 
+/// A blocking rescan (`once`, the registry puller) that finds a file a
+/// background rescan is still loading waits for that load, so that what it
+/// returns says how the file ended.
+#[test]
+fn a_rescan_waits_for_a_load_a_background_rescan_started() {
+    let (tmp, plugins) = with_kernel_check();
+    // A cache of its own: kernel-check is compiled, in a child, for seconds.
+    let runtime = child_runtime(&tmp.path().join("cache"), Duration::from_secs(120));
+    let dir = PluginDir::new(&plugins, runtime, default_settings());
+    dir.rescan_in_background();
+    assert!(
+        !dir.loading().is_empty(),
+        "the load ended before the rescan: nothing left to wait for"
+    );
+    dir.rescan();
+    let status = dir.status();
+    let kc = status
+        .iter()
+        .find(|s| s.file.ends_with("kernel-check.wasm"))
+        .unwrap();
+    assert!(
+        kc.sha256.is_some() && kc.loading_seconds.is_none(),
+        "{kc:?}"
+    );
+    assert!(dir.current().contains("kernel-check"));
+}
+
 #[test]
 fn a_component_that_does_not_implement_the_world_is_refused_without_a_compile() {
     // What the issue saw: a large component that takes Cranelift long to

@@ -4,6 +4,10 @@
 #[allow(unused_imports)]
 use super::*;
 
+/// The longest one load can take: a compile is stopped at
+/// `compileTimeout`, at most an hour.
+const LONGEST_LOAD: Duration = Duration::from_secs(3600 + 60);
+
 impl PluginDir {
     /// Brings the loaded set in line with the directory, waits for every
     /// load it started, and returns what changed. Safe to call at any time;
@@ -17,9 +21,33 @@ impl PluginDir {
     /// is logged: no "loaded" line is ever written for a plugin that is then
     /// refused.
     pub fn rescan(&self) -> Vec<ReloadEvent> {
+        let (events, in_flight) = self.rescan_locked();
+        // Loads that a background rescan started, of the content this one
+        // found: this rescan did not start them again, and waits for them
+        // too (after giving the lock back: their end takes it), so that
+        // what it returns, `status` included, has every file's outcome.
+        if !in_flight.is_empty() {
+            self.wait_loading(LONGEST_LOAD, |l| in_flight.contains(&l.token));
+        }
+        events
+    }
+
+    /// [`PluginDir::rescan`] under the rescan lock: its events, and the
+    /// tokens of the loads already under way that it left to their own
+    /// threads.
+    fn rescan_locked(&self) -> (Vec<ReloadEvent>, Vec<u64>) {
         let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
         let Some((mut plan, jobs)) = self.plan() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
+        };
+        let in_flight: Vec<u64> = {
+            let own: std::collections::HashSet<u64> = jobs.iter().map(|j| j.token).collect();
+            let loading = self.loading.lock().expect("loading lock");
+            loading
+                .values()
+                .map(|l| l.token)
+                .filter(|t| !own.contains(t))
+                .collect()
         };
         let done: Vec<Load> = std::thread::scope(|s| {
             let running: Vec<_> = jobs
@@ -40,7 +68,7 @@ impl PluginDir {
         plan.loads.extend(done);
         let events = self.apply(plan);
         self.loaded.notify_all();
-        events
+        (events, in_flight)
     }
 
     /// Brings the loaded set in line with the directory without waiting for
