@@ -452,9 +452,17 @@ impl State {
     ) -> Action {
         let name = self.cfg.node_name.clone();
         let now = ctx.wall;
+        // The kubelet's `<node>.<nanoseconds in hex>`, and a hash of what
+        // the event says: one step can record several events at the same
+        // instant, and a second create of one name is refused.
+        let said = fnv1a(
+            [plugin.unwrap_or(""), reason, message]
+                .iter()
+                .flat_map(|s| s.bytes().chain([0])),
+        );
         Action::RecordEvent(Box::new(Event {
             metadata: ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                name: Some(format!("{name}.{:x}{said:08x}", now.as_nanosecond())),
                 namespace: Some("default".into()),
                 ..Default::default()
             },
@@ -487,4 +495,11 @@ impl State {
 /// Whether an error of an API call is a conflict (a stale lease).
 pub(super) fn is_conflict(e: &Error) -> bool {
     matches!(e, Error::Api(c) if c.class() == ErrorClass::Conflict)
+}
+
+/// 32-bit FNV-1a: a short, stable hash for event names.
+fn fnv1a(bytes: impl Iterator<Item = u8>) -> u32 {
+    bytes.fold(0x811c_9dc5, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }

@@ -482,3 +482,32 @@ fn a_plugin_ready_after_the_start_runs_from_a_pass_now() {
         "a pass runs: the new set waits for it to end"
     );
 }
+
+/// Two events of one step (a cordon seen in the pass that also carries a
+/// setter's event) are two Event objects: each has a name of its own, so
+/// the second create is not refused as AlreadyExists and lost.
+#[test]
+fn events_of_one_step_have_names_of_their_own() {
+    let sim = Sim::registered("");
+    let ctx = crate::agent::Ctx {
+        now: sim.now,
+        wall: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        rng: &sim.rng,
+    };
+    let name = |reason: &str, plugin: Option<&str>| match sim.state.event(
+        &ctx,
+        nodestatus_runtime::EventType::Normal,
+        reason,
+        &format!("Node n1 status is now: {reason}"),
+        plugin,
+    ) {
+        Action::RecordEvent(e) => e.metadata.name.clone().expect("a name"),
+        other => panic!("{other:?}"),
+    };
+    let cordon = name("NodeNotSchedulable", None);
+    let ready = name("NodeReady", Some("ready"));
+    assert_ne!(cordon, ready);
+    assert!(cordon.starts_with("n1."), "{cordon}");
+    // The same event at the same instant is one object.
+    assert_eq!(cordon, name("NodeNotSchedulable", None));
+}
