@@ -230,7 +230,19 @@ settings! {
     /// (file only).
     "registries" registries: nodestatus_registry::Registries, Live,
         #[arg(skip)]
-        show |c| list(c.registries.0.keys());
+        show |c| list(c.registries.0.iter().map(|(host, r)| {
+            let mut s = host.clone();
+            if let Some(ca) = &r.ca {
+                s += &format!(" ca={}", ca.display());
+            }
+            if r.insecure {
+                s += " insecure";
+            }
+            if let Some(auth) = &r.auth {
+                s += &format!(" auth={}", auth.display());
+            }
+            s
+        }));
     /// verify: the key every plugin `image` must be signed with, unless its
     /// own `verify` names another (file only).
     "verify" verify: VerifyFile, Live,

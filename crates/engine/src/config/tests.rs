@@ -314,6 +314,12 @@ fn a_change_is_named_by_its_class_from_the_values_in_force() {
         ["nodeName", "compileTimeout"]
     );
     assert_eq!(old.changed(&new, Class::Live), ["nodeStatusMaxImages"]);
+    // A registry's settings, not only its name: a change of them is named
+    // (the paths are shown, never what the files hold).
+    let plain = check("nodeName: n1\nregistries: {reg.example:5000: {}}\n").unwrap();
+    let insecure =
+        check("nodeName: n1\nregistries: {reg.example:5000: {insecure: true}}\n").unwrap();
+    assert_eq!(plain.changed(&insecure, Class::Live), ["registries"]);
     // The same values written differently are no change.
     let same =
         check("nodeName: n1\nnodeStatusReportFrequency: 300s\nnodeStatusMaxImages: 50\n").unwrap();
