@@ -22,12 +22,14 @@
 #
 # Style is checked with warnings denied: `cargo fmt --check` first
 # (seconds); `cargo clippy --workspace --all-targets` and `cargo doc
-# --workspace --no-deps` once the test binaries are built, beside the rest
-# of the set-up and the tests, at the lowest CPU priority (nice 19), in
-# cargo profile `style` (target/style): clippy's check build shares nothing
-# with the test build, and a profile of its own has its own cargo lock, so
-# neither waits for the other. A style failure fails the run, after the
-# tests.
+# --workspace --no-deps` from the start, beside the set-up and the tests,
+# at the lowest CPU priority (nice 19: it takes the CPU the build leaves
+# idle, a core while one large crate compiles or links), in cargo profile
+# `style` (target/style): clippy's check build shares nothing with the test
+# build, and a profile of its own has its own cargo lock, so neither waits
+# for the other (the guest setters' build, target/wasm-plugins, is shared:
+# whichever comes second finds it done). A style failure fails the run,
+# after the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -57,17 +59,12 @@ apiserver=$!
 guests=$!
 # The real-node binary's path comes from cargo's JSON messages (stdout; the
 # build's own output goes to the log as usual).
-rm -f "$logs/build.done"
 { cargo test --workspace --no-run &&
     cargo test -p nodestatus-tests --test realnode --no-run \
-      --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
-    touch "$logs/build.done"; } >"$logs/build.log" 2>&1 &
+      --message-format=json-render-diagnostics >"$logs/realnode-build.json"; } >"$logs/build.log" 2>&1 &
 build=$!
-# Clippy and rustdoc once the test build is done (its build script has built
-# the guest components, which clippy's finds fresh), on the CPU the others
-# leave idle.
+# Clippy and rustdoc, on the CPU the others leave idle.
 (
-  until [ -e "$logs/build.done" ]; do sleep 2; done
   nice -n 19 cargo clippy --profile style --workspace --all-targets -- -D warnings &&
     RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --profile style --workspace --no-deps
 ) >"$logs/style.log" 2>&1 &
