@@ -17,6 +17,12 @@
 # compile in the child and a new cache entry), and it waits for the engine's "plugin reloaded" line
 # before the next. Then it samples once more after a minute. Prints one line a
 # sample: elapsed seconds, VmRSS and VmHWM in kB, and what happened.
+#
+# NODESTATUS_RSS_GUESTS="cpu-features load-average" adds those setters from
+# target/guest-plugins (scripts/guests/*.sh build them), each granted /proc,
+# with reuseInstance: $NODESTATUS_RSS_REUSE (default false) (scripts/
+# bench-memory.sh runs it so, for the memory table of docs/deployment.md).
+# NODESTATUS_RSS_COMPILER=cranelift|winch|tiered sets `compiler`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${1:-10}"
@@ -49,6 +55,23 @@ fi
 mkdir -p "$work/plugins" target/rss-cache
 chmod 700 target/rss-cache
 cp "$plugins"/*.wasm "$work/plugins/"
+config="${NODESTATUS_CONFIG:-deploy/default-config.yaml}"
+guests=(${NODESTATUS_RSS_GUESTS:-})
+if [ ${#guests[@]} -gt 0 ]; then
+  cp "$config" "$work/config.yaml"
+  config="$work/config.yaml"
+  for g in "${guests[@]}"; do
+    cp "${NODESTATUS_GUEST_PLUGINS:-target/guest-plugins}/$g.wasm" "$work/plugins/"
+    # plugins: is the config's last key.
+    printf '  %s:\n    paths: [/proc]\n    reuseInstance: %s\n' "$g" "${NODESTATUS_RSS_REUSE:-false}" >>"$config"
+  done
+fi
+if [ -n "${NODESTATUS_RSS_COMPILER:-}" ]; then
+  [ "$config" = "$work/config.yaml" ] || cp "$config" "$work/config.yaml"
+  config="$work/config.yaml"
+  printf 'compiler: %s\n' "$NODESTATUS_RSS_COMPILER" >>"$config"
+fi
+expected=$((11 + ${#guests[@]}))
 engine_log="$work/nodestatus.log"
 
 status() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
@@ -59,7 +82,7 @@ sample() {
 
 log "uptime: $(uptime)"
 log "starting nodestatus run (log: $engine_log)"
-"$work/nodestatus" run --plugin-dir "$work/plugins" --config "${NODESTATUS_CONFIG:-deploy/default-config.yaml}" \
+"$work/nodestatus" run --plugin-dir "$work/plugins" --config "$config" \
   --cache-dir "$PWD/target/rss-cache" --address "" --embedded-dir "$work/embedded" >"$engine_log" 2>&1 &
 pid=$!
 until grep -q 'plugin loaded' "$engine_log" 2>/dev/null; do
@@ -67,9 +90,12 @@ until grep -q 'plugin loaded' "$engine_log" 2>/dev/null; do
   sleep 1
 done
 loaded_count() { grep -c "plugin loaded" "$engine_log" || true; }
-until [ "$(loaded_count)" -ge 11 ]; do sleep 1; done
+until [ "$(loaded_count)" -ge "$expected" ]; do
+  kill -0 "$pid" 2>/dev/null || { cat "$engine_log" >&2; exit 1; }
+  sleep 1
+done
 started="$(date +%s)"
-sample "eleven plugins loaded"
+sample "$expected plugins loaded"
 for ((i = 1; i <= minutes * 2; i++)); do
   sleep 30
   sample "$((i * 30 / 60)) min $((i * 30 % 60)) s"

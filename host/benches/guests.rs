@@ -15,11 +15,17 @@
 //!   links it, calls `metadata` and swaps the new set in. The watcher's
 //!   200 ms debounce (`plugin_dir::DEBOUNCE`) comes on top, and is measured
 //!   once per run as `activate/<name>/watched`.
-//! - `activate/<name>/cold`, measured **once per run** and printed (a cold
-//!   compile takes seconds to tens of seconds, and criterion's ten samples
-//!   would take minutes): the same with no cache, compiled as `nodestatus
-//!   run` compiles, in a child `nodestatus compile-component` process
-//!   (`RuntimeOptions.compiler`, see `runtime::compile`).
+//! - `guest/<name>/set-winch`: the same call on Winch's code (what a
+//!   plugin runs until Cranelift's replaces it, `compiler: tiered`, or for
+//!   good, `compiler: winch`).
+//! - `activate/<name>/cold-<compiler>`, measured **once per run** and
+//!   printed (a cold compile takes seconds to tens of seconds, and
+//!   criterion's ten samples would take minutes): from the file dropped to
+//!   the end of the first `set` that runs it, with no cache, compiled as
+//!   `nodestatus run` compiles, in a child `nodestatus compile-component`
+//!   process (`RuntimeOptions.compiler`, see `runtime::compile`), by
+//!   Cranelift (`compiler: cranelift`) and by Winch (`compiler: tiered`,
+//!   the default: Cranelift then compiles in the background, not counted).
 //! - `activate/<name>/watched`, measured once per run and printed: the
 //!   whole path in production, from the rename to the watcher's `Loaded`
 //!   event, with the cache warm: the debounce plus the rescan.
@@ -42,7 +48,7 @@ use nodestatus_engine::config::{PluginConfig, SettingsFn};
 use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
 use nodestatus_runtime::{
     CallContext, CompileLimits, Compiler, PathGrant, Plugin, PluginSettings, Runtime,
-    RuntimeOptions,
+    RuntimeOptions, Tier, Tiers,
 };
 use nodestatus_tests::{built, drop_plugin, guest, nodes};
 
@@ -64,34 +70,49 @@ fn settings_fn(config: &'static str) -> SettingsFn {
 }
 
 /// An engine that compiles as `nodestatus run` does: in a child process of
-/// the engine's binary, with the default limits; `cache` as given.
-fn production_runtime(cache: Option<PathBuf>) -> Runtime {
+/// the engine's binary, with the default limits, by `tiers`; `cache` as
+/// given.
+fn production_runtime(cache: Option<PathBuf>, tiers: Tiers) -> Runtime {
     Runtime::with_options(RuntimeOptions {
         cache_dir: cache,
         compiler: Compiler::Process {
             exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
             limits: CompileLimits::default(),
         },
+        tiers,
         ..RuntimeOptions::default()
     })
     .expect("runtime")
 }
 
 /// Drops `src` into a fresh directory as `<name>.wasm`, then times
-/// `PluginDir::rescan` until the plugin is active.
-fn activate(runtime: &Runtime, name: &str, src: &Path, settings: &SettingsFn) -> Duration {
+/// `PluginDir::rescan` until the plugin is active, and with `first_call`
+/// until the end of its first `set` too; the plugin.
+fn activate(
+    runtime: &Runtime,
+    name: &str,
+    src: &Path,
+    settings: &SettingsFn,
+    first_call: Option<&str>,
+) -> (Duration, Arc<Plugin>) {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = PluginDir::new(tmp.path(), runtime.clone(), settings.clone());
     drop_plugin(tmp.path(), &format!("{name}.wasm"), src);
     let started = Instant::now();
     dir.rescan();
-    let elapsed = started.elapsed();
     let set = dir.current();
-    assert!(
-        set.setters().iter().any(|p| p.name() == name),
-        "{name} is active after the rescan"
-    );
-    elapsed
+    let setter = set
+        .setters()
+        .iter()
+        .find(|p| p.name() == name)
+        .unwrap_or_else(|| panic!("{name} is active after the rescan"));
+    if let Some(node_json) = first_call {
+        setter
+            .plugin()
+            .call_set(runtime, node_json, CallContext::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    (started.elapsed(), setter.plugin().clone())
 }
 
 /// Drops `src` into a watched directory and times the rename to the
@@ -125,8 +146,8 @@ fn activate_watched(runtime: &Runtime, name: &str, src: &Path, settings: &Settin
 
 fn benches(c: &mut Criterion) {
     let node_json = serde_json::to_string(&nodes::busy_node()).expect("a Value serializes");
-    let cached = production_runtime(Some(PathBuf::from(built::TEST_CACHE_DIR)));
-    let cold = production_runtime(None);
+    let cached = production_runtime(Some(PathBuf::from(built::TEST_CACHE_DIR)), Tiers::Cranelift);
+    let winch = production_runtime(Some(PathBuf::from(built::TEST_CACHE_DIR)), Tiers::Winch);
     let ctx = CallContext::default();
 
     for &(name, config) in GUESTS {
@@ -143,13 +164,20 @@ fn benches(c: &mut Criterion) {
             ..settings(n).sandbox
         })
         .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+        let on_winch = Plugin::load_file(&winch, &src, &|n| settings(n).sandbox)
+            .unwrap_or_else(|e| panic!("loading {name} with Winch: {e:#}"));
+        assert_eq!(on_winch.tier(), Tier::Baseline);
 
         let mut group = c.benchmark_group(format!("guest/{name}"));
-        for (id, plugin) in [("set", &plugin), ("set-reuse", &warm)] {
+        for (id, runtime, plugin) in [
+            ("set", &cached, &plugin),
+            ("set-reuse", &cached, &warm),
+            ("set-winch", &winch, &on_winch),
+        ] {
             group.bench_function(id, |b| {
                 b.iter(|| {
                     let out = plugin
-                        .call_set(&cached, black_box(&node_json), ctx.clone())
+                        .call_set(runtime, black_box(&node_json), ctx.clone())
                         .expect("the guest's set succeeds");
                     black_box(out.json)
                 })
@@ -162,7 +190,7 @@ fn benches(c: &mut Criterion) {
         group.bench_function("cached", |b| {
             b.iter_custom(|iters| {
                 (0..iters)
-                    .map(|_| activate(&cached, name, &src, &settings))
+                    .map(|_| activate(&cached, name, &src, &settings, None).0)
                     .sum()
             })
         });
@@ -176,11 +204,29 @@ fn benches(c: &mut Criterion) {
             "activate/{name}/watched (once): {:.1} ms from the rename to the watcher's Loaded event, cache warm",
             watched.as_secs_f64() * 1e3
         );
-        let cold_time = activate(&cold, name, &src, &settings);
-        println!(
-            "activate/{name}/cold (once): {:.2} s from the rename to active, compiled in a child process, no cache",
-            cold_time.as_secs_f64()
-        );
+        for tiers in [Tiers::Cranelift, Tiers::Tiered] {
+            let cold = production_runtime(None, tiers);
+            let dropped = Instant::now();
+            let (took, plugin) = activate(&cold, name, &src, &settings, Some(&node_json));
+            println!(
+                "activate/{name}/cold-{tiers} (once): {:.2} s from the file dropped to the end of its first set (on {}'s code), compiled in a child process, no cache",
+                took.as_secs_f64(),
+                plugin.tier()
+            );
+            // Cranelift's compile behind Winch's code, before the next
+            // measurement.
+            while plugin.tier() != Tier::Optimized {
+                assert!(
+                    dropped.elapsed() < Duration::from_secs(600),
+                    "{name}: Cranelift's code never replaced Winch's"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            println!(
+                "activate/{name}/cold-{tiers}: on Cranelift's code {:.2} s after the drop",
+                dropped.elapsed().as_secs_f64()
+            );
+        }
     }
 }
 

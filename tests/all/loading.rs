@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
-use nodestatus_runtime::{CompileLimits, Compiler, Runtime, RuntimeOptions, sha256_hex};
+use nodestatus_runtime::{
+    CompileLimits, Compiler, Runtime, RuntimeOptions, Tier, Tiers, sha256_hex,
+};
 use nodestatus_tests::{built, drop_bytes, drop_plugin, hostile};
 
 use crate::common::*;
@@ -21,9 +23,16 @@ fn slow_component(name: &str) -> Vec<u8> {
 }
 
 /// A runtime that compiles in a child of the `nodestatus` binary under
-/// `timeout`, with its precompile cache (and memo of refusals) in `cache`.
+/// `timeout`, with its precompile cache (and memo of refusals) in `cache`,
+/// by Cranelift alone.
 fn child_runtime(cache: &Path, timeout: Duration) -> Runtime {
+    child_runtime_with(cache, timeout, Tiers::Cranelift)
+}
+
+/// [`child_runtime`] by `tiers`.
+fn child_runtime_with(cache: &Path, timeout: Duration, tiers: Tiers) -> Runtime {
     Runtime::with_options(RuntimeOptions {
+        tiers,
         cache_dir: Some(cache.to_owned()),
         compiler: Compiler::Process {
             exe: PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")),
@@ -262,24 +271,82 @@ fn a_refused_file_is_not_compiled_again_until_it_changes() {
 }
 
 #[test]
+fn tiered_a_slow_compile_runs_on_winch_and_cranelift_is_not_tried_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir(&plugins).unwrap();
+    drop_bytes(&plugins, "slow.wasm", &slow_component("slow"));
+    let limit = Duration::from_secs(2);
+    let runtime = child_runtime_with(&cache, limit, Tiers::Tiered);
+    let dir = PluginDir::new(&plugins, runtime.clone(), default_settings());
+    let first = dir.rescan();
+    assert!(
+        first
+            .iter()
+            .any(|e| matches!(e, ReloadEvent::Loaded { .. })),
+        "Winch compiled it: {first:#?}"
+    );
+    let set = dir.current();
+    let slow = set.setters()[0].plugin().clone();
+    assert_eq!(slow.tier(), Tier::Baseline);
+    pass_ok(&dir, &nodestatus_tests::nodes::small_node("n"));
+
+    // Cranelift runs past the limit behind it (its refusal is in the memo
+    // beside the cache): it stays on Winch.
+    let refused_tier_up = || {
+        std::fs::read_dir(&cache).unwrap().any(|e| {
+            let path = e.unwrap().path();
+            path.file_name().unwrap().to_string_lossy().starts_with("refused-")
+                && std::fs::read_to_string(&path).unwrap().contains("+tier-up")
+        })
+    };
+    assert!(
+        wait_for(120, refused_tier_up),
+        "Cranelift's refusal never reached the memo"
+    );
+    let stats = runtime.load_stats();
+    assert_eq!(stats.compiles.load(Ordering::Relaxed), 2);
+    assert_eq!(slow.tier(), Tier::Baseline);
+    assert_eq!(stats.tiered_up.load(Ordering::Relaxed), 0);
+    pass_ok(&dir, &nodestatus_tests::nodes::small_node("n"));
+
+    // The next start runs it on Winch without trying Cranelift again.
+    let restarted = child_runtime_with(&cache, limit, Tiers::Tiered);
+    let again = PluginDir::new(&plugins, restarted.clone(), default_settings());
+    again.rescan();
+    assert_eq!(again.current().setters()[0].plugin().tier(), Tier::Baseline);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(restarted.load_stats().compiles.load(Ordering::Relaxed), 1);
+}
+
+#[test]
 fn once_says_which_plugins_it_waited_for() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
-    let run = || {
+    let run = |compiler: &str| {
         let out = crate::cli::nodestatus()
-            .args(["once", "--plugin", built::KERNEL_CHECK, "--cache-dir"])
+            .args(["once", "--plugin", built::KERNEL_CHECK, "--compiler", compiler])
+            .arg("--cache-dir")
             .arg(&cache)
             .output()
             .unwrap();
         assert!(out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let cold = run();
+    // Tiered (the default): the wait is Winch's.
+    let cold = run("tiered");
     assert!(
-        cold.contains("waiting for the compile of kernel-check ("),
+        cold.contains("waiting for the compile of kernel-check (winch, "),
         "{cold}"
     );
-    let warm = run();
+    let cold = run("cranelift");
+    assert!(
+        cold.contains("waiting for the compile of kernel-check (cranelift, "),
+        "{cold}"
+    );
+    // Cranelift's code is in the cache now: no compile at all.
+    let warm = run("tiered");
     assert!(warm.contains("no compile waited for"), "{warm}");
 }
 
@@ -291,6 +358,9 @@ async fn a_slow_compile_does_not_hold_back_the_node_or_the_other_plugins() {
     let (tmp, plugins) = with_kernel_check();
     drop_bytes(&plugins, "slow.wasm", &slow_component("slow"));
     let (mut engine, log) = crate::kube::engine_command(tmp.path(), node, &plugins);
+    // Cranelift's own compile (with `tiered`, Winch compiles this one in
+    // moments: tiered_a_slow_compile_runs_on_winch_and_...).
+    engine.args(["--compiler", "cranelift"]);
     let mut child = engine.spawn().unwrap();
     until(
         120,

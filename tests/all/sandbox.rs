@@ -1315,6 +1315,57 @@ fn a_compile_bomb_is_stopped_at_the_compile_deadline() {
     );
 }
 
+/// The compiler children of this process (`nodestatus compile-component`).
+fn compile_children() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(me) && String::from_utf8_lossy(&cmdline).contains(compile::SUBCOMMAND)
+        })
+        .collect()
+}
+
+#[test]
+fn the_out_of_memory_killer_takes_the_compile_child_before_the_engine() {
+    let limits = CompileLimits {
+        timeout: Duration::from_secs(60),
+        memory: DEFAULT_COMPILE_MEMORY_LIMIT,
+    };
+    let bomb = the_compile_bomb();
+    let compiling = std::thread::spawn(move || {
+        compile::compile_in_child(
+            Path::new(env!("CARGO_BIN_EXE_nodestatus")),
+            limits,
+            nodestatus_runtime::Tier::Optimized,
+            &bomb,
+        )
+    });
+    let mut child = None;
+    assert!(
+        wait_for(30, || {
+            child = compile_children().into_iter().next();
+            child.is_some()
+        }),
+        "no compiler child seen"
+    );
+    let child = child.unwrap();
+    let score = std::fs::read_to_string(format!("/proc/{child}/oom_score_adj")).unwrap();
+    let own = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    // SAFETY: a child of this test, seen just now.
+    unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    assert!(compiling.join().unwrap().is_err());
+    assert_eq!(score.trim(), "1000", "the child's oom_score_adj");
+    assert_ne!(own.trim(), "1000", "the engine's own is left alone");
+}
+
 #[test]
 fn a_compile_bomb_is_stopped_at_the_compile_memory_limit() {
     let limits = CompileLimits {

@@ -108,8 +108,10 @@ pub struct Metrics {
     /// Bytes of precompile cache entries.
     pub precompile_cache_bytes: Gauge,
     /// Loads that missed the precompile cache, by what became of them:
-    /// `compiled` (a compile started), `prechecked` (refused by the check
-    /// before a compile), `remembered` (refused before: not compiled again).
+    /// `compiled` (a compile started, by either compiler), `prechecked`
+    /// (refused by the check before a compile), `remembered` (refused
+    /// before: not compiled again), `tiered-up` (Cranelift's code replaced
+    /// Winch's).
     pub plugin_compiles: Family<ResultLabel, Counter>,
     /// Config file changes, by result (`applied`, `refused`).
     pub config_reloads: Family<ResultLabel, Counter>,
@@ -235,7 +237,7 @@ impl Metrics {
         );
         registry.register(
             "plugin_compiles",
-            "Plugin loads that missed the precompile cache: compiled (a compile started), prechecked (refused by the check before a compile: never compiled), remembered (refused before by a compile, not compiled again)",
+            "Plugin loads that missed the precompile cache: compiled (a compile started, by either compiler), prechecked (refused by the check before a compile: never compiled), remembered (refused before by a compile, not compiled again), tiered-up (Cranelift's code replaced Winch's)",
             m.plugin_compiles.clone(),
         );
         registry.register(
@@ -273,6 +275,7 @@ impl Metrics {
             ("compiled", &stats.compiles),
             ("prechecked", &stats.prechecked),
             ("remembered", &stats.remembered),
+            ("tiered-up", &stats.tiered_up),
         ] {
             self.plugin_compiles
                 .get_or_create(&ResultLabel { result })

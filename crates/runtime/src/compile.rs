@@ -182,11 +182,13 @@ unsafe impl GlobalAlloc for ChildAllocator {
     }
 }
 
-/// Compiles `bytes` in a child process `exe compile-component` under
-/// `limits`, and returns the precompiled code.
+/// Compiles `bytes` with `tier`'s compiler in a child process `exe
+/// compile-component <tier>` under `limits`, and returns the precompiled
+/// code.
 pub fn compile_in_child(
     exe: &std::path::Path,
     limits: CompileLimits,
+    tier: crate::Tier,
     bytes: &[u8],
 ) -> Result<Vec<u8>, Error> {
     use std::os::unix::process::CommandExt;
@@ -194,6 +196,7 @@ pub fn compile_in_child(
     let mut command = Command::new(exe);
     command
         .arg(SUBCOMMAND)
+        .arg(tier.as_str())
         .env_clear()
         // Few malloc arenas: each reserves address space per thread.
         .env("MALLOC_ARENA_MAX", "2")
@@ -201,7 +204,8 @@ pub fn compile_in_child(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // SAFETY: between fork and exec, only async-signal-safe calls
-    // (setrlimit, prctl) on values computed before the fork.
+    // (setrlimit, prctl, open, write, close) on values computed before the
+    // fork.
     unsafe {
         command.pre_exec(move || {
             let limit = libc::rlimit {
@@ -213,6 +217,16 @@ pub fn compile_in_child(
             }
             // The child never outlives the engine.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // Under the memory limit of a cgroup the two share (a pod's),
+            // the kernel's out-of-memory killer takes the compile, not the
+            // engine: its load fails (or, behind Winch's code, the plugin
+            // stays on it) and the node goes on. Raising one's own score
+            // needs no privilege; a failure leaves the default.
+            let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+            if fd >= 0 {
+                libc::write(fd, b"1000".as_ptr().cast(), 4);
+                libc::close(fd);
+            }
             Ok(())
         });
     }
@@ -334,10 +348,17 @@ fn out_of_memory(err: &wasmtime::Error) -> bool {
 }
 
 /// The child's side: reads a component from stdin, compiles it with the
-/// engine's configuration, writes the precompiled code to stdout. Exits 0,
-/// [`EXIT_INVALID`] with the reason on stderr, or [`EXIT_OUT_OF_MEMORY`].
+/// engine's configuration for the tier its argument names (`cranelift`,
+/// the default, or `winch`), writes the precompiled code to stdout. Exits
+/// 0, [`EXIT_INVALID`] with the reason on stderr, or
+/// [`EXIT_OUT_OF_MEMORY`].
 pub fn child_main() -> std::process::ExitCode {
     IN_CHILD.store(true, Ordering::Relaxed);
+    let arg = std::env::args().nth(2);
+    let Some(tier) = crate::Tier::from_arg(arg.as_deref()) else {
+        eprintln!("unknown compiler {arg:?}: cranelift or winch");
+        return std::process::ExitCode::from(EXIT_INVALID as u8);
+    };
     let mut bytes = Vec::new();
     if let Err(err) = std::io::stdin()
         .take(super::MAX_PLUGIN_BYTES as u64 + 1)
@@ -346,7 +367,8 @@ pub fn child_main() -> std::process::ExitCode {
         eprintln!("cannot read the component from stdin: {err}");
         return std::process::ExitCode::from(EXIT_INVALID as u8);
     }
-    let result = super::compile_engine().and_then(|engine| engine.precompile_component(&bytes));
+    let result =
+        crate::tier::compile_engine(tier).and_then(|engine| engine.precompile_component(&bytes));
     match result {
         Ok(code) => match std::io::stdout().lock().write_all(&code) {
             Ok(()) => std::process::ExitCode::SUCCESS,

@@ -59,7 +59,9 @@
 //!   only imports the host offers), and a file the compile refused before is
 //!   refused again from the memo of refusals (`refused`), by its sha256. A
 //!   rescan compiles without holding the lock that status readers take, and
-//!   passes keep running the set they hold.
+//!   passes keep running the set they hold. With [`Tiers::Tiered`], Winch
+//!   compiles a plugin first and Cranelift behind it (see `tier`); both
+//!   compile under these bounds.
 //! - **Identity.** A plugin is the name of its file: `gpu.wasm` must declare
 //!   itself `gpu` (`gpu_x.wasm`, as cargo names it, may declare `gpu-x`), so
 //!   the operator's file name, not the plugin, decides which grants and
@@ -91,8 +93,10 @@ mod plugin;
 mod precheck;
 pub mod proc_view;
 mod refused;
+mod tier;
 
 pub use bridge::{block_on, blocking};
+pub use tier::{Tier, Tiers};
 pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
 pub use compile::{CompileLimits, Compiler};
 pub use host_api::{
@@ -112,9 +116,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use host_api::CallState;
+use tier::TierEngine;
 
 /// How often the epoch ticker advances the engine's epoch. A plugin's CPU
 /// deadline is counted in these ticks, so it is also the deadline's precision.
@@ -177,6 +182,8 @@ pub struct RuntimeOptions {
     pub cache_max_bytes: u64,
     /// How plugins are compiled.
     pub compiler: Compiler,
+    /// Which compilers ([`Tiers`]; Cranelift only by default).
+    pub tiers: Tiers,
 }
 
 impl Default for RuntimeOptions {
@@ -185,6 +192,7 @@ impl Default for RuntimeOptions {
             cache_dir: None,
             cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             compiler: Compiler::InProcess,
+            tiers: Tiers::default(),
         }
     }
 }
@@ -200,11 +208,18 @@ pub struct Runtime {
 }
 
 struct Inner {
-    engine: Engine,
-    linker: Linker<CallState>,
+    /// Cranelift's engine: its code is what the cache holds, unless the
+    /// tiers are Winch's alone.
+    optimized: TierEngine,
+    /// Winch's, unless the tiers are Cranelift's alone.
+    baseline: Option<TierEngine>,
+    tiers: Tiers,
     cache: Option<PrecompileCache>,
     refused: refused::RefusedMemo,
     compile_slots: CompileSlots,
+    /// Cranelift's compiles behind Winch's code: one at a time, apart from
+    /// the loads' slots, so that a load never waits for one.
+    tier_up_slot: CompileSlots,
     load_stats: LoadStats,
     compiler: Compiler,
     guest_output: GuestOutputLimits,
@@ -230,35 +245,32 @@ impl Runtime {
     }
 
     /// Builds the engine as `options` say: the precompile cache's directory
-    /// and size cap, and how plugins are compiled (in a child process with
-    /// bounded time and memory, see [`compile`]).
+    /// and size cap, how plugins are compiled (in a child process with
+    /// bounded time and memory, see [`compile`]) and by which compilers
+    /// ([`Tiers`]).
     pub fn with_options(options: RuntimeOptions) -> Result<Self> {
         let RuntimeOptions {
             cache_dir,
             cache_max_bytes,
             compiler,
+            tiers,
         } = options;
-        let config = engine_config();
-        // The pooling allocator reuses linear memories and instance slots
-        // between calls instead of mapping and unmapping fresh memory for
-        // every call, which is most of a call's fixed cost. It needs address
-        // space up front; where that cannot be had, fall back to on-demand.
-        let mut pooled = config.clone();
-        pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
-        let engine = match Engine::new(&pooled) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!("pooling allocator unavailable, using on-demand allocation: {e:#}");
-                Engine::new(&config).map_err(Error::Engine)?
-            }
+        // The engine that runs plugins for good is pooled; Winch's, when
+        // Cranelift replaces its code within seconds, allocates on demand
+        // (no second pool of address space for code that runs a few calls).
+        let optimized = TierEngine::new(tier_engine(Tier::Optimized, tiers != Tiers::Winch)?)?;
+        let baseline = match tiers {
+            Tiers::Cranelift => None,
+            Tiers::Tiered => Some(TierEngine::new(tier_engine(Tier::Baseline, false)?)?),
+            Tiers::Winch => Some(TierEngine::new(tier_engine(Tier::Baseline, true)?)?),
+        };
+        let kept = match (&baseline, tiers.last()) {
+            (Some(b), Tier::Baseline) => &b.engine,
+            _ => &optimized.engine,
         };
 
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Linker)?;
-        host_api::add_to_linker(&mut linker).map_err(Error::Linker)?;
-
         let cache =
-            match cache_dir.map(|path| PrecompileCache::open(path, &engine, cache_max_bytes)) {
+            match cache_dir.map(|path| PrecompileCache::open(path, kept, cache_max_bytes)) {
                 None => None,
                 Some(Ok(cache)) => Some(cache),
                 Some(Err(err)) => {
@@ -271,15 +283,21 @@ impl Runtime {
             };
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
-        spawn_epoch_ticker(engine.weak(), stop_ticker.clone());
+        let engines = std::iter::once(&optimized)
+            .chain(&baseline)
+            .map(|t| t.engine.weak())
+            .collect();
+        spawn_epoch_ticker(engines, stop_ticker.clone());
 
         Ok(Self {
             inner: Arc::new(Inner {
-                engine,
-                linker,
+                optimized,
+                baseline,
+                tiers,
                 refused: refused::RefusedMemo::open(cache.as_ref()),
                 cache,
                 compile_slots: CompileSlots::new(COMPILE_SLOTS),
+                tier_up_slot: CompileSlots::new(1),
                 load_stats: LoadStats::default(),
                 compiler,
                 guest_output: GuestOutputLimits::default(),
@@ -288,13 +306,28 @@ impl Runtime {
         })
     }
 
-    /// The shared engine.
+    /// The engine whose code the precompile cache holds: Cranelift's,
+    /// unless the tiers are Winch's alone.
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.tier(self.inner.tiers.last()).engine
     }
 
-    pub(crate) fn linker(&self) -> &Linker<CallState> {
-        &self.inner.linker
+    /// The compilers in use.
+    pub fn tiers(&self) -> Tiers {
+        self.inner.tiers
+    }
+
+    /// `tier`'s engine and linker (Cranelift's when the runtime has no
+    /// Winch).
+    pub(crate) fn tier(&self, tier: Tier) -> &TierEngine {
+        match (tier, &self.inner.baseline) {
+            (Tier::Baseline, Some(b)) => b,
+            _ => &self.inner.optimized,
+        }
+    }
+
+    pub(crate) fn linker(&self, tier: Tier) -> &Linker<CallState> {
+        &self.tier(tier).linker
     }
 
     /// The precompile cache, when enabled.
@@ -317,9 +350,14 @@ impl Runtime {
         &self.inner.refused
     }
 
-    /// One of the [`COMPILE_SLOTS`], held until the guard is dropped.
-    pub(crate) fn compile_slot(&self) -> CompileSlot<'_> {
-        self.inner.compile_slots.take()
+    /// One of the [`COMPILE_SLOTS`] of loads (or, for Cranelift's compile
+    /// behind Winch's code, the one slot of those), held until the guard
+    /// is dropped.
+    pub(crate) fn compile_slot(&self, behind_winch: bool) -> CompileSlot<'_> {
+        match behind_winch {
+            false => self.inner.compile_slots.take(),
+            true => self.inner.tier_up_slot.take(),
+        }
     }
 
     /// The per-plugin budgets of log lines and events.
@@ -336,10 +374,13 @@ pub const COMPILE_SLOTS: usize = 2;
 /// What loads did since the runtime was built.
 #[derive(Debug, Default)]
 pub struct LoadStats {
-    /// Compiles started (precompile cache misses that passed the check).
+    /// Compiles started (precompile cache misses that passed the check;
+    /// with [`Tiers::Tiered`], one by each compiler).
     pub compiles: std::sync::atomic::AtomicU64,
     /// Files refused by the check before the compile (never compiled).
     pub prechecked: std::sync::atomic::AtomicU64,
+    /// Plugins whose Winch code Cranelift's replaced ([`Tiers::Tiered`]).
+    pub tiered_up: std::sync::atomic::AtomicU64,
     /// Loads answered by the memo of refused files (not compiled again).
     pub remembered: std::sync::atomic::AtomicU64,
 }
@@ -378,24 +419,24 @@ impl Drop for CompileSlot<'_> {
     }
 }
 
-/// The engine's code-generation settings, shared by the runtime's engine and
-/// the compiler child's (code compiled by one is loaded by the other, so
-/// they must agree).
-fn engine_config() -> Config {
-    let mut config = Config::new();
-    config
-        .epoch_interruption(true)
-        .cranelift_opt_level(OptLevel::Speed)
-        .wasm_component_model(true)
-        // A deep recursion must trap in the guest, not overflow the host.
-        .max_wasm_stack(1 << 20);
-    config
-}
-
-/// An engine that only compiles (in the compiler child): the runtime's
-/// settings with on-demand allocation, which reserves no address space.
-fn compile_engine() -> wasmtime::Result<Engine> {
-    Engine::new(&engine_config())
+/// `tier`'s engine for the runtime. The pooling allocator (`pooled`)
+/// reuses linear memories and instance slots between calls instead of
+/// mapping and unmapping fresh memory for every call, which is most of a
+/// call's fixed cost. It needs address space up front; where that cannot be
+/// had, fall back to on-demand.
+fn tier_engine(tier: Tier, pooled: bool) -> Result<Engine> {
+    let config = tier::engine_config(tier);
+    if pooled {
+        let mut pool = config.clone();
+        pool.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
+        match Engine::new(&pool) {
+            Ok(e) => return Ok(e),
+            Err(e) => {
+                tracing::warn!("pooling allocator unavailable, using on-demand allocation: {e:#}")
+            }
+        }
+    }
+    Engine::new(&config).map_err(Error::Engine)
 }
 
 /// Slots for concurrent calls: a pass runs its setters one at a time, and
@@ -432,17 +473,19 @@ fn pooling_config() -> PoolingAllocationConfig {
     p
 }
 
-/// Advances the engine's epoch every [`EPOCH_TICK`] on a plain thread (so it
-/// runs with or without a tokio runtime) until the runtime is dropped.
-fn spawn_epoch_ticker(engine: wasmtime::EngineWeak, stop: Arc<AtomicBool>) {
+/// Advances the engines' epochs every [`EPOCH_TICK`] on a plain thread (so
+/// it runs with or without a tokio runtime) until the runtime is dropped.
+fn spawn_epoch_ticker(engines: Vec<wasmtime::EngineWeak>, stop: Arc<AtomicBool>) {
     std::thread::Builder::new()
         .name("nodestatus-epoch".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(EPOCH_TICK);
-                match engine.upgrade() {
-                    Some(engine) => engine.increment_epoch(),
-                    None => break,
+                for engine in &engines {
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => return,
+                    }
                 }
             }
         })

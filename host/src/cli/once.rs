@@ -114,7 +114,11 @@ pub fn write_waits(
                 .plugin
                 .clone()
                 .unwrap_or_else(|| f.file.display().to_string());
-            format!("{name} ({:.1}s)", f.load_seconds.unwrap_or_default())
+            format!(
+                "{name} ({}, {:.1}s)",
+                f.compiler.unwrap_or("?"),
+                f.load_seconds.unwrap_or_default()
+            )
         })
         .collect();
     let loaded = files.iter().filter(|f| f.load_seconds.is_some()).count();

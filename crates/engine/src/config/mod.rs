@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nodestatus_runtime::{CompileLimits, Compiler, RuntimeOptions};
+use nodestatus_runtime::{CompileLimits, Compiler, RuntimeOptions, Tiers};
 
 mod parse;
 mod plugins;
@@ -130,6 +130,8 @@ pub struct Config {
     /// The bounds of one plugin's compilation (`compileTimeout`,
     /// `compileMemoryLimit`).
     pub compile_limits: CompileLimits,
+    /// Which compilers load plugins (`compiler`).
+    pub compiler: Tiers,
     /// The container runtime's CRI socket (`containerRuntimeEndpoint`;
     /// unset: [`DEFAULT_CONTAINER_RUNTIME_ENDPOINT`]; empty: `None`).
     pub container_runtime_endpoint: Option<String>,
@@ -173,10 +175,10 @@ impl Config {
         hostname(self.hostname_override.as_deref(), facts)
     }
 
-    /// The plugin runtime's options: the cache directory and cap, and the
+    /// The plugin runtime's options: the cache directory and cap, the
     /// compilation in a child of `compiler_exe` (the running `nodestatus`)
-    /// under `compileTimeout` and `compileMemoryLimit`; in-process without
-    /// one.
+    /// under `compileTimeout` and `compileMemoryLimit` (in-process without
+    /// one), and the `compiler`s.
     pub fn runtime_options(&self, compiler_exe: Option<PathBuf>) -> RuntimeOptions {
         RuntimeOptions {
             cache_dir: Some(self.cache_dir.clone()),
@@ -188,6 +190,7 @@ impl Config {
                 },
                 None => Compiler::InProcess,
             },
+            tiers: self.compiler,
         }
     }
 }

@@ -194,6 +194,14 @@ settings! {
     "compileMemoryLimit" compile_memory_limit: String, Restart,
         #[arg(long)]
         show |c| format!("{} bytes", c.compile_limits.memory);
+    /// compiler: which compilers load a plugin that the precompile cache
+    /// does not hold: `tiered` (Winch at once, Cranelift in the background,
+    /// its code cached; the default), `cranelift` (a load waits for
+    /// Cranelift) or `winch` (Winch only: the least compile time and
+    /// memory, slower calls).
+    "compiler" compiler: String, Restart,
+        #[arg(long)]
+        show |c| c.compiler.to_string();
     /// containerRuntimeEndpoint: the container runtime's CRI socket,
     /// `unix:///...` (the kubelet's default,
     /// unix:///run/containerd/containerd.sock); empty: none.

@@ -239,6 +239,10 @@ fn each_mistake_names_its_field() {
             "nodeName: n\nplugins: {gpu: {timout: 1s}}",
             "did you mean `timeout`",
         ),
+        (
+            "nodeName: n\ncompiler: llvm",
+            "compiler: \"llvm\": one of \"tiered\", \"cranelift\", \"winch\"",
+        ),
     ];
     for (yaml, want) in cases {
         let err = check(yaml).unwrap_err().to_string();
@@ -381,4 +385,18 @@ fn the_default_grants_expose_no_protected_path_even_on_a_kubelet_host() {
             .contains("/var/lib/kubelet/pki (the node's credentials)")),
         "{w:?}"
     );
+}
+
+#[test]
+fn the_compiler_is_tiered_unless_the_config_says_otherwise() {
+    use nodestatus_runtime::Tiers;
+    assert_eq!(check("nodeName: n\n").unwrap().compiler, Tiers::Tiered);
+    assert_eq!(
+        check("nodeName: n\ncompiler: winch\n").unwrap().compiler,
+        Tiers::Winch
+    );
+    let options = check("nodeName: n\ncompiler: cranelift\n")
+        .unwrap()
+        .runtime_options(None);
+    assert_eq!(options.tiers, Tiers::Cranelift);
 }

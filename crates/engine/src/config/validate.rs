@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nodestatus_runtime::CompileLimits;
+use nodestatus_runtime::{CompileLimits, Tiers};
 
 use super::plugins::{check_key, plugin_settings};
 use super::values::parse_node_ips;
@@ -151,6 +151,18 @@ impl ConfigFile {
         // --- end node loops ---
         let compile_limits =
             compile_limits(self.compile_timeout, self.compile_memory_limit.as_deref())?;
+        let compiler = match self.compiler.as_deref() {
+            None => Tiers::Tiered,
+            Some(name) => Tiers::parse(name).ok_or_else(|| {
+                invalid(
+                    "compiler",
+                    format!(
+                        "{name:?}: one of {}",
+                        Tiers::NAMES.map(|n| format!("{n:?}")).join(", ")
+                    ),
+                )
+            })?,
+        };
         let cache_max_bytes = match &self.cache_max_size {
             None => nodestatus_runtime::DEFAULT_CACHE_MAX_BYTES,
             Some(m) => {
@@ -217,6 +229,7 @@ impl ConfigFile {
             cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
             cache_max_bytes,
             compile_limits,
+            compiler,
             container_runtime_defaulted: self.container_runtime_endpoint.is_none(),
             container_runtime_endpoint: match self.container_runtime_endpoint {
                 None => Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT.to_owned()),

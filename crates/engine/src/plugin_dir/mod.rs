@@ -193,6 +193,9 @@ pub struct FileStatus {
     /// Whether its last load compiled it (it was not in the precompile
     /// cache).
     pub compiled: bool,
+    /// The compiler of the code that runs (`winch` until Cranelift's code
+    /// replaces it, with `compiler: tiered`; `cranelift`).
+    pub compiler: Option<&'static str>,
     /// While a new version is being loaded: for how long, in seconds.
     pub loading_seconds: Option<f64>,
 }
@@ -405,6 +408,7 @@ impl PluginDir {
                 error: st.error.clone(),
                 load_seconds: st.took.map(|d| d.as_secs_f64()),
                 compiled: st.compiled,
+                compiler: st.plugin.as_ref().map(|p| p.plugin().tier().as_str()),
                 loading_seconds: loading.get(file).copied(),
             })
             .collect();
@@ -418,6 +422,7 @@ impl PluginDir {
                     error: None,
                     load_seconds: None,
                     compiled: false,
+                    compiler: None,
                     loading_seconds: Some(*secs),
                 });
             }

@@ -2,19 +2,18 @@
 //! the grants the operator gave it, ready to be instantiated for each call.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::Store;
-use wasmtime::component::{Component, ComponentExportIndex, Instance};
+use wasmtime::component::{ComponentExportIndex, Instance};
+use wasmtime::{Engine, Store};
 
 use super::call_thread::{self, Stuck};
 use super::host_api::{self, CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
-use super::{CallContext, Compiler, EPOCH_TICK, EmittedEvent, Runtime, facts};
+use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier, facts};
 
 /// Default CPU deadline of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -37,6 +36,7 @@ pub const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
 /// published plugin).
 pub const WORLD: &str = "nodestatus:plugin/plugin@0.1.1";
 
+mod code;
 mod errors;
 mod grants;
 mod settings;
@@ -44,6 +44,7 @@ mod settings;
 mod tests;
 
 pub use errors::*;
+use code::{Code, CodeCell};
 use grants::*;
 pub use settings::*;
 
@@ -64,8 +65,9 @@ pub struct Plugin {
     settings: PluginSettings,
     grants: Arc<Grants>,
     name: Arc<str>,
-    pre: bindings::PluginPre<CallState>,
-    set_index: ComponentExportIndex,
+    /// The code in force: Winch's, until Cranelift's replaces it
+    /// ([`crate::Tiers::Tiered`]).
+    code: Arc<CodeCell>,
     withheld: Vec<Withheld>,
     /// Set while a call abandoned at its deadline is still blocked.
     stuck: Stuck,
@@ -161,27 +163,15 @@ impl Plugin {
             });
         }
         let sha256 = sha256_hex(bytes);
-        let (component, compiled) = compile(runtime, &sha256, bytes)?;
-        let instance_pre = runtime
-            .linker()
-            .instantiate_pre(&component)
-            .map_err(LoadError::Link)?;
-        let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
-        let set_index = component
-            .get_export_index(None, SETTER_EXPORT)
-            .and_then(|i| component.get_export_index(Some(&i), "set"))
-            .ok_or_else(|| {
-                LoadError::WrongWorld(wasmtime::Error::msg(format!(
-                    "no `set` in the export {SETTER_EXPORT}"
-                )))
-            })?;
+        let compiled = code::compile(runtime, &sha256, bytes)?;
+        let code = Code::link(runtime, compiled.tier, &compiled.component)?;
 
         // The file names the plugin, so the operator's settings for that name
         // (its deadline and memory cap included) already apply to `metadata`.
         let file_name = name_of_file(source).unwrap_or_default();
         let settings = settings_for(&file_name);
         let name: Arc<str> = Arc::from(file_name.as_str());
-        let raw = call_metadata(runtime, &pre, name, &settings)?;
+        let raw = call_metadata(runtime, &code, name, &settings)?;
         let metadata = validate_metadata(raw)?;
         if metadata.name != file_name {
             return Err(LoadError::NameMismatch {
@@ -224,6 +214,16 @@ impl Plugin {
                     source,
                 })?;
         }
+        let code = Arc::new(Mutex::new(Arc::new(code)));
+        if compiled.tier_up {
+            code::tier_up(
+                runtime,
+                Arc::from(metadata.name.as_str()),
+                sha256.clone(),
+                bytes.to_vec(),
+                Arc::downgrade(&code),
+            );
+        }
         Ok(Self {
             name: Arc::from(metadata.name.as_str()),
             metadata,
@@ -231,13 +231,22 @@ impl Plugin {
             source: source.to_owned(),
             settings,
             grants: Arc::new(grants),
-            pre,
-            set_index,
+            code,
             withheld,
             stuck: Stuck::default(),
             warm: Mutex::new(None),
-            compiled,
+            compiled: compiled.compiled,
         })
+    }
+
+    /// The compiler of the code in force (Winch's is replaced by
+    /// Cranelift's once that is ready, with [`crate::Tiers::Tiered`]).
+    pub fn tier(&self) -> Tier {
+        self.code().tier
+    }
+
+    fn code(&self) -> Arc<Code> {
+        self.code.lock().expect("code lock").clone()
     }
 
     /// Whether loading it compiled the component (it was not in the
@@ -310,10 +319,11 @@ impl Plugin {
                 ),
             ));
         }
-        let (store, instance) = self.store_for(runtime, ctx)?;
+        let code = self.code();
+        let (store, instance) = self.store_for(runtime, &code, ctx)?;
         let call = SetCall {
-            pre: self.pre.clone(),
-            set_index: self.set_index,
+            pre: code.pre.clone(),
+            set_index: code.set_index,
             name: self.name.clone(),
             timeout,
         };
@@ -406,12 +416,13 @@ impl Plugin {
         )
     }
 
-    /// A store for one call in the pass of `ctx`: the plugin's warm store
-    /// (and its instance) when it reuses its instance and the store can
-    /// serve this pass, else a fresh one.
+    /// A store for one call in the pass of `ctx`, running `code`: the
+    /// plugin's warm store (and its instance) when it reuses its instance
+    /// and the store can serve this pass with this code, else a fresh one.
     fn store_for(
         &self,
         runtime: &Runtime,
+        code: &Code,
         ctx: CallContext,
     ) -> Result<(Store<CallState>, Option<Instance>), CallError> {
         let preopens = Preopens::plan(&self.grants, &ctx).map_err(sandbox_error)?;
@@ -421,6 +432,7 @@ impl Plugin {
         };
         if let Some(mut w) = warm
             && w.store.data().serves(&preopens)
+            && Engine::same(w.store.engine(), &code.engine)
         {
             w.store.data_mut().renew(ctx, preopens);
             arm_deadline(&mut w.store, self.settings.timeout);
@@ -428,6 +440,7 @@ impl Plugin {
         }
         let store = new_store(
             runtime,
+            &code.engine,
             self.name.clone(),
             self.grants.clone(),
             ctx,
@@ -570,6 +583,7 @@ fn check_set_result(result: Result<String, String>) -> Result<Result<String, Str
 
 fn new_store(
     runtime: &Runtime,
+    engine: &Engine,
     name: Arc<str>,
     grants: Arc<Grants>,
     ctx: CallContext,
@@ -580,7 +594,7 @@ fn new_store(
     let output = runtime.guest_output().clone();
     let state = CallState::new(name, grants, ctx, preopens, memory_limit, timeout, output)
         .map_err(sandbox_error)?;
-    let mut store = Store::new(runtime.engine(), state);
+    let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     store.epoch_deadline_trap();
     arm_deadline(&mut store, timeout);
@@ -671,75 +685,16 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
     CallError::new(kind, format!("`{what}` failed: {err:#}"))
 }
 
-/// The component of `bytes`, and whether it was compiled now: from the
-/// precompile cache when it holds it; else refused at once when this file
-/// was refused before ([`LoadError::RefusedBefore`]) or fails the check
-/// before the compile ([`precheck`](super::precheck)); else compiled (one of
-/// the runtime's compile slots at a time), and a refusal remembered.
-fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<(Component, bool), LoadError> {
-    let engine = runtime.engine();
-    if let Some(component) = runtime.cache().and_then(|c| c.load(engine, sha256)) {
-        return Ok((component, false));
-    }
-    let limits = match runtime.compiler() {
-        Compiler::Process { limits, .. } => Some(*limits),
-        Compiler::InProcess => None,
-    };
-    let stats = runtime.load_stats();
-    if let Some(error) = runtime.refused().get(sha256, limits) {
-        stats.remembered.fetch_add(1, Ordering::Relaxed);
-        return Err(LoadError::RefusedBefore {
-            sha256: sha256.to_owned(),
-            error,
-        });
-    }
-    let refused = |e: LoadError| {
-        runtime.refused().remember(sha256, &e, limits);
-        e
-    };
-    if let Err(e) = super::precheck::check(bytes) {
-        stats.prechecked.fetch_add(1, Ordering::Relaxed);
-        return Err(e);
-    }
-    let _slot = runtime.compile_slot();
-    stats.compiles.fetch_add(1, Ordering::Relaxed);
-    let code = match runtime.compiler() {
-        Compiler::InProcess if runtime.cache().is_none() => {
-            return Component::new(engine, bytes)
-                .map(|c| (c, true))
-                .map_err(|e| refused(LoadError::Compile(e)));
-        }
-        Compiler::InProcess => engine
-            .precompile_component(bytes)
-            .map_err(|e| refused(LoadError::Compile(e)))?,
-        Compiler::Process { exe, limits } => super::compile::compile_in_child(exe, *limits, bytes)
-            .map_err(|err| match err {
-                super::compile::Error::Invalid(message) => {
-                    LoadError::Compile(wasmtime::Error::msg(message))
-                }
-                other => LoadError::CompileBound(other),
-            })
-            .map_err(refused)?,
-    };
-    if let Some(cache) = runtime.cache() {
-        cache.store(sha256, &code);
-    }
-    // SAFETY: `code` was produced just now by this engine's configuration:
-    // in this thread, or by the engine's own binary in a child process (see
-    // `compile`), which is trusted as the precompile cache is.
-    unsafe { Component::deserialize(engine, &code) }
-        .map(|c| (c, true))
-        .map_err(LoadError::Compile)
-}
-
 fn call_metadata(
     runtime: &Runtime,
-    pre: &bindings::PluginPre<CallState>,
+    code: &Code,
     name: Arc<str>,
     settings: &PluginSettings,
 ) -> Result<bindings::exports::nodestatus::plugin::setter::PluginInfo, LoadError> {
+    let pre = &code.pre;
     let mut store = new_store(
         runtime,
+        &code.engine,
         name.clone(),
         Arc::new(Grants::default()),
         CallContext::default(),

@@ -1,0 +1,254 @@
+//! A plugin's code: taken from the precompile cache or compiled by the
+//! runtime's tiers ([`crate::tier`]), linked, and replaced by Cranelift's
+//! when a plugin started on Winch's.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, ComponentExportIndex};
+
+use super::{LoadError, SETTER_EXPORT};
+use crate::host_api::{CallState, bindings};
+use crate::{Compiler, Runtime, Tier, Tiers, error_chain};
+
+/// Linked code of one tier: what a call instantiates.
+pub(super) struct Code {
+    pub(super) tier: Tier,
+    /// The engine of its stores.
+    pub(super) engine: Engine,
+    pub(super) pre: bindings::PluginPre<CallState>,
+    pub(super) set_index: ComponentExportIndex,
+}
+
+/// A plugin's code in force: a call takes it at its start.
+pub(super) type CodeCell = Mutex<Arc<Code>>;
+
+impl Code {
+    /// Links `component`, compiled by `tier`, against the host and checks
+    /// its world.
+    pub(super) fn link(
+        runtime: &Runtime,
+        tier: Tier,
+        component: &Component,
+    ) -> Result<Self, LoadError> {
+        let instance_pre = runtime
+            .linker(tier)
+            .instantiate_pre(component)
+            .map_err(LoadError::Link)?;
+        let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
+        let set_index = component
+            .get_export_index(None, SETTER_EXPORT)
+            .and_then(|i| component.get_export_index(Some(&i), "set"))
+            .ok_or_else(|| {
+                LoadError::WrongWorld(wasmtime::Error::msg(format!(
+                    "no `set` in the export {SETTER_EXPORT}"
+                )))
+            })?;
+        Ok(Self {
+            tier,
+            engine: runtime.tier(tier).engine.clone(),
+            pre,
+            set_index,
+        })
+    }
+}
+
+/// A component ready to link.
+pub(super) struct Compiled {
+    pub(super) component: Component,
+    pub(super) tier: Tier,
+    /// Whether it was compiled now (else taken from the cache).
+    pub(super) compiled: bool,
+    /// Whether Cranelift is to replace it ([`tier_up`]): Winch's code of a
+    /// file whose Cranelift compile was not refused before.
+    pub(super) tier_up: bool,
+}
+
+/// The compile limits now (`None`: in-process).
+fn limits(runtime: &Runtime) -> Option<crate::CompileLimits> {
+    match runtime.compiler() {
+        Compiler::Process { limits, .. } => Some(*limits),
+        Compiler::InProcess => None,
+    }
+}
+
+/// The memo's key of a Cranelift compile refused behind Winch's code: the
+/// file runs on Winch, and the next start does not try Cranelift again.
+fn tier_up_key(sha256: &str) -> String {
+    format!("{sha256}+tier-up")
+}
+
+/// The component of `bytes`: from the precompile cache when it holds it;
+/// else refused at once when this file was refused before
+/// ([`LoadError::RefusedBefore`]) or fails the check before the compile
+/// ([`precheck`](crate::precheck)); else compiled (one of the runtime's
+/// compile slots at a time), and a refusal remembered. With
+/// [`Tiers::Tiered`], Winch compiles it (Cranelift when Winch cannot), and
+/// the caller starts [`tier_up`].
+pub(super) fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    let last = runtime.tiers().last();
+    if let Some(component) = runtime
+        .cache()
+        .and_then(|c| c.load(&runtime.tier(last).engine, sha256))
+    {
+        return Ok(Compiled {
+            component,
+            tier: last,
+            compiled: false,
+            tier_up: false,
+        });
+    }
+    let limits = limits(runtime);
+    let stats = runtime.load_stats();
+    if let Some(error) = runtime.refused().get(sha256, limits) {
+        stats.remembered.fetch_add(1, Ordering::Relaxed);
+        return Err(LoadError::RefusedBefore {
+            sha256: sha256.to_owned(),
+            error,
+        });
+    }
+    if let Err(e) = crate::precheck::check(bytes) {
+        stats.prechecked.fetch_add(1, Ordering::Relaxed);
+        return Err(e);
+    }
+    if runtime.tiers() == Tiers::Tiered {
+        match compile_tier(runtime, Tier::Baseline, bytes, None, false) {
+            Ok(component) => {
+                let refused = runtime.refused().get(&tier_up_key(sha256), limits);
+                if let Some(why) = &refused {
+                    tracing::info!(
+                        sha256,
+                        "runs on Winch's code: Cranelift refused it before ({why}); not compiled by Cranelift again until the file changes or the compile limits grow"
+                    );
+                }
+                return Ok(Compiled {
+                    component,
+                    tier: Tier::Baseline,
+                    compiled: true,
+                    tier_up: refused.is_none(),
+                });
+            }
+            Err(e) => tracing::info!(
+                sha256,
+                "Winch cannot compile it ({}); compiling it with Cranelift",
+                error_chain(&e)
+            ),
+        }
+    }
+    let component = compile_tier(runtime, last, bytes, Some(sha256), false).map_err(|e| {
+        runtime.refused().remember(sha256, &e, limits);
+        e
+    })?;
+    Ok(Compiled {
+        component,
+        tier: last,
+        compiled: true,
+        tier_up: false,
+    })
+}
+
+/// Compiles `bytes` with `tier`'s compiler, in one of the runtime's compile
+/// slots (the one of compiles `behind_winch`, else a load's), in this
+/// thread or in the compiler child ([`Compiler`]); the code goes to the
+/// precompile cache under `cache_as` (the component's sha256) when that is
+/// given.
+fn compile_tier(
+    runtime: &Runtime,
+    tier: Tier,
+    bytes: &[u8],
+    cache_as: Option<&str>,
+    behind_winch: bool,
+) -> Result<Component, LoadError> {
+    let engine = &runtime.tier(tier).engine;
+    let cache = cache_as.and_then(|sha| Some((runtime.cache()?, sha)));
+    let _slot = runtime.compile_slot(behind_winch);
+    runtime
+        .load_stats()
+        .compiles
+        .fetch_add(1, Ordering::Relaxed);
+    match runtime.compiler() {
+        Compiler::InProcess => {
+            let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
+            if let Some((cache, sha)) = cache {
+                match component.serialize() {
+                    Ok(code) => cache.store(sha, &code),
+                    Err(e) => tracing::warn!("cannot serialize compiled code for the cache: {e:#}"),
+                }
+            }
+            Ok(component)
+        }
+        Compiler::Process { exe, limits } => {
+            let code = crate::compile::compile_in_child(exe, *limits, tier, bytes).map_err(
+                |err| match err {
+                    crate::compile::Error::Invalid(message) => {
+                        LoadError::Compile(wasmtime::Error::msg(message))
+                    }
+                    other => LoadError::CompileBound(other),
+                },
+            )?;
+            if let Some((cache, sha)) = cache {
+                cache.store(sha, &code);
+            }
+            // SAFETY: `code` was produced just now by this tier's engine
+            // configuration, by the engine's own binary in a child process
+            // (see `compile`), which is trusted as the precompile cache is.
+            unsafe { Component::deserialize(engine, &code) }.map_err(LoadError::Compile)
+        }
+    }
+}
+
+/// Compiles `bytes` with Cranelift on a thread of its own and puts the
+/// code in `cell` (and in the precompile cache), in place of Winch's. A
+/// plugin dropped meanwhile (its file changed or went away) gets nothing;
+/// a compile that fails leaves Winch's code in force, with a warning, and
+/// is remembered as the compile's refusals are, so that the next start
+/// runs Winch's code without trying again.
+pub(super) fn tier_up(
+    runtime: &Runtime,
+    name: Arc<str>,
+    sha256: String,
+    bytes: Vec<u8>,
+    cell: Weak<CodeCell>,
+) {
+    let runtime = runtime.clone();
+    let spawned = std::thread::Builder::new()
+        .name("nodestatus-tier-up".into())
+        .spawn(move || {
+            if cell.strong_count() == 0 {
+                return;
+            }
+            let started = Instant::now();
+            let result = compile_tier(&runtime, Tier::Optimized, &bytes, Some(&sha256), true)
+                .and_then(|c| Code::link(&runtime, Tier::Optimized, &c));
+            match result {
+                Ok(code) => {
+                    let Some(cell) = cell.upgrade() else { return };
+                    *cell.lock().expect("code lock") = Arc::new(code);
+                    runtime
+                        .load_stats()
+                        .tiered_up
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        plugin = %name,
+                        took = ?started.elapsed(),
+                        "runs Cranelift's code from its next call (Winch's until now)"
+                    );
+                }
+                Err(e) => {
+                    runtime
+                        .refused()
+                        .remember(&tier_up_key(&sha256), &e, limits(&runtime));
+                    tracing::warn!(
+                        plugin = %name,
+                        "keeps running Winch's code: Cranelift could not compile it: {}",
+                        error_chain(&e)
+                    )
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start a Cranelift compile; the plugin keeps Winch's code: {e}");
+    }
+}

@@ -1,0 +1,169 @@
+//! Winch and Cranelift behind one plugin (`compiler: tiered`, issue 24):
+//! the same node from either compiler's code, and Cranelift's code taking
+//! over from Winch's in the background, cached for the next start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nodestatus_engine::config::ConfigFile;
+use nodestatus_engine::plugin_dir::PluginDir;
+use nodestatus_runtime::{
+    CallContext, PathGrant, Plugin, PluginSettings, Runtime, RuntimeOptions, Tier, Tiers,
+};
+use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin, guest, nodes};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn runtime_with(tiers: Tiers, cache: Option<PathBuf>) -> Runtime {
+    Runtime::with_options(RuntimeOptions {
+        cache_dir: cache,
+        tiers,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime")
+}
+
+/// The node without the times a pass stamps (heartbeats), which differ
+/// from one pass to the next whatever compiled the setters.
+fn without_times(mut node: Value) -> Value {
+    if let Some(conditions) = node["status"]["conditions"].as_array_mut() {
+        for c in conditions {
+            c.as_object_mut().unwrap().remove("lastHeartbeatTime");
+        }
+    }
+    node
+}
+
+/// One pass of the setters of `files` (each granted as the shipped
+/// default config grants it, the guests `/proc`) on `runtime`'s code, with
+/// the facts of `ctx`.
+fn pass_on(runtime: &Runtime, files: &[(String, PathBuf)], ctx: &CallContext) -> (Value, Vec<Tier>) {
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/default-config.yaml"
+    ))
+    .unwrap();
+    let config = Arc::new(
+        ConfigFile::parse(&yaml, std::path::Path::new("default-config.yaml"))
+            .unwrap()
+            .validate()
+            .unwrap(),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = PluginDir::new(
+        tmp.path(),
+        runtime.clone(),
+        Arc::new(move |n| match n {
+            "cpu-features" | "load-average" | "memory-features" => PluginSettings {
+                paths: vec![PathGrant::same("/proc")],
+                config: json!({"maxLoadPerCpu": 1000}),
+                ..Default::default()
+            }
+            .into(),
+            _ => config.plugin_settings(n),
+        }),
+    );
+    for (name, src) in files {
+        drop_plugin(tmp.path(), name, src);
+    }
+    dir.rescan();
+    let set = dir.current();
+    assert_eq!(set.setters().len(), files.len(), "{:?}", dir.status());
+    let tiers = set.setters().iter().map(|s| s.plugin().tier()).collect();
+    let (out, report) = nodestatus_engine::pipeline::pass(
+        runtime,
+        &set,
+        &nodes::small_node("tiers"),
+        ctx,
+        Default::default(),
+    );
+    for s in &report.setters {
+        assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);
+    }
+    (without_times(out), tiers)
+}
+
+#[test]
+fn every_setter_gives_the_same_node_on_winch_and_cranelift_code() {
+    let mut files: Vec<(String, PathBuf)> = DEFAULT_PLUGINS
+        .iter()
+        .map(|(f, p)| (f.to_string(), PathBuf::from(p)))
+        .collect();
+    for g in ["cpu-features", "load-average", "memory-features"] {
+        files.push((format!("{g}.wasm"), guest(g)));
+    }
+    // One snapshot of the machine for all three passes.
+    let ctx = CallContext::default();
+    let cache = Some(PathBuf::from(built::TEST_CACHE_DIR));
+    let (cranelift, tiers) = pass_on(&runtime_with(Tiers::Cranelift, cache.clone()), &files, &ctx);
+    assert!(tiers.iter().all(|t| *t == Tier::Optimized), "{tiers:?}");
+    let (winch, tiers) = pass_on(&runtime_with(Tiers::Winch, cache), &files, &ctx);
+    assert!(tiers.iter().all(|t| *t == Tier::Baseline), "{tiers:?}");
+    // Something the guests wrote, so that the comparison covers them.
+    assert!(
+        cranelift["metadata"]["labels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("feature.node.kubernetes.io/")),
+        "{cranelift:#}"
+    );
+    assert_eq!(winch, cranelift, "Winch's node differs from Cranelift's");
+}
+
+#[test]
+fn a_plugin_starts_on_winch_and_cranelift_takes_over_cached_for_the_next_start() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime_with(Tiers::Tiered, Some(cache.path().to_owned()));
+    let settings = |_: &str| PluginSettings::default();
+    let plugin = Plugin::load_file(&runtime, std::path::Path::new(built::OS_ARCH), &settings)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(plugin.compiled());
+    // Loaded before any Cranelift compile could end (the load returns
+    // once Winch's code is linked).
+    assert_eq!(plugin.tier(), Tier::Baseline);
+    let node = nodes::small_node("tiered");
+    let ctx = CallContext::default();
+    let on_winch = plugin.call_set(&runtime, &node.to_string(), ctx.clone()).unwrap();
+
+    assert!(
+        wait_for(120, || plugin.tier() == Tier::Optimized),
+        "Cranelift's code never replaced Winch's"
+    );
+    let on_cranelift = plugin.call_set(&runtime, &node.to_string(), ctx).unwrap();
+    assert_eq!(on_cranelift.json, on_winch.json);
+    let stats = runtime.load_stats();
+    assert_eq!(
+        stats.tiered_up.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // The next start takes Cranelift's code from the cache: no compile,
+    // no Winch.
+    let next = runtime_with(Tiers::Tiered, Some(cache.path().to_owned()));
+    let again = Plugin::load_file(&next, std::path::Path::new(built::OS_ARCH), &settings).unwrap();
+    assert!(!again.compiled());
+    assert_eq!(again.tier(), Tier::Optimized);
+}
+
+#[test]
+fn a_plugin_dropped_before_its_cranelift_compile_ends_is_not_kept_alive() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = runtime_with(Tiers::Tiered, Some(cache.path().to_owned()));
+    let plugin = Plugin::load_file(
+        &runtime,
+        std::path::Path::new(built::READY),
+        &|_| PluginSettings::default(),
+    )
+    .unwrap();
+    assert_eq!(plugin.tier(), Tier::Baseline);
+    let weak = {
+        let plugin = Arc::new(plugin);
+        Arc::downgrade(&plugin)
+    };
+    assert!(
+        weak.upgrade().is_none(),
+        "the Cranelift compile behind it holds no plugin"
+    );
+}
