@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nodestatus_engine::config::{ConfigFile, DEFAULT_CONFIG, Layers};
+use nodestatus_engine::config::{ConfigFile, DEFAULT_CONFIG, Layers, Severity};
 
 /// Check configuration.
 #[derive(clap::Subcommand)]
@@ -40,7 +40,11 @@ impl Command {
         let written = layers.written()?;
         let config = layers.load()?;
         for w in config.warnings() {
-            eprintln!("warning: {w}");
+            let level = match w.severity {
+                Severity::Warning => "warning",
+                Severity::Notice => "note",
+            };
+            eprintln!("{level}: {w}");
         }
         let name = layers
             .file

@@ -71,6 +71,18 @@ pub fn compiler_exe() -> Option<PathBuf> {
     std::env::current_exe().ok()
 }
 
+/// Logs what a long-lived command's config has that is probably not meant
+/// (WARN) or that the engine handles by itself (INFO), at start.
+pub fn log_config_warnings(config: &nodestatus_engine::config::Config) {
+    use nodestatus_engine::config::Severity;
+    for w in config.warnings() {
+        match w.severity {
+            Severity::Warning => tracing::warn!("config: {w}"),
+            Severity::Notice => tracing::info!("config: {w}"),
+        }
+    }
+}
+
 /// Runs a long-lived command (`run`, `simulate`) on a multi-threaded tokio
 /// runtime until it returns.
 pub fn on_tokio(

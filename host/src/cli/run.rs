@@ -157,9 +157,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let cfg = Arc::new(o.layers.load()?);
-    for w in cfg.warnings() {
-        tracing::warn!("config: {w}");
-    }
+    crate::cli::log_config_warnings(&cfg);
     // The HTTP endpoint's port first: a busy port fails the start, before
     // anything else starts, rather than leaving an engine that probes
     // cannot reach.

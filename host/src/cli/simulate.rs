@@ -184,9 +184,7 @@ fn agent(
 /// Runs the fleet until SIGTERM or SIGINT.
 pub async fn run(o: Args) -> anyhow::Result<()> {
     let base = Arc::new(o.layers.load()?);
-    for w in base.warnings() {
-        tracing::warn!("config: {w}");
-    }
+    crate::cli::log_config_warnings(&base);
     let mut kube_config = connect(&o).await?;
     kube_config.headers.push((
         http::header::USER_AGENT,

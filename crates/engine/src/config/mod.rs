@@ -26,7 +26,7 @@ pub use plugins::{
 };
 pub use settings::{Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, top_keys};
 pub use values::{GoDuration, Labels, MAX_DURATION, Taint, Taints, yaml_to_json};
-pub use warnings::{Warning, bundled_plugin_names, plugin_names_in};
+pub use warnings::{Severity, Warning, bundled_plugin_names, plugin_names_in};
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Debug, thiserror::Error)]

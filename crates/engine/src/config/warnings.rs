@@ -16,6 +16,19 @@ pub struct Warning {
     pub field: String,
     /// What is odd, and what to do.
     pub message: String,
+    /// How loud `run` says it.
+    pub severity: Severity,
+}
+
+/// How loud a [`Warning`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Probably a mistake: `run` logs it at WARN.
+    Warning,
+    /// Valid and handled by a running engine (a section for a plugin that
+    /// is not in the directory now, kept for one dropped later or left
+    /// from one deleted): `run` logs it at INFO; `config check` prints it.
+    Notice,
 }
 
 impl std::fmt::Display for Warning {
@@ -67,6 +80,7 @@ pub(super) fn exposed_protected_paths(
         .map(Path::new)
         .filter(|p| p.starts_with(&g.from) && exists(p))
         .map(|p| Warning {
+            severity: Severity::Warning,
             field: format!("plugins.{name}.paths[{i}]"),
             message: format!(
                 "{} holds {} ({}), which the plugin can read through this grant: grant a narrower directory, or map an empty directory on the same filesystem for statvfs ({{path: {}, from: <empty dir>}})",
@@ -84,8 +98,9 @@ impl Config {
     /// - a `plugins` section named like no plugin but close to one
     ///   ([`Config::misspelled_plugins`]), with "did you mean";
     /// - a `plugins` section whose `<name>.wasm` is not in the plugin
-    ///   directory (a warning, not an error: a file dropped later is loaded
-    ///   then, and one config serves nodes with different plugin sets);
+    ///   directory (a [`Severity::Notice`], not an error: a file dropped
+    ///   later is loaded then, one config serves nodes with different
+    ///   plugin sets, and a deleted setter may leave its section);
     /// - a granted directory that holds one of [`PROTECTED_PATHS`] that
     ///   exists on this machine (the plugin can read it through the grant).
     pub fn warnings(&self) -> Vec<Warning> {
@@ -99,6 +114,7 @@ impl Config {
             out.iter().map(|w| w.field.clone()).collect();
         match present {
             Err(e) => out.push(Warning {
+                severity: Severity::Warning,
                 field: "pluginDir".into(),
                 message: format!(
                     "{}: {e}; plugins dropped there later are loaded then",
@@ -113,6 +129,7 @@ impl Config {
                     if p.image.is_none() && !self.plugin_dir.join(format!("{name}.wasm")).is_file()
                     {
                         out.push(Warning {
+                            severity: Severity::Notice,
                             field: format!("plugins.{name}"),
                             message: format!(
                                 "no {name}.wasm in {}: this section applies once that plugin is dropped there; check the spelling",
@@ -160,6 +177,7 @@ impl Config {
             .filter(|name| !known.contains(*name))
             .filter_map(|name| {
                 typo_of(name).map(|c| Warning {
+                    severity: Severity::Warning,
                     field: format!("plugins.{name}"),
                     message: format!(
                         "no plugin is named {name} (did you mean `{c}`?): this section applies to nothing until a {name}.wasm is loaded"
