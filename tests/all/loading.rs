@@ -297,7 +297,10 @@ fn tiered_a_slow_compile_runs_on_winch_and_cranelift_is_not_tried_twice() {
     let refused_tier_up = || {
         std::fs::read_dir(&cache).unwrap().any(|e| {
             let path = e.unwrap().path();
-            path.file_name().unwrap().to_string_lossy().starts_with("refused-")
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("refused-")
                 && std::fs::read_to_string(&path).unwrap().contains("+tier-up")
         })
     };
@@ -326,7 +329,13 @@ fn once_says_which_plugins_it_waited_for() {
     let cache = tmp.path().join("cache");
     let run = |compiler: &str| {
         let out = crate::cli::nodestatus()
-            .args(["once", "--plugin", built::KERNEL_CHECK, "--compiler", compiler])
+            .args([
+                "once",
+                "--plugin",
+                built::KERNEL_CHECK,
+                "--compiler",
+                compiler,
+            ])
             .arg("--cache-dir")
             .arg(&cache)
             .output()

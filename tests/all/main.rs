@@ -24,5 +24,5 @@ mod process;
 mod registry;
 mod reporters;
 mod sandbox;
-mod tiers;
 mod scaffold;
+mod tiers;

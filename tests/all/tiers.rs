@@ -41,7 +41,11 @@ fn without_times(mut node: Value) -> Value {
 /// One pass of the setters of `files` (each granted as the shipped
 /// default config grants it, the guests `/proc`) on `runtime`'s code, with
 /// the facts of `ctx`.
-fn pass_on(runtime: &Runtime, files: &[(String, PathBuf)], ctx: &CallContext) -> (Value, Vec<Tier>) {
+fn pass_on(
+    runtime: &Runtime,
+    files: &[(String, PathBuf)],
+    ctx: &CallContext,
+) -> (Value, Vec<Tier>) {
     let yaml = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../deploy/default-config.yaml"
@@ -128,7 +132,9 @@ fn a_plugin_starts_on_winch_and_cranelift_takes_over_cached_for_the_next_start()
     assert_eq!(plugin.tier(), Tier::Baseline);
     let node = nodes::small_node("tiered");
     let ctx = CallContext::default();
-    let on_winch = plugin.call_set(&runtime, &node.to_string(), ctx.clone()).unwrap();
+    let on_winch = plugin
+        .call_set(&runtime, &node.to_string(), ctx.clone())
+        .unwrap();
 
     assert!(
         wait_for(120, || plugin.tier() == Tier::Optimized),
@@ -154,11 +160,9 @@ fn a_plugin_starts_on_winch_and_cranelift_takes_over_cached_for_the_next_start()
 fn a_plugin_dropped_before_its_cranelift_compile_ends_is_not_kept_alive() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = runtime_with(Tiers::Tiered, Some(cache.path().to_owned()));
-    let plugin = Plugin::load_file(
-        &runtime,
-        std::path::Path::new(built::READY),
-        &|_| PluginSettings::default(),
-    )
+    let plugin = Plugin::load_file(&runtime, std::path::Path::new(built::READY), &|_| {
+        PluginSettings::default()
+    })
     .unwrap();
     assert_eq!(plugin.tier(), Tier::Baseline);
     let weak = {

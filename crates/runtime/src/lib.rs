@@ -96,7 +96,6 @@ mod refused;
 mod tier;
 
 pub use bridge::{block_on, blocking};
-pub use tier::{Tier, Tiers};
 pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
 pub use compile::{CompileLimits, Compiler};
 pub use host_api::{
@@ -109,6 +108,7 @@ pub use plugin::{
     MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings, SETTER_EXPORT,
     SetOutput, Ungranted, WORLD, Withheld, name_of_file, read_plugin_file, sha256_hex,
 };
+pub use tier::{Tier, Tiers};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -269,18 +269,17 @@ impl Runtime {
             _ => &optimized.engine,
         };
 
-        let cache =
-            match cache_dir.map(|path| PrecompileCache::open(path, kept, cache_max_bytes)) {
-                None => None,
-                Some(Ok(cache)) => Some(cache),
-                Some(Err(err)) => {
-                    tracing::warn!(
-                        "precompile cache disabled, every plugin is compiled at load: {}",
-                        error_chain(&err)
-                    );
-                    None
-                }
-            };
+        let cache = match cache_dir.map(|path| PrecompileCache::open(path, kept, cache_max_bytes)) {
+            None => None,
+            Some(Ok(cache)) => Some(cache),
+            Some(Err(err)) => {
+                tracing::warn!(
+                    "precompile cache disabled, every plugin is compiled at load: {}",
+                    error_chain(&err)
+                );
+                None
+            }
+        };
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
         let engines = std::iter::once(&optimized)

@@ -87,7 +87,11 @@ fn tier_up_key(sha256: &str) -> String {
 /// compile slots at a time), and a refusal remembered. With
 /// [`Tiers::Tiered`], Winch compiles it (Cranelift when Winch cannot), and
 /// the caller starts [`tier_up`].
-pub(super) fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+pub(super) fn compile(
+    runtime: &Runtime,
+    sha256: &str,
+    bytes: &[u8],
+) -> Result<Compiled, LoadError> {
     let last = runtime.tiers().last();
     if let Some(component) = runtime
         .cache()
@@ -137,10 +141,8 @@ pub(super) fn compile(runtime: &Runtime, sha256: &str, bytes: &[u8]) -> Result<C
             ),
         }
     }
-    let component = compile_tier(runtime, last, bytes, Some(sha256), false).map_err(|e| {
-        runtime.refused().remember(sha256, &e, limits);
-        e
-    })?;
+    let component = compile_tier(runtime, last, bytes, Some(sha256), false)
+        .inspect_err(|e| runtime.refused().remember(sha256, e, limits))?;
     Ok(Compiled {
         component,
         tier: last,

@@ -43,8 +43,8 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use errors::*;
 use code::{Code, CodeCell};
+pub use errors::*;
 use grants::*;
 pub use settings::*;
 
@@ -445,8 +445,7 @@ impl Plugin {
             self.grants.clone(),
             ctx,
             preopens,
-            self.settings.memory_limit,
-            self.settings.timeout,
+            &self.settings,
         )?;
         Ok((store, None))
     }
@@ -581,6 +580,8 @@ fn check_set_result(result: Result<String, String>) -> Result<Result<String, Str
     }
 }
 
+/// A store of `engine` for one call of plugin `name`, under the deadline
+/// and memory cap of its `settings`.
 fn new_store(
     runtime: &Runtime,
     engine: &Engine,
@@ -588,12 +589,20 @@ fn new_store(
     grants: Arc<Grants>,
     ctx: CallContext,
     preopens: Preopens,
-    memory_limit: usize,
-    timeout: Duration,
+    settings: &PluginSettings,
 ) -> Result<Store<CallState>, CallError> {
     let output = runtime.guest_output().clone();
-    let state = CallState::new(name, grants, ctx, preopens, memory_limit, timeout, output)
-        .map_err(sandbox_error)?;
+    let timeout = settings.timeout;
+    let state = CallState::new(
+        name,
+        grants,
+        ctx,
+        preopens,
+        settings.memory_limit,
+        timeout,
+        output,
+    )
+    .map_err(sandbox_error)?;
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     store.epoch_deadline_trap();
@@ -699,8 +708,7 @@ fn call_metadata(
         Arc::new(Grants::default()),
         CallContext::default(),
         Preopens::default(),
-        settings.memory_limit,
-        settings.timeout,
+        settings,
     )
     .map_err(LoadError::Metadata)?;
     let result = guest_call(&name, settings.timeout, "metadata", async {
