@@ -111,8 +111,8 @@ pub use plugin::{
 pub use tier::{Tier, Tiers};
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::Linker;
@@ -211,8 +211,13 @@ struct Inner {
     /// Cranelift's engine: its code is what the cache holds, unless the
     /// tiers are Winch's alone.
     optimized: TierEngine,
-    /// Winch's, unless the tiers are Cranelift's alone.
-    baseline: Option<TierEngine>,
+    /// Winch's: built at start with [`Tiers::Winch`]; with
+    /// [`Tiers::Tiered`], at the first compile (a start that finds every
+    /// plugin in the cache never builds it: no memory for it). `None`
+    /// inside when it could not be built (then Cranelift compiles).
+    baseline: std::sync::OnceLock<Option<TierEngine>>,
+    /// The engines the epoch ticker advances (Winch's joins when built).
+    ticked: Arc<Mutex<Vec<wasmtime::EngineWeak>>>,
     tiers: Tiers,
     cache: Option<PrecompileCache>,
     refused: refused::RefusedMemo,
@@ -260,12 +265,14 @@ impl Runtime {
         // (no second pool of address space for code that runs a few calls).
         let optimized = TierEngine::new(tier_engine(Tier::Optimized, tiers != Tiers::Winch)?)?;
         let baseline = match tiers {
-            Tiers::Cranelift => None,
-            Tiers::Tiered => Some(TierEngine::new(tier_engine(Tier::Baseline, false)?)?),
-            Tiers::Winch => Some(TierEngine::new(tier_engine(Tier::Baseline, true)?)?),
+            Tiers::Winch => std::sync::OnceLock::from(Some(TierEngine::new(tier_engine(
+                Tier::Baseline,
+                true,
+            )?)?)),
+            Tiers::Tiered | Tiers::Cranelift => std::sync::OnceLock::new(),
         };
-        let kept = match (&baseline, tiers.last()) {
-            (Some(b), Tier::Baseline) => &b.engine,
+        let kept = match (baseline.get(), tiers.last()) {
+            (Some(Some(b)), Tier::Baseline) => &b.engine,
             _ => &optimized.engine,
         };
 
@@ -282,16 +289,19 @@ impl Runtime {
         };
 
         let stop_ticker = Arc::new(AtomicBool::new(false));
-        let engines = std::iter::once(&optimized)
-            .chain(&baseline)
-            .map(|t| t.engine.weak())
-            .collect();
-        spawn_epoch_ticker(engines, stop_ticker.clone());
+        let ticked = Arc::new(Mutex::new(
+            std::iter::once(&optimized)
+                .chain(baseline.get().into_iter().flatten())
+                .map(|t| t.engine.weak())
+                .collect(),
+        ));
+        spawn_epoch_ticker(ticked.clone(), stop_ticker.clone());
 
         Ok(Self {
             inner: Arc::new(Inner {
                 optimized,
                 baseline,
+                ticked,
                 tiers,
                 refused: refused::RefusedMemo::open(cache.as_ref()),
                 cache,
@@ -319,10 +329,40 @@ impl Runtime {
     /// `tier`'s engine and linker (Cranelift's when the runtime has no
     /// Winch).
     pub(crate) fn tier(&self, tier: Tier) -> &TierEngine {
-        match (tier, &self.inner.baseline) {
-            (Tier::Baseline, Some(b)) => b,
-            _ => &self.inner.optimized,
+        match tier {
+            Tier::Baseline => self.baseline().unwrap_or(&self.inner.optimized),
+            Tier::Optimized => &self.inner.optimized,
         }
+    }
+
+    /// Winch's engine, built now if this is its first use; `None` with
+    /// [`Tiers::Cranelift`], or when it cannot be built.
+    pub(crate) fn baseline(&self) -> Option<&TierEngine> {
+        if self.inner.tiers == Tiers::Cranelift {
+            return None;
+        }
+        self.inner
+            .baseline
+            .get_or_init(
+                || match tier_engine(Tier::Baseline, false).and_then(TierEngine::new) {
+                    Ok(t) => {
+                        self.inner
+                            .ticked
+                            .lock()
+                            .expect("ticked engines lock")
+                            .push(t.engine.weak());
+                        Some(t)
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "Winch is unavailable, plugins are compiled by Cranelift: {}",
+                            error_chain(&e)
+                        );
+                        None
+                    }
+                },
+            )
+            .as_ref()
     }
 
     pub(crate) fn linker(&self, tier: Tier) -> &Linker<CallState> {
@@ -474,13 +514,13 @@ fn pooling_config() -> PoolingAllocationConfig {
 
 /// Advances the engines' epochs every [`EPOCH_TICK`] on a plain thread (so
 /// it runs with or without a tokio runtime) until the runtime is dropped.
-fn spawn_epoch_ticker(engines: Vec<wasmtime::EngineWeak>, stop: Arc<AtomicBool>) {
+fn spawn_epoch_ticker(engines: Arc<Mutex<Vec<wasmtime::EngineWeak>>>, stop: Arc<AtomicBool>) {
     std::thread::Builder::new()
         .name("nodestatus-epoch".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(EPOCH_TICK);
-                for engine in &engines {
+                for engine in engines.lock().expect("ticked engines lock").iter() {
                     match engine.upgrade() {
                         Some(engine) => engine.increment_epoch(),
                         None => return,
@@ -489,4 +529,49 @@ fn spawn_epoch_ticker(engines: Vec<wasmtime::EngineWeak>, stop: Arc<AtomicBool>)
             }
         })
         .expect("spawning the epoch ticker thread");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticked(rt: &Runtime) -> usize {
+        rt.inner.ticked.lock().unwrap().len()
+    }
+
+    #[test]
+    fn tiered_builds_winch_only_for_a_compile() {
+        let rt = Runtime::with_options(RuntimeOptions {
+            tiers: Tiers::Tiered,
+            ..RuntimeOptions::default()
+        })
+        .unwrap();
+        // A start whose plugins are all in the cache never needs it.
+        assert!(rt.inner.baseline.get().is_none());
+        assert_eq!(ticked(&rt), 1);
+        let winch = rt.baseline().expect("Winch is built in");
+        assert!(!Engine::same(&winch.engine, rt.engine()));
+        assert_eq!(ticked(&rt), 2, "its epoch is advanced too");
+        // Built once.
+        rt.baseline();
+        assert_eq!(ticked(&rt), 2);
+    }
+
+    #[test]
+    fn cranelift_alone_never_builds_winch_and_winch_alone_at_once() {
+        let cranelift = Runtime::new(None).unwrap();
+        assert!(cranelift.baseline().is_none());
+        assert_eq!(cranelift.tiers(), Tiers::Cranelift);
+        let winch = Runtime::with_options(RuntimeOptions {
+            tiers: Tiers::Winch,
+            ..RuntimeOptions::default()
+        })
+        .unwrap();
+        assert_eq!(ticked(&winch), 2);
+        // Its cached code is Winch's.
+        assert!(Engine::same(
+            winch.engine(),
+            &winch.baseline().unwrap().engine
+        ));
+    }
 }

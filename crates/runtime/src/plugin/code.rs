@@ -117,7 +117,7 @@ pub(super) fn compile(
         stats.prechecked.fetch_add(1, Ordering::Relaxed);
         return Err(e);
     }
-    if runtime.tiers() == Tiers::Tiered {
+    if runtime.tiers() == Tiers::Tiered && runtime.baseline().is_some() {
         match compile_tier(runtime, Tier::Baseline, bytes, None, false) {
             Ok(component) => {
                 let refused = runtime.refused().get(&tier_up_key(sha256), limits);
