@@ -11,10 +11,13 @@
 //! and Winch is not used. A component Winch cannot compile (a wasm feature
 //! it lacks) is compiled by Cranelift at once, as with
 //! [`Tiers::Cranelift`]. A failed Cranelift compile behind a plugin that
-//! runs on Winch leaves it on Winch, with a warning.
+//! runs on Winch leaves it on Winch, with a warning, and is remembered with
+//! the compile refusals (`refused`), so the next start does not try again.
 //!
 //! Each tier has an engine of its own (a compile strategy is an engine's
-//! setting): code of one cannot run in the other's stores. A plugin's calls
+//! setting): code of one cannot run in the other's stores. Winch's is built
+//! at the first compile that needs it, so a start that finds every plugin
+//! in the cache holds none of it. A plugin's calls
 //! take the code in force at the call's start, so a call never sees the
 //! switch; an instance kept for the next call (`reuseInstance`) belongs to
 //! one engine and is dropped when the code changes.
