@@ -244,16 +244,14 @@ pub(super) fn plugin_settings(
         s.timeout = t.0;
     }
     if let Some(m) = &p.memory_limit {
-        let q = nodestatus_apimachinery::quantity::Quantity::parse(m)
-            .map_err(|e| invalid(f("memoryLimit"), e))?;
-        let bytes = q.as_units_ceil();
-        if !(1 << 20..=4 << 30).contains(&bytes) {
-            return Err(invalid(
-                f("memoryLimit"),
-                format!("{m} must be between 1Mi and 4Gi"),
-            ));
-        }
-        s.memory_limit = bytes as usize;
+        s.memory_limit = super::values::byte_size(
+            &f("memoryLimit"),
+            m,
+            1 << 20,
+            4 << 30,
+            "between 1Mi and 4Gi",
+            "",
+        )? as usize;
     }
     s.container_runtime = p.container_runtime;
     s.reuse_instance = p.reuse_instance;

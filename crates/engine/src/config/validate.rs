@@ -7,7 +7,7 @@ use std::time::Duration;
 use nodestatus_runtime::{CompileLimits, Tiers};
 
 use super::plugins::{check_key, plugin_settings};
-use super::values::parse_node_ips;
+use super::values::{byte_size, parse_node_ips};
 use super::{
     Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, GoDuration, Result,
     default_cache_dir, hostname, invalid,
@@ -165,20 +165,14 @@ impl ConfigFile {
         };
         let cache_max_bytes = match &self.cache_max_size {
             None => nodestatus_runtime::DEFAULT_CACHE_MAX_BYTES,
-            Some(m) => {
-                let q = nodestatus_apimachinery::quantity::Quantity::parse(m)
-                    .map_err(|e| invalid("cacheMaxSize", e))?;
-                let bytes = q.as_units_ceil();
-                if !(16 << 20..=1 << 40).contains(&bytes) {
-                    return Err(invalid(
-                        "cacheMaxSize",
-                        format!(
-                            "{m} must be between 16Mi and 1Ti (CPython alone takes about 36Mi)"
-                        ),
-                    ));
-                }
-                bytes as u64
-            }
+            Some(m) => byte_size(
+                "cacheMaxSize",
+                m,
+                16 << 20,
+                1 << 40,
+                "between 16Mi and 1Ti",
+                " (CPython alone takes about 36Mi)",
+            )?,
         };
         if let Some(e) = &self.container_runtime_endpoint
             && !e.is_empty()
@@ -257,16 +251,14 @@ fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<C
         limits.timeout = t.0;
     }
     if let Some(m) = memory {
-        let q = nodestatus_apimachinery::quantity::Quantity::parse(m)
-            .map_err(|e| invalid("compileMemoryLimit", e))?;
-        let bytes = q.as_units_ceil();
-        if !(64 << 20..=64 << 30).contains(&bytes) {
-            return Err(invalid(
-                "compileMemoryLimit",
-                format!("{m} must be between 64Mi and 64Gi"),
-            ));
-        }
-        limits.memory = bytes as u64;
+        limits.memory = byte_size(
+            "compileMemoryLimit",
+            m,
+            64 << 20,
+            64 << 30,
+            "between 64Mi and 64Gi",
+            "",
+        )?;
     }
     Ok(limits)
 }

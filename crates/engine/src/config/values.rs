@@ -237,3 +237,26 @@ pub(super) fn parse_node_ips(s: &str) -> Result<Vec<std::net::IpAddr>, String> {
 pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
     serde_yaml::from_str(text).map_err(|e| e.to_string())
 }
+
+/// A byte size written as a Kubernetes quantity (`512Mi`, `2Gi`), in
+/// `min..=max` bytes: the error names `field` and says the range as
+/// `range` (for example `between 64Mi and 64Gi`), and `hint` after it.
+pub(super) fn byte_size(
+    field: &str,
+    value: &str,
+    min: i128,
+    max: i128,
+    range: &str,
+    hint: &str,
+) -> Result<u64> {
+    let q = nodestatus_apimachinery::quantity::Quantity::parse(value)
+        .map_err(|e| super::invalid(field, e))?;
+    let bytes = q.as_units_ceil();
+    if !(min..=max).contains(&bytes) {
+        return Err(super::invalid(
+            field,
+            format!("{value} must be {range}{hint}"),
+        ));
+    }
+    Ok(bytes as u64)
+}
