@@ -40,6 +40,33 @@ pub fn wait_for(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Runs the ignored test `name` (its path in this binary, such as
+/// `sandbox::hostile_kinds_child`) alone in a fresh process of this test
+/// binary, and returns what it printed. Fails if it fails or did not run.
+///
+/// For tests that measure the process's own memory: the tests that run
+/// beside them in one process would add theirs.
+pub fn run_alone(name: &str) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name}:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{name} did not run:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 /// The condition types of a node, in list order.
 pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
     node["status"]["conditions"]

@@ -401,22 +401,7 @@ fn swaps_child() {
 
 #[test]
 fn swaps_under_a_running_pass_loop() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "hot_reload::swaps_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_alone("hot_reload::swaps_child");
     let line = stdout
         .lines()
         .find_map(|l| l.split_once("SWAPS_RESULT ").map(|(_, r)| r))
