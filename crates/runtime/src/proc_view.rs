@@ -85,15 +85,36 @@ pub enum ProcGrant {
     Refused(String),
 }
 
-fn is_procfs(path: &Path) -> bool {
+/// Whether `path` is on a file system of type `magic` (`statfs`'s `f_type`).
+fn is_fs(path: &Path, magic: i64) -> bool {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
         return false;
     };
     // SAFETY: statfs fills the zeroed struct on success.
     unsafe {
         let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == libc::PROC_SUPER_MAGIC
+        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == magic
     }
+}
+
+fn is_procfs(path: &Path) -> bool {
+    is_fs(path, libc::PROC_SUPER_MAGIC)
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    is_fs(path, libc::TMPFS_MAGIC)
+}
+
+/// Where snapshot directories are made: the first of the temp dir
+/// (`$TMPDIR`, else `/tmp`; the DaemonSet mounts a memory `emptyDir` there)
+/// and `/dev/shm` that is a tmpfs, so that refreshing a snapshot every pass
+/// writes to memory, never to a disk; else the temp dir.
+fn base_dir() -> PathBuf {
+    let tmp = std::env::temp_dir();
+    [tmp.clone(), PathBuf::from("/dev/shm")]
+        .into_iter()
+        .find(|d| is_tmpfs(d))
+        .unwrap_or(tmp)
 }
 
 fn is_proc_root(path: &Path) -> bool {
@@ -176,16 +197,27 @@ struct Dir {
 }
 
 impl Dir {
-    /// A fresh owner-only directory, with an empty directory for each of
+    /// A fresh owner-only directory in [`base_dir`] (in the temp dir when
+    /// it cannot be made there), with an empty directory for each of
     /// [`PROC_DIRS`] so that listing `/proc` shows them.
     fn create(from: &Path) -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        let path = std::env::temp_dir().join(format!(
+        let name = format!(
             "nodestatus-proc-{}-{:016x}",
             std::process::id(),
             rand::random::<u64>()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        );
+        let make = |base: PathBuf| {
+            let path = base.join(&name);
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&path)
+                .map(|()| path)
+        };
+        let base = base_dir();
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep(&base));
+        let path = make(base).or_else(|_| make(std::env::temp_dir()))?;
         let dir = Self {
             from: from.to_owned(),
             path,
@@ -246,6 +278,34 @@ impl Dir {
             }
         }
         Ok(())
+    }
+}
+
+/// Removes the snapshot directories in `base` that a process no longer
+/// running left (one killed before it could remove its own, which on a
+/// tmpfs would hold memory until the machine restarts): ours by owner, and
+/// never followed through a link.
+fn sweep(base: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("nodestatus-proc-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -372,6 +432,44 @@ mod tests {
         assert!(dir.exists(), "kept for the next pass");
         drop(pool);
         assert!(!dir.exists(), "removed with the pool");
+    }
+
+    #[test]
+    fn a_snapshot_is_made_in_memory_when_a_tmpfs_is_at_hand() {
+        let pool = Arc::new(Pool::default());
+        let s = pool.take(Path::new("/proc")).unwrap();
+        let at_hand = [std::env::temp_dir(), PathBuf::from("/dev/shm")]
+            .iter()
+            .any(|d| is_tmpfs(d));
+        assert_eq!(is_tmpfs(s.path()), at_hand, "{}", s.path().display());
+        assert!(!is_tmpfs(Path::new("/proc")));
+    }
+
+    #[test]
+    fn a_dead_processs_snapshots_are_swept_and_nothing_else() {
+        let base = tempfile::tempdir().unwrap();
+        let mk = |n: &str| {
+            let p = base.path().join(n);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("meminfo"), "x").unwrap();
+            p
+        };
+        // pid_max is at most 2^22: no process has this pid.
+        let dead = mk("nodestatus-proc-99999999-00000000000000aa");
+        let live = mk(&format!(
+            "nodestatus-proc-{}-00000000000000bb",
+            std::process::id()
+        ));
+        let other = mk("something-else");
+        let target = mk("target");
+        let link = base
+            .path()
+            .join("nodestatus-proc-99999998-00000000000000cc");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        sweep(base.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
+        assert!(target.join("meminfo").exists(), "a link is not followed");
     }
 
     /// A fake procfs root: a directory with `meminfo`.
