@@ -174,3 +174,66 @@ fn a_plugin_dropped_before_its_cranelift_compile_ends_is_not_kept_alive() {
         "the Cranelift compile behind it holds no plugin"
     );
 }
+
+/// A directory with os-arch, opened as `run` (`open`) or as `once` opens it
+/// (`open_for_one_pass`), `compiler: tiered`, over an empty cache. Returns,
+/// after waiting up to `secs` for Cranelift's code to take over: the
+/// plugin's tier, the compiles its runtime started, and whether the cache
+/// then holds the plugin.
+fn tiered_dir(one_pass: bool, secs: u64) -> (Tier, u64, bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (plugins, cache) = (tmp.path().join("plugins"), tmp.path().join("cache"));
+    std::fs::create_dir(&plugins).unwrap();
+    drop_plugin(
+        &plugins,
+        "os-arch.wasm",
+        std::path::Path::new(built::OS_ARCH),
+    );
+    let yaml = format!(
+        "nodeName: tiered\ncompiler: tiered\npluginDir: {}\ncacheDir: {}\n",
+        plugins.display(),
+        cache.display()
+    );
+    let config = Arc::new(
+        ConfigFile::parse(&yaml, std::path::Path::new("tiered.yaml"))
+            .unwrap()
+            .validate()
+            .unwrap(),
+    );
+    let open = match one_pass {
+        true => PluginDir::open_for_one_pass,
+        false => PluginDir::open,
+    };
+    let dir = open(&config, None, None).unwrap();
+    dir.rescan();
+    let set = dir.current();
+    let plugin = set.setters()[0].plugin();
+    assert_eq!(plugin.tier(), Tier::Baseline, "Winch's code first");
+    wait_for(secs, || plugin.tier() == Tier::Optimized);
+    let compiles = dir
+        .runtime()
+        .load_stats()
+        .compiles
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let next = Runtime::with_options(RuntimeOptions {
+        cache_dir: Some(cache),
+        tiers: Tiers::Tiered,
+        tier_up: false,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let again = Plugin::load_file(&next, std::path::Path::new(built::OS_ARCH), &|_| {
+        PluginSettings::default()
+    })
+    .unwrap();
+    (plugin.tier(), compiles, !again.compiled())
+}
+
+#[test]
+fn a_one_pass_command_keeps_winchs_code_and_starts_no_cranelift_compile() {
+    // As `run` opens it: Cranelift's compile follows Winch's, and is cached.
+    assert_eq!(tiered_dir(false, 120), (Tier::Optimized, 2, true));
+    // As `once` and `plugin check` open it: Winch's compile alone (given
+    // time in which Cranelift's would have ended, as above).
+    assert_eq!(tiered_dir(true, 5), (Tier::Baseline, 1, false));
+}

@@ -184,6 +184,11 @@ pub struct RuntimeOptions {
     pub compiler: Compiler,
     /// Which compilers ([`Tiers`]; Cranelift only by default).
     pub tiers: Tiers,
+    /// With [`Tiers::Tiered`], whether Cranelift replaces Winch's code in
+    /// the background (true by default). False for a process that ends
+    /// after one pass (`once`, `plugin check`): it would only abandon that
+    /// compile, after taking a core from the loads it waits for.
+    pub tier_up: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -193,6 +198,7 @@ impl Default for RuntimeOptions {
             cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             compiler: Compiler::InProcess,
             tiers: Tiers::default(),
+            tier_up: true,
         }
     }
 }
@@ -219,6 +225,8 @@ struct Inner {
     /// The engines the epoch ticker advances (Winch's joins when built).
     ticked: Arc<Mutex<Vec<wasmtime::EngineWeak>>>,
     tiers: Tiers,
+    /// [`RuntimeOptions::tier_up`].
+    tier_up: bool,
     cache: Option<PrecompileCache>,
     refused: refused::RefusedMemo,
     compile_slots: CompileSlots,
@@ -259,6 +267,7 @@ impl Runtime {
             cache_max_bytes,
             compiler,
             tiers,
+            tier_up,
         } = options;
         // The engine that runs plugins for good is pooled; Winch's, when
         // Cranelift replaces its code within seconds, allocates on demand
@@ -303,6 +312,7 @@ impl Runtime {
                 baseline,
                 ticked,
                 tiers,
+                tier_up,
                 refused: refused::RefusedMemo::open(cache.as_ref()),
                 cache,
                 compile_slots: CompileSlots::new(COMPILE_SLOTS),
@@ -324,6 +334,12 @@ impl Runtime {
     /// The compilers in use.
     pub fn tiers(&self) -> Tiers {
         self.inner.tiers
+    }
+
+    /// Whether Cranelift replaces Winch's code in the background
+    /// ([`RuntimeOptions::tier_up`]).
+    pub fn tiers_up(&self) -> bool {
+        self.inner.tier_up
     }
 
     /// `tier`'s engine and linker (Cranelift's when the runtime has no

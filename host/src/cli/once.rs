@@ -56,7 +56,8 @@ impl Args {
         for w in cfg.misspelled_plugins(&present) {
             eprintln!("warning: {w}");
         }
-        let plugins = PluginDir::open(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
+        let plugins =
+            PluginDir::open_for_one_pass(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
         let node = match &self.node {
             Some(p) => read_node(p)?,
             None => nodestatus_model::node::kubelet::initial_node(

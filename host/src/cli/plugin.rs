@@ -94,7 +94,7 @@ impl Command {
 
 fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
     let config = Arc::new(layers.load()?);
-    let dir = PluginDir::open(&config, None, super::compiler_exe())?;
+    let dir = PluginDir::open_for_one_pass(&config, None, super::compiler_exe())?;
     // A plugin is named by its file: its settings are that name's.
     let name = nodestatus_runtime::name_of_file(file).unwrap_or_default();
     let plugin_config = Arc::new(config.plugin_settings(&name));
@@ -129,7 +129,7 @@ fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
 
 fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
     let config = Arc::new(layers.load()?);
-    let dir = PluginDir::open(&config, None, super::compiler_exe())?;
+    let dir = PluginDir::open_for_one_pass(&config, None, super::compiler_exe())?;
     let events = dir.rescan();
     println!(
         "{:>6}  {:<20} {:<10} {:<14} grants",
@@ -204,7 +204,7 @@ mod registry {
         let config = Arc::new(layers.load()?);
         let reference = Reference::parse(reference)?;
         // Only what would load is published: the loader's own checks.
-        let dir = nodestatus_engine::plugin_dir::PluginDir::open(
+        let dir = nodestatus_engine::plugin_dir::PluginDir::open_for_one_pass(
             &config,
             None,
             super::super::compiler_exe(),
@@ -282,7 +282,7 @@ mod registry {
                 return Ok(ExitCode::FAILURE);
             }
         };
-        let dir = nodestatus_engine::plugin_dir::PluginDir::open(
+        let dir = nodestatus_engine::plugin_dir::PluginDir::open_for_one_pass(
             &config,
             None,
             super::super::compiler_exe(),

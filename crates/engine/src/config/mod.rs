@@ -178,7 +178,8 @@ impl Config {
     /// The plugin runtime's options: the cache directory and cap, the
     /// compilation in a child of `compiler_exe` (the running `nodestatus`)
     /// under `compileTimeout` and `compileMemoryLimit` (in-process without
-    /// one), and the `compiler`s.
+    /// one), and the `compiler`s (with `tiered`, Cranelift's code replaces
+    /// Winch's in the background).
     pub fn runtime_options(&self, compiler_exe: Option<PathBuf>) -> RuntimeOptions {
         RuntimeOptions {
             cache_dir: Some(self.cache_dir.clone()),
@@ -191,6 +192,7 @@ impl Config {
                 None => Compiler::InProcess,
             },
             tiers: self.compiler,
+            tier_up: true,
         }
     }
 }

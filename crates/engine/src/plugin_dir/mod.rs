@@ -339,7 +339,31 @@ impl PluginDir {
         dir: Option<PathBuf>,
         compiler_exe: Option<PathBuf>,
     ) -> nodestatus_runtime::Result<Arc<Self>> {
-        let runtime = Runtime::with_options(config.runtime_options(compiler_exe))?;
+        Self::open_with(config, dir, config.runtime_options(compiler_exe))
+    }
+
+    /// [`PluginDir::open`] for a command that runs one pass and ends
+    /// (`once`, `plugin check`): with `compiler: tiered`, a plugin compiled
+    /// by Winch keeps Winch's code, since a Cranelift compile behind it
+    /// would be abandoned at the end, after taking a core from the loads.
+    pub fn open_for_one_pass(
+        config: &Arc<crate::config::Config>,
+        dir: Option<PathBuf>,
+        compiler_exe: Option<PathBuf>,
+    ) -> nodestatus_runtime::Result<Arc<Self>> {
+        let options = nodestatus_runtime::RuntimeOptions {
+            tier_up: false,
+            ..config.runtime_options(compiler_exe)
+        };
+        Self::open_with(config, dir, options)
+    }
+
+    fn open_with(
+        config: &Arc<crate::config::Config>,
+        dir: Option<PathBuf>,
+        options: nodestatus_runtime::RuntimeOptions,
+    ) -> nodestatus_runtime::Result<Arc<Self>> {
+        let runtime = Runtime::with_options(options)?;
         let dir = dir.unwrap_or_else(|| config.plugin_dir.clone());
         Ok(Self::new(dir, runtime, config.settings_fn()))
     }

@@ -86,7 +86,8 @@ fn tier_up_key(sha256: &str) -> String {
 /// ([`precheck`](crate::precheck)); else compiled (one of the runtime's
 /// compile slots at a time), and a refusal remembered. With
 /// [`Tiers::Tiered`], Winch compiles it (Cranelift when Winch cannot), and
-/// the caller starts [`tier_up`].
+/// the caller starts [`tier_up`] (unless the runtime does not tier up:
+/// [`RuntimeOptions::tier_up`](crate::RuntimeOptions::tier_up)).
 pub(super) fn compile(
     runtime: &Runtime,
     sha256: &str,
@@ -120,18 +121,22 @@ pub(super) fn compile(
     if runtime.tiers() == Tiers::Tiered && runtime.baseline().is_some() {
         match compile_tier(runtime, Tier::Baseline, bytes, None, false) {
             Ok(component) => {
-                let refused = runtime.refused().get(&tier_up_key(sha256), limits);
-                if let Some(why) = &refused {
-                    tracing::info!(
-                        sha256,
-                        "runs on Winch's code: Cranelift refused it before ({why}); not compiled by Cranelift again until the file changes or the compile limits grow"
-                    );
-                }
+                let tier_up = runtime.tiers_up()
+                    && {
+                        let refused = runtime.refused().get(&tier_up_key(sha256), limits);
+                        if let Some(why) = &refused {
+                            tracing::info!(
+                                sha256,
+                                "runs on Winch's code: Cranelift refused it before ({why}); not compiled by Cranelift again until the file changes or the compile limits grow"
+                            );
+                        }
+                        refused.is_none()
+                    };
                 return Ok(Compiled {
                     component,
                     tier: Tier::Baseline,
                     compiled: true,
-                    tier_up: refused.is_none(),
+                    tier_up,
                 });
             }
             Err(e) => tracing::info!(
