@@ -2,7 +2,7 @@
 // Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
 // of the world `nodestatus:plugin/plugin@0.1.1`) with componentize-js:
 //
-//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] SETTER.js
+//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build] SETTER.js
 //
 // 1. bundles SETTER.js and what it imports (./nodestatus.js, ./host.js, npm
 //    packages) into one ES module with esbuild (componentize-js does not
@@ -28,6 +28,9 @@
 //   bundle, the world, this script and the tool versions, and reuse them (componentize
 //   takes tens of seconds; bundling, milliseconds).
 // --out: default: the plugin's name from its folder, `<folder>.wasm`.
+// --debug-build: componentize-js's engine with its function names (2 MiB
+//   more), so that a profile names SpiderMonkey's functions (run the engine
+//   with NODESTATUS_PERFMAP=1 under `perf`: docs/benchmarks.md).
 
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
@@ -53,12 +56,13 @@ const { values: opts, positionals } = parseArgs({
     modules: { type: 'string' },
     types: { type: 'string' },
     cache: { type: 'string' },
+    'debug-build': { type: 'boolean' },
     quiet: { type: 'boolean', short: 'q' },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help || positionals.length !== 1) {
-  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] SETTER.js');
+  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build] SETTER.js');
   process.exit(opts.help ? 0 : 2);
 }
 const entry = resolve(positionals[0]);
@@ -198,6 +202,7 @@ world plugin {
     readFileSync(setterWit),
     readFileSync(fileURLToPath(import.meta.url)), // the build's own options
     `componentize-js ${version('@bytecodealliance/componentize-js')} jco ${version('@bytecodealliance/jco')} node ${process.versions.node}`,
+    opts['debug-build'] ? 'debug-build' : '',
   ]) {
     key.update(part).update('\0');
   }
@@ -225,6 +230,8 @@ world plugin {
         // Keep stdio (uncaught errors go to stderr, which the host logs at
         // debug), random (Math.random) and clocks (Date, for timestamps).
         disableFeatures: ['http', 'fetch-event'],
+        // --debug-build: the engine with its function names, for profiles.
+        debugBuild: Boolean(opts['debug-build']),
       }));
     } finally {
       process.chdir(cwd);

@@ -724,3 +724,40 @@ fn the_default_config_loads_the_default_setters_without_a_warning() {
     assert!(check.status.success(), "{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
 }
+
+#[test]
+fn perfmap_names_the_plugins_functions_for_a_profile() {
+    // `NODESTATUS_PERFMAP=1`: wasmtime writes the plugins' code symbols to
+    // /tmp/perf-<pid>.map, where `perf report` finds them
+    // (docs/benchmarks.md, "Where the time goes"). kernel-check is built
+    // without its names, so its functions are numbered.
+    let child = nodestatus()
+        .args([
+            "once",
+            "--node-name",
+            "perfmap",
+            "--plugin",
+            built::KERNEL_CHECK,
+        ])
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .env("NODESTATUS_PERFMAP", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&map).unwrap_or_default();
+    let _ = std::fs::remove_file(&map);
+    assert!(
+        text.lines().any(|l| l.contains(" wasm[0]::")),
+        "no plugin symbol in {}: {}",
+        map.display(),
+        &text[..text.len().min(2000)]
+    );
+}

@@ -121,6 +121,11 @@ pub(crate) fn engine_config(tier: Tier) -> Config {
         .wasm_component_model(true)
         // A deep recursion must trap in the guest, not overflow the host.
         .max_wasm_stack(1 << 20);
+    // For profiles: `NODESTATUS_PERFMAP=1` has wasmtime write the plugins'
+    // function names to /tmp/perf-<pid>.map, which `perf report` reads.
+    if std::env::var_os("NODESTATUS_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     match tier {
         Tier::Optimized => {
             config
