@@ -62,6 +62,7 @@ pub const DEFAULT_ADDRESS: &str = "127.0.0.1:10258";
 /// `nodestatus run`: the engine on a tokio runtime, until SIGTERM or
 /// SIGINT.
 pub fn execute(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    super::limit_malloc_arenas();
     super::on_tokio(run(args))
 }
 
