@@ -259,10 +259,8 @@ impl Preopens {
             };
             plan.may_block |= grant.may_block();
             let mut add = |host: PathBuf, guest: &Path| {
-                use std::os::unix::fs::MetadataExt;
-                // Which directory it is, not only where: a directory
-                // removed and made again is another one.
-                let id = std::fs::metadata(&host).ok().map(|m| (m.dev(), m.ino()));
+                // Which directory it is, not only where.
+                let id = ctx.facts.dir_id(&host);
                 let guest = guest.to_string_lossy().into_owned();
                 plan.dirs.push(Preopen { host, guest, id });
             };
