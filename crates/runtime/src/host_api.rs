@@ -265,7 +265,7 @@ impl Preopens {
                 plan.dirs.push(Preopen { host, guest, id });
             };
             match grant {
-                ProcGrant::Plain | ProcGrant::Allowed | ProcGrant::Driver => {
+                ProcGrant::Plain | ProcGrant::KernelMm | ProcGrant::Allowed | ProcGrant::Driver => {
                     add(ctx.facts.host_path(&g.from).into_owned(), &g.path);
                 }
                 ProcGrant::Root => {

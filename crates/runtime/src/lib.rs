@@ -28,8 +28,9 @@
 //!     reader 10 to 25 times slower). A thread blocked in the kernel (a FIFO
 //!     with no writer inside a granted directory, a hung network mount) is
 //!     beyond both limits above, so a call whose sandbox preopens a
-//!     directory where that can happen (any but a filtered `/proc` and the
-//!     kernel's tables below it: see [`proc_view::ProcGrant::may_block`])
+//!     directory where that can happen (any but a filtered `/proc`, the
+//!     kernel's tables below it and sysfs's `kernel/mm`: see
+//!     [`proc_view::ProcGrant::may_block`])
 //!     runs on a call thread of its own (`runtime/call_thread.rs`), and its
 //!     caller waits at most the deadline (plus four ticks). Past it the call
 //!     fails with [`CallErrorKind::Timeout`], its thread is left to the

@@ -72,6 +72,10 @@ const MAX_PROC_FILE: u64 = 4 << 20;
 pub enum ProcGrant {
     /// Not procfs, and holds no procfs mount just below it: preopen as is.
     Plain,
+    /// A sysfs directory at or below `kernel/mm` of its mount
+    /// (`/sys/kernel/mm/hugepages`): the kernel's memory-management tables,
+    /// which no driver or device answers. Preopen as is.
+    KernelMm,
     /// The root of a procfs mount: serve the filtered view.
     Root,
     /// A procfs directory below `/proc/sys` or `/proc/pressure`: preopen as
@@ -105,6 +109,28 @@ fn is_tmpfs(path: &Path) -> bool {
     is_fs(path, libc::TMPFS_MAGIC)
 }
 
+/// Whether `path` is a sysfs directory at or below `kernel/mm` of the sysfs
+/// mount that holds it (resolved: a link out of it does not count).
+fn is_kernel_mm(path: &Path) -> bool {
+    const SYSFS_MAGIC: i64 = 0x6265_6572;
+    if !is_fs(path, SYSFS_MAGIC) {
+        return false;
+    }
+    let Ok(real) = path.canonicalize() else {
+        return false;
+    };
+    // The mount's root: the last ancestor still on sysfs.
+    let Some(root) = real
+        .ancestors()
+        .take_while(|a| is_fs(a, SYSFS_MAGIC))
+        .last()
+    else {
+        return false;
+    };
+    real.strip_prefix(root)
+        .is_ok_and(|rest| rest.starts_with("kernel/mm"))
+}
+
 /// Where snapshot directories are made: the first of the temp dir
 /// (`$TMPDIR`, else `/tmp`; the DaemonSet mounts a memory `emptyDir` there)
 /// and `/dev/shm` that is a tmpfs, so that refreshing a snapshot every pass
@@ -131,7 +157,7 @@ impl ProcGrant {
         match self {
             Self::Plain | Self::Driver => true,
             // A snapshot the host wrote, and the kernel's tables.
-            Self::Root | Self::Allowed => false,
+            Self::Root | Self::Allowed | Self::KernelMm => false,
             // Nothing preopened.
             Self::HoldsProc | Self::Refused(_) => false,
         }
@@ -143,6 +169,9 @@ pub fn classify(from: &Path) -> ProcGrant {
     if !is_procfs(from) {
         if is_proc_root(&from.join("proc")) {
             return ProcGrant::HoldsProc;
+        }
+        if is_kernel_mm(from) {
+            return ProcGrant::KernelMm;
         }
         return ProcGrant::Plain;
     }
@@ -408,12 +437,27 @@ mod tests {
 
     #[test]
     fn only_the_kernels_tables_and_the_snapshot_cannot_block() {
-        for g in ["/proc", "/proc/sys", "/proc/pressure"] {
+        for g in [
+            "/proc",
+            "/proc/sys",
+            "/proc/pressure",
+            "/sys/kernel/mm",
+            "/sys/kernel/mm/hugepages",
+        ] {
             assert!(!classify(Path::new(g)).may_block(), "{g}");
         }
-        for g in ["/proc/driver", "/tmp", "/sys"] {
+        for g in ["/proc/driver", "/tmp", "/sys", "/sys/kernel", "/sys/class"] {
             assert!(classify(Path::new(g)).may_block(), "{g}");
         }
+        assert_eq!(
+            classify(Path::new("/sys/kernel/mm/hugepages")),
+            ProcGrant::KernelMm
+        );
+        // Not sysfs: a directory of that name elsewhere is plain.
+        let tmp = tempfile::tempdir().unwrap();
+        let fake = tmp.path().join("kernel/mm");
+        std::fs::create_dir_all(&fake).unwrap();
+        assert_eq!(classify(&fake), ProcGrant::Plain);
     }
 
     #[test]

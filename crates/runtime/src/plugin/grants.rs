@@ -65,7 +65,11 @@ pub(super) fn check_process_grants(grants: &Grants) -> Result<Vec<Withheld>, Loa
                 });
             }
             ProcGrant::HoldsProc => withheld.push(Withheld::FilesUnderProc(g.path.clone())),
-            ProcGrant::Plain | ProcGrant::Root | ProcGrant::Allowed | ProcGrant::Driver => {}
+            ProcGrant::Plain
+            | ProcGrant::KernelMm
+            | ProcGrant::Root
+            | ProcGrant::Allowed
+            | ProcGrant::Driver => {}
         }
     }
     Ok(withheld)
