@@ -285,7 +285,8 @@ fn after_a_cold_start_on_winch_the_engine_holds_what_a_warm_start_holds() {
     // malloc arena of its own, and the engine held about 12 MB more than
     // after a start from the cache, for as long as it ran (this debug
     // build: 61.0 against 49.1 MB; with two arenas and the freed pages
-    // given back after each tier-up, within 2.5 MB).
+    // given back after each tier-up, within 2.5 MB alone and 3.2 MB beside
+    // other tests; two arenas without the trim left 6.6 MB).
     let tmp = tempfile::tempdir().unwrap();
     let (plugins, cache) = (tmp.path().join("plugins"), tmp.path().join("cache"));
     std::fs::create_dir(&plugins).unwrap();
@@ -305,7 +306,7 @@ fn after_a_cold_start_on_winch_the_engine_holds_what_a_warm_start_holds() {
         warm >> 10
     );
     assert!(
-        cold < warm + (5 << 20),
+        cold < warm + (6 << 20),
         "a cold start holds {} KiB more than a warm one ({} against {} KiB)",
         (cold.saturating_sub(warm)) >> 10,
         cold >> 10,
