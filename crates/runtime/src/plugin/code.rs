@@ -211,7 +211,9 @@ fn compile_tier(
 /// compiled artifacts, Winch's code and its kept instances) on many threads
 /// at once; without this, about 4 MB of it stayed resident
 /// (`tiers::after_a_cold_start_on_winch_the_engine_holds_what_a_warm_start_holds`).
-fn release_freed_memory() {
+/// Called after each tier-up, and when a kept instance on Winch's code is
+/// dropped at the first call after it.
+pub(super) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory to the system, under the
     // allocator's locks.

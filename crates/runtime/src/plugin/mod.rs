@@ -430,13 +430,18 @@ impl Plugin {
             true => self.warm.lock().expect("warm instance lock").take(),
             false => None,
         };
-        if let Some(mut w) = warm
-            && w.store.data().serves(&preopens)
-            && Engine::same(w.store.engine(), &code.engine)
-        {
-            w.store.data_mut().renew(ctx, preopens);
-            arm_deadline(&mut w.store, self.settings.timeout);
-            return Ok((w.store, Some(w.instance)));
+        if let Some(mut w) = warm {
+            let same_code = Engine::same(w.store.engine(), &code.engine);
+            if same_code && w.store.data().serves(&preopens) {
+                w.store.data_mut().renew(ctx, preopens);
+                arm_deadline(&mut w.store, self.settings.timeout);
+                return Ok((w.store, Some(w.instance)));
+            }
+            drop(w);
+            if !same_code {
+                // Winch's instance, dropped once Cranelift's code is in force.
+                code::release_freed_memory();
+            }
         }
         let store = new_store(
             runtime,
