@@ -244,14 +244,8 @@ pub(super) fn plugin_settings(
         s.timeout = t.0;
     }
     if let Some(m) = &p.memory_limit {
-        s.memory_limit = super::values::byte_size(
-            &f("memoryLimit"),
-            m,
-            1 << 20,
-            4 << 30,
-            "between 1Mi and 4Gi",
-            "",
-        )? as usize;
+        s.memory_limit =
+            super::values::byte_size(&f("memoryLimit"), m, 1 << 20, 4 << 30, "")? as usize;
     }
     s.container_runtime = p.container_runtime;
     s.reuse_instance = p.reuse_instance;

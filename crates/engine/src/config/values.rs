@@ -239,23 +239,21 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// A byte size written as a Kubernetes quantity (`512Mi`, `2Gi`), in
-/// `min..=max` bytes: the error names `field` and says the range as
-/// `range` (for example `between 64Mi and 64Gi`), and `hint` after it.
-pub(super) fn byte_size(
-    field: &str,
-    value: &str,
-    min: i128,
-    max: i128,
-    range: &str,
-    hint: &str,
-) -> Result<u64> {
-    let q = nodestatus_apimachinery::quantity::Quantity::parse(value)
-        .map_err(|e| super::invalid(field, e))?;
-    let bytes = q.as_units_ceil();
-    if !(min..=max).contains(&bytes) {
+/// `min..=max` bytes: the error names `field` and the range (`between 64Mi
+/// and 64Gi`), then `hint`.
+pub(super) fn byte_size(field: &str, value: &str, min: u64, max: u64, hint: &str) -> Result<u64> {
+    use nodestatus_apimachinery::quantity::Quantity;
+    let bytes = Quantity::parse(value)
+        .map_err(|e| super::invalid(field, e))?
+        .as_units_ceil();
+    if !(i128::from(min)..=i128::from(max)).contains(&bytes) {
         return Err(super::invalid(
             field,
-            format!("{value} must be {range}{hint}"),
+            format!(
+                "{value} must be between {} and {}{hint}",
+                Quantity::bytes(min),
+                Quantity::bytes(max)
+            ),
         ));
     }
     Ok(bytes as u64)
