@@ -30,16 +30,19 @@ pub const DEFAULT_PLUGINS: [(&str, &str); 11] = [
     ("ready.wasm", built::READY),
 ];
 
+fn guest_plugins() -> PathBuf {
+    std::env::var_os("NODESTATUS_GUEST_PLUGINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guest-plugins"))
+}
+
 /// A setter written in another language, built by `scripts/guests/<lang>.sh`
 /// into `target/guest-plugins` (or `$NODESTATUS_GUEST_PLUGINS`):
 /// `cpu-features` (Python), `load-average` (JavaScript), `memory-features` (C).
 /// `scripts/test.sh` builds them before the tests; a missing one fails the
 /// test that needs it, with the command that builds it.
 pub fn guest(name: &str) -> PathBuf {
-    let dir = std::env::var_os("NODESTATUS_GUEST_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guest-plugins"));
-    let path = dir.join(format!("{name}.wasm"));
+    let path = guest_plugins().join(format!("{name}.wasm"));
     let lang = match name {
         "cpu-features" => "python",
         "load-average" => "js",
@@ -48,6 +51,19 @@ pub fn guest(name: &str) -> PathBuf {
     assert!(
         path.is_file(),
         "{} is missing: build it with scripts/guests/{lang}.sh (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A JavaScript setter of `plugins/js` built ahead of time (`build.mjs
+/// --aot`, weval) into the `aot` folder beside [`guest`]'s. `scripts/test.sh`
+/// builds `load-average` so.
+pub fn guest_aot(name: &str) -> PathBuf {
+    let path = guest_plugins().join("aot").join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with NODESTATUS_JS_AOT=1 NODESTATUS_PLUGIN_DIRS=plugins/js/{name} scripts/guests/js.sh target/guest-plugins/aot (scripts/test.sh does)",
         path.display()
     );
     path

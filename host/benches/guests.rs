@@ -4,7 +4,10 @@
 //! The guests are the real ones, built by `scripts/guests/python.sh` and
 //! `scripts/guests/js.sh` into `target/guest-plugins`: `cpu-features`
 //! (CPython through componentize-py) and `load-average` (SpiderMonkey
-//! through componentize-js), each granted `/proc`.
+//! through componentize-js), each granted `/proc`; and `load-average-aot`,
+//! the same JavaScript built with `build.mjs --aot` (weval compiles it ahead
+//! of time) by `scripts/guests/js.sh` with `NODESTATUS_JS_AOT=1` into
+//! `target/guest-plugins/aot`.
 //!
 //! - `guest/<name>/set`: one `Plugin::call_set` on the ~15 kB busy node: a
 //!   fresh store and WASI sandbox, instantiation of the interpreter, the
@@ -50,12 +53,28 @@ use nodestatus_runtime::{
     CallContext, CompileLimits, Compiler, PathGrant, Plugin, PluginSettings, Runtime,
     RuntimeOptions, Tier, Tiers,
 };
-use nodestatus_tests::{built, drop_plugin, guest, nodes};
+use nodestatus_tests::{built, drop_plugin, guest, guest_aot, nodes};
 
-/// The guests: plugin name, and its config.
-const GUESTS: &[(&str, &str)] = &[
-    ("cpu-features", "{}"),
-    ("load-average", r#"{"maxLoadPerCpu": 1000}"#),
+/// Where the component of a plugin of that name is.
+type Component = fn(&str) -> PathBuf;
+
+/// The guests: the benchmarks' name for it, the plugin's name, where its
+/// component is, and its config. `load-average-aot` is `load-average` built
+/// with `build.mjs --aot` (its JavaScript compiled by weval).
+const GUESTS: &[(&str, &str, Component, &str)] = &[
+    ("cpu-features", "cpu-features", guest, "{}"),
+    (
+        "load-average",
+        "load-average",
+        guest,
+        r#"{"maxLoadPerCpu": 1000}"#,
+    ),
+    (
+        "load-average-aot",
+        "load-average",
+        guest_aot,
+        r#"{"maxLoadPerCpu": 1000}"#,
+    ),
 ];
 
 fn settings_fn(config: &'static str) -> SettingsFn {
@@ -150,8 +169,8 @@ fn benches(c: &mut Criterion) {
     let winch = production_runtime(Some(PathBuf::from(built::TEST_CACHE_DIR)), Tiers::Winch);
     let ctx = CallContext::default();
 
-    for &(name, config) in GUESTS {
-        let src = guest(name);
+    for &(label, name, component, config) in GUESTS {
+        let src = component(name);
         let settings = settings_fn(config);
         // The first load warms the cache (a cold compile if it was not).
         let plugin = Plugin::load_file(&cached, &src, &|n| settings(n).sandbox)
@@ -168,7 +187,7 @@ fn benches(c: &mut Criterion) {
             .unwrap_or_else(|e| panic!("loading {name} with Winch: {e:#}"));
         assert_eq!(on_winch.tier(), Tier::Baseline);
 
-        let mut group = c.benchmark_group(format!("guest/{name}"));
+        let mut group = c.benchmark_group(format!("guest/{label}"));
         for (id, runtime, plugin) in [
             ("set", &cached, &plugin),
             ("set-reuse", &cached, &warm),
@@ -185,7 +204,7 @@ fn benches(c: &mut Criterion) {
         }
         group.finish();
 
-        let mut group = c.benchmark_group(format!("activate/{name}"));
+        let mut group = c.benchmark_group(format!("activate/{label}"));
         group.sample_size(10);
         group.bench_function("cached", |b| {
             b.iter_custom(|iters| {
@@ -201,7 +220,7 @@ fn benches(c: &mut Criterion) {
         }
         let watched = activate_watched(&cached, name, &src, &settings);
         println!(
-            "activate/{name}/watched (once): {:.1} ms from the rename to the watcher's Loaded event, cache warm",
+            "activate/{label}/watched (once): {:.1} ms from the rename to the watcher's Loaded event, cache warm",
             watched.as_secs_f64() * 1e3
         );
         for tiers in [Tiers::Cranelift, Tiers::Tiered] {
@@ -209,7 +228,7 @@ fn benches(c: &mut Criterion) {
             let dropped = Instant::now();
             let (took, plugin) = activate(&cold, name, &src, &settings, Some(&node_json));
             println!(
-                "activate/{name}/cold-{tiers} (once): {:.2} s from the file dropped to the end of its first set (on {}'s code), compiled in a child process, no cache",
+                "activate/{label}/cold-{tiers} (once): {:.2} s from the file dropped to the end of its first set (on {}'s code), compiled in a child process, no cache",
                 took.as_secs_f64(),
                 plugin.tier()
             );
@@ -223,7 +242,7 @@ fn benches(c: &mut Criterion) {
                 std::thread::sleep(Duration::from_millis(50));
             }
             println!(
-                "activate/{name}/cold-{tiers}: on Cranelift's code {:.2} s after the drop",
+                "activate/{label}/cold-{tiers}: on Cranelift's code {:.2} s after the drop",
                 dropped.elapsed().as_secs_f64()
             );
         }

@@ -13,6 +13,11 @@
 #    Components are cached by the sha256 of their bundled source, so an
 #    unchanged setter is copied, not rebuilt.
 #
+# NODESTATUS_JS_AOT=1 builds them ahead of time (build.mjs --aot): their
+# JavaScript compiled by weval, the WebAssembly partial evaluator, instead of
+# interpreted; weval comes from scripts/guests/weval.sh ($NODESTATUS_WEVAL,
+# else weval 0.5.0 built once from crates.io).
+#
 # Needs Node.js >= 20.6 and npm. A relative OUT_DIR is taken from the
 # repository root; the script works from any directory.
 set -euo pipefail
@@ -51,6 +56,12 @@ else
 fi
 flock -u 9 2>/dev/null || true
 
+aot=()
+if [ "${NODESTATUS_JS_AOT:-0}" = 1 ]; then
+  weval="$("$repo/scripts/guests/weval.sh")" || die "NODESTATUS_JS_AOT=1 needs weval (scripts/guests/weval.sh, above)"
+  aot=(--aot --weval "$weval")
+fi
+
 # NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to test
 # and build instead of plugins/js/*/, as `nodestatus new` scaffolds them.
 dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/js/*/})
@@ -77,9 +88,9 @@ for dir in "${dirs[@]}"; do
     console.log(setter.metadata().name);
   ' "$sdk" "$dir/setter.js")" || die "plugins/js/$name/setter.js: cannot load it, or its metadata is invalid"
   [ "$meta" = "$name" ] || die "plugins/js/$name: metadata.name is \"$meta\"; name the folder after the plugin"
-  log "build $name -> $out/$name.wasm"
+  log "build $name -> $out/$name.wasm${aot:+ (ahead of time)}"
   node "$sdk/build.mjs" --modules "$cache/node_modules" --wit "$repo/wit" --cache "$cache/components" \
-    --out "$out/$name.wasm" "$dir/setter.js"
+    "${aot[@]}" --out "$out/$name.wasm" "$dir/setter.js"
   built=$((built + 1))
 done
 log "done: $built JavaScript plugin(s) in $out"

@@ -2,7 +2,7 @@
 // Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
 // of the world `nodestatus:plugin/plugin@0.1.1`) with componentize-js:
 //
-//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build] SETTER.js
+//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js
 //
 // 1. bundles SETTER.js and what it imports (./nodestatus.js, ./host.js, npm
 //    packages) into one ES module with esbuild (componentize-js does not
@@ -31,6 +31,15 @@
 // --debug-build: componentize-js's engine with its function names (2 MiB
 //   more), so that a profile names SpiderMonkey's functions (run the engine
 //   with NODESTATUS_PERFMAP=1 under `perf`: docs/benchmarks.md).
+// --aot: compile the setter's JavaScript ahead of time with weval (the
+//   WebAssembly partial evaluator) instead of interpreting it: a call on a
+//   kept instance (`reuseInstance: true`) takes about two thirds of the time;
+//   the component is 5 MiB larger, and a fresh instance, a compile and a
+//   load take longer (docs/first-setter-javascript.md has the figures).
+// --weval BIN: the weval 0.5.0 binary for --aot; default: $NODESTATUS_WEVAL,
+//   else componentize-js downloads it from GitHub. Without internet access,
+//   `cargo install weval --version 0.5.0 --locked` (what scripts/guests/js.sh
+//   does with NODESTATUS_JS_AOT=1).
 
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
@@ -57,13 +66,21 @@ const { values: opts, positionals } = parseArgs({
     types: { type: 'string' },
     cache: { type: 'string' },
     'debug-build': { type: 'boolean' },
+    aot: { type: 'boolean' },
+    weval: { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help || positionals.length !== 1) {
-  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build] SETTER.js');
+  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js');
   process.exit(opts.help ? 0 : 2);
+}
+if (opts.aot && opts['debug-build']) fail('--aot and --debug-build cannot go together: the AOT engine has no debug build');
+if (opts.weval !== undefined && !opts.aot) fail('--weval is for --aot builds only');
+const wevalBin = opts.aot ? (opts.weval ?? process.env.NODESTATUS_WEVAL) : undefined;
+if (opts.aot && wevalBin !== undefined && !existsSync(wevalBin)) {
+  fail(`${wevalBin}: no such file (--weval wants weval 0.5.0: cargo install weval --version 0.5.0 --locked)`);
 }
 const entry = resolve(positionals[0]);
 if (!existsSync(entry)) fail(`${entry}: no such file`);
@@ -203,6 +220,7 @@ world plugin {
     readFileSync(fileURLToPath(import.meta.url)), // the build's own options
     `componentize-js ${version('@bytecodealliance/componentize-js')} jco ${version('@bytecodealliance/jco')} node ${process.versions.node}`,
     opts['debug-build'] ? 'debug-build' : '',
+    opts.aot ? 'aot' : '',
   ]) {
     key.update(part).update('\0');
   }
@@ -232,11 +250,13 @@ world plugin {
         disableFeatures: ['http', 'fetch-event'],
         // --debug-build: the engine with its function names, for profiles.
         debugBuild: Boolean(opts['debug-build']),
+        // --aot: weval; componentize-js fetches it when no binary is given.
+        ...(opts.aot ? { enableAot: true, wevalBin: wevalBin && resolve(wevalBin) } : {}),
       }));
     } finally {
       process.chdir(cwd);
     }
-    how = `bundle ${t1 - t0} ms, componentize ${((Date.now() - t1) / 1000).toFixed(1)} s`;
+    how = `bundle ${t1 - t0} ms, componentize${opts.aot ? ' (AOT)' : ''} ${((Date.now() - t1) / 1000).toFixed(1)} s`;
     if (cached) {
       mkdirSync(dirname(cached), { recursive: true });
       writeFileSync(`${cached}.${process.pid}.tmp`, component);

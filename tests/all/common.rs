@@ -78,17 +78,40 @@ pub fn condition_types(node: &serde_json::Value) -> Vec<&str> {
 /// One pass of every plugin in `dir` over `node`, which must succeed for
 /// every setter; returns the resulting node.
 pub fn pass_ok(dir: &PluginDir, node: &serde_json::Value) -> serde_json::Value {
+    pass_ok_with(dir, node, &nodestatus_runtime::CallContext::default())
+}
+
+/// [`pass_ok`] with the facts of `ctx` (one snapshot of the machine for
+/// several passes).
+pub fn pass_ok_with(
+    dir: &PluginDir,
+    node: &serde_json::Value,
+    ctx: &nodestatus_runtime::CallContext,
+) -> serde_json::Value {
     let (out, report) = nodestatus_engine::pipeline::pass(
         dir.runtime(),
         &dir.current(),
         node,
-        &nodestatus_runtime::CallContext::default(),
+        ctx,
         Default::default(),
     );
     for s in &report.setters {
         assert!(s.outcome.is_ok(), "{}: {:?}", s.plugin, s.outcome);
     }
     out
+}
+
+/// The node without the times a pass stamps (a new condition's transition
+/// and heartbeat: the pass's clock), which differ from one pass to the next.
+pub fn without_times(mut node: serde_json::Value) -> serde_json::Value {
+    if let Some(conditions) = node["status"]["conditions"].as_array_mut() {
+        for c in conditions {
+            let c = c.as_object_mut().unwrap();
+            c.remove("lastHeartbeatTime");
+            c.remove("lastTransitionTime");
+        }
+    }
+    node
 }
 
 /// A copy of the node's condition of type `t`.

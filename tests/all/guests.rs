@@ -4,7 +4,9 @@
 
 use nodestatus_engine::pipeline::{SetterError, SetterErrorKind};
 use nodestatus_runtime::{CallErrorKind, PathGrant, PluginSettings};
-use nodestatus_tests::{drop_plugin, guest, nodes};
+use std::path::Path;
+
+use nodestatus_tests::{drop_plugin, guest, guest_aot, nodes};
 use serde_json::json;
 
 use crate::common::*;
@@ -119,11 +121,11 @@ fn python_and_javascript_guests_serve_pass_after_pass_in_one_instance() {
     }
 }
 
-/// One pass of the guest plugin `name` alone, granted nothing: the node it
-/// left and the error it must have failed with.
-fn fails_without_grants(name: &str) -> (serde_json::Value, SetterError) {
+/// One pass of the guest plugin `name` (its component `file`) alone,
+/// granted nothing: the node it left and the error it must have failed with.
+fn fails_without_grants(name: &str, file: &Path) -> (serde_json::Value, SetterError) {
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
-    drop_plugin(tmp.path(), &format!("{name}.wasm"), &guest(name));
+    drop_plugin(tmp.path(), &format!("{name}.wasm"), file);
     dir.rescan();
     let (out, report) = nodestatus_engine::pipeline::pass(
         dir.runtime(),
@@ -141,7 +143,14 @@ fn fails_without_grants(name: &str) -> (serde_json::Value, SetterError) {
 
 #[test]
 fn javascript_load_average_without_proc_fails_cleanly() {
-    let (out, e) = fails_without_grants("load-average");
+    // Interpreted, and compiled ahead of time (`build.mjs --aot`).
+    for file in [guest("load-average"), guest_aot("load-average")] {
+        load_average_fails_cleanly_without_proc(&file);
+    }
+}
+
+fn load_average_fails_cleanly_without_proc(file: &Path) {
+    let (out, e) = fails_without_grants("load-average", file);
     // It asks for /proc, which is not granted.
     assert_eq!(
         e.kind,
@@ -166,7 +175,54 @@ fn javascript_load_average_without_proc_fails_cleanly() {
         "{e}"
     );
     assert!(!e.to_string().contains("bundle"), "{e}");
-    assert!(condition_of(&out, "HighLoad").is_none());
+    assert!(
+        condition_of(&out, "HighLoad").is_none(),
+        "{}",
+        file.display()
+    );
+}
+
+/// A JavaScript setter built ahead of time (`build.mjs --aot`: weval
+/// compiles its JavaScript to WebAssembly) gives the node that its
+/// interpreted build gives, on one snapshot of the machine: in a fresh
+/// instance and in a kept one, on either side of its threshold, over the
+/// busy node (a 14 kB `string` each way).
+#[test]
+fn javascript_built_ahead_of_time_gives_the_interpreted_builds_node() {
+    let aot = guest_aot("load-average");
+    let interpreted = guest("load-average");
+    assert_ne!(
+        std::fs::read(&aot).unwrap(),
+        std::fs::read(&interpreted).unwrap(),
+        "two different builds"
+    );
+    let ctx = nodestatus_runtime::CallContext::default();
+    for max in [0.0, 1000.0] {
+        for reuse in [false, true] {
+            let nodes: Vec<_> = [&interpreted, &aot]
+                .into_iter()
+                .map(|file| {
+                    let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+                        paths: vec![PathGrant::same("/proc")],
+                        config: json!({"maxLoadPerCpu": max}),
+                        reuse_instance: reuse,
+                        ..Default::default()
+                    }));
+                    drop_plugin(tmp.path(), "load-average.wasm", file);
+                    dir.rescan();
+                    // Twice: a kept instance serves the second pass.
+                    let first = pass_ok_with(&dir, &nodes::busy_node(), &ctx);
+                    let second = pass_ok_with(&dir, &first, &ctx);
+                    assert!(condition_of(&second, "HighLoad").is_some(), "{second:#}");
+                    (without_times(first), without_times(second))
+                })
+                .collect();
+            assert_eq!(
+                nodes[0], nodes[1],
+                "maxLoadPerCpu {max}, reuseInstance {reuse}: the AOT build's node differs"
+            );
+        }
+    }
 }
 
 #[test]
@@ -211,7 +267,7 @@ fn c_memory_features_follows_proc_swaps_and_numa_nodes() {
 
 #[test]
 fn python_cpu_features_without_proc_says_it_is_not_granted() {
-    let (_, e) = fails_without_grants("cpu-features");
+    let (_, e) = fails_without_grants("cpu-features", &guest("cpu-features"));
     assert_eq!(
         e.kind,
         SetterErrorKind::Call(CallErrorKind::Ungranted),

@@ -24,20 +24,6 @@ fn runtime_with(tiers: Tiers, cache: Option<PathBuf>) -> Runtime {
     .expect("runtime")
 }
 
-/// The node without the times a pass stamps (a new condition's transition
-/// and heartbeat: the pass's clock), which differ from one pass to the next
-/// whatever compiled the setters.
-fn without_times(mut node: Value) -> Value {
-    if let Some(conditions) = node["status"]["conditions"].as_array_mut() {
-        for c in conditions {
-            let c = c.as_object_mut().unwrap();
-            c.remove("lastHeartbeatTime");
-            c.remove("lastTransitionTime");
-        }
-    }
-    node
-}
-
 /// One pass of the setters of `files` (each granted as the shipped
 /// default config grants it, the guests `/proc`) on `runtime`'s code, with
 /// the facts of `ctx`.
