@@ -69,6 +69,14 @@ pub fn guest_aot(name: &str) -> PathBuf {
     path
 }
 
+/// The machine's logical CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`):
+/// what the kubelet's `capacity.cpu` counts.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).expect("sysconf(_SC_NPROCESSORS_ONLN)")
+}
+
 /// Copies `src` into `dir` as `name` by writing a dotfile and renaming it, as
 /// the docs tell users to.
 pub fn drop_plugin(dir: &Path, name: &str, src: &Path) -> PathBuf {

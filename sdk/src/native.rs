@@ -98,10 +98,19 @@ fn read_system_info() -> SystemInfo {
         machine_id: read("/etc/machine-id"),
         system_uuid: read("/sys/class/dmi/id/product_uuid"),
         boot_id: read("/proc/sys/kernel/random/boot_id"),
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
+        cpus: online_cpus(&read("/sys/devices/system/cpu/online")).unwrap_or(1),
     }
+}
+
+/// The number of CPUs in a sysfs CPU list (`0-3,8-11`), as the host's
+/// `cpus` counts them: every logical CPU online, not only those this
+/// process may use.
+fn online_cpus(list: &str) -> Option<u32> {
+    list.trim().split(',').try_fold(0u32, |n, range| {
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+        n.checked_add(b.checked_sub(a)? + 1)
+    })
 }
 
 pub fn network_interfaces() -> Vec<NetworkInterface> {
@@ -119,4 +128,19 @@ pub fn fs_stats(path: &str) -> Result<FsStats, String> {
 
 pub fn node_problems() -> Vec<String> {
     PROBLEMS.with(|p| p.borrow().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::online_cpus;
+
+    #[test]
+    fn a_sysfs_cpu_list_is_counted() {
+        assert_eq!(online_cpus("0\n"), Some(1));
+        assert_eq!(online_cpus("0-1\n"), Some(2));
+        assert_eq!(online_cpus("0-3,8-11"), Some(8));
+        assert_eq!(online_cpus("0,2,4-5"), Some(4));
+        assert_eq!(online_cpus(""), None);
+        assert_eq!(online_cpus("3-1"), None);
+    }
 }

@@ -165,6 +165,43 @@ fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
 /// capacity, allocatable and conditions as `--config
 /// deploy/default-config.yaml` (it used to run with no grants: no capacity,
 /// and machine-info failing on /proc/meminfo).
+/// `capacity.cpu` counts the machine's online CPUs, as the kubelet's does,
+/// not the CPUs the engine may run on: in a pod, those are the CPU
+/// manager's shared pool (a cpuset) or the pod's CPU limit, and the node's
+/// capacity would shrink to the engine's own share.
+#[test]
+fn once_counts_every_online_cpu_whatever_the_engine_may_run_on() {
+    let online = nodestatus_tests::online_cpus();
+    assert!(
+        online > 1,
+        "this test needs two CPUs or more to tell the machine's from the process's"
+    );
+    let mut c = nodestatus();
+    c.args(["once", "--plugin", built::MACHINE_INFO])
+        .args(["--cache-dir", built::TEST_CACHE_DIR]);
+    // The engine may run on CPU 0 only, as a cpuset would allow it.
+    // SAFETY: between fork and exec, only sched_setaffinity on a local set.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        c.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let node = json_of(&mut c);
+    assert_eq!(
+        node["status"]["capacity"]["cpu"],
+        online.to_string().as_str(),
+        "{}",
+        node["status"]
+    );
+}
+
 #[test]
 fn once_without_a_config_runs_the_embedded_default() {
     let dir = tempfile::tempdir().unwrap();

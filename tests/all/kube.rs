@@ -1166,10 +1166,7 @@ async fn the_default_plugins_make_a_node_that_looks_like_a_kubelets() {
         "Ready last, and left as it is when the engine stops"
     );
     // Capacity and allocatable match this machine's /proc and statvfs.
-    let cpus = std::thread::available_parallelism()
-        .unwrap()
-        .get()
-        .to_string();
+    let cpus = nodestatus_tests::online_cpus().to_string();
     assert_eq!(st["capacity"]["cpu"], cpus.as_str());
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
     let total_kb: u64 = meminfo

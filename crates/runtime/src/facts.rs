@@ -282,10 +282,20 @@ fn read_system_info(root: &Path) -> SystemInfo {
         boot_id: read_first(root, &["/proc/sys/kernel/random/boot_id"])
             .trim()
             .to_owned(),
-        cpus: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
+        cpus: online_cpus(),
     }
+}
+
+/// The machine's logical CPUs online, as the kubelet counts them for
+/// `capacity.cpu`: `sysconf(_SC_NPROCESSORS_ONLN)`, which glibc reads from
+/// `/sys/devices/system/cpu/online`. Not `available_parallelism`: that is
+/// what this process may use (its affinity, its cgroup's CPU quota), which
+/// in a pod is the CPU manager's shared pool or the pod's CPU limit, not
+/// the node's.
+fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
 }
 
 fn read_interfaces() -> Vec<NetworkInterface> {
