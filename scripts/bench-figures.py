@@ -60,7 +60,7 @@ def main() -> None:
         print(f"| {s}, fresh instance, WASM / native | {ratio(f'setter/{s}/wasm-fresh', f'setter/{s}/native')} |")
     print(f"| kernel-check, WASM / native | {ratio('wasm/kernel-check', 'native/kernel-check')} |")
     print(f"| kernel-check, exec plugin / WASM | {ratio('exec/kernel-check', 'wasm/kernel-check')} |")
-    for g in ("cpu-features", "load-average"):
+    for g in ("cpu-features", "load-average", "load-average-aot"):
         for b in ("guest/{}/set", "guest/{}/set-reuse", "activate/{}/cached"):
             key = b.format(g)
             if key in m:

@@ -51,7 +51,7 @@ use nodestatus_engine::config::{PluginConfig, SettingsFn};
 use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
 use nodestatus_runtime::{
     CallContext, CompileLimits, Compiler, PathGrant, Plugin, PluginSettings, Runtime,
-    RuntimeOptions, Tier, Tiers,
+    RuntimeOptions, Tier, Tiers, error_chain,
 };
 use nodestatus_tests::{built, drop_plugin, guest, guest_aot, nodes};
 
@@ -174,7 +174,7 @@ fn benches(c: &mut Criterion) {
         let settings = settings_fn(config);
         // The first load warms the cache (a cold compile if it was not).
         let plugin = Plugin::load_file(&cached, &src, &|n| settings(n).sandbox)
-            .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+            .unwrap_or_else(|e| panic!("loading {name}: {}", error_chain(&e)));
         plugin
             .call_set(&cached, &node_json, ctx.clone())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -182,9 +182,9 @@ fn benches(c: &mut Criterion) {
             reuse_instance: true,
             ..settings(n).sandbox
         })
-        .unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
+        .unwrap_or_else(|e| panic!("loading {name}: {}", error_chain(&e)));
         let on_winch = Plugin::load_file(&winch, &src, &|n| settings(n).sandbox)
-            .unwrap_or_else(|e| panic!("loading {name} with Winch: {e:#}"));
+            .unwrap_or_else(|e| panic!("loading {name} with Winch: {}", error_chain(&e)));
         assert_eq!(on_winch.tier(), Tier::Baseline);
 
         let mut group = c.benchmark_group(format!("guest/{label}"));
