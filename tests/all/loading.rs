@@ -400,3 +400,78 @@ async fn a_slow_compile_does_not_hold_back_the_node_or_the_other_plugins() {
         "{text}"
     );
 }
+
+/// A load that failed for a reason that may pass (here the compiler
+/// process killed, as the kernel's OOM killer kills one on a node short of
+/// memory) is tried again after a wait, with no change to the file; a
+/// refusal that the file itself earns is not.
+#[test]
+fn a_load_killed_in_its_compiler_is_tried_again_and_a_refusal_is_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    // The compiler: the engine's own, except that its first run is killed.
+    let starts = tmp.path().join("compiler-starts");
+    let compiler = tmp.path().join("compiler.sh");
+    std::fs::write(
+        &compiler,
+        format!(
+            "#!/bin/sh\necho started >>'{starts}'\nif [ \"$(wc -l <'{starts}')\" -eq 1 ]; then kill -9 $$; fi\nexec '{exe}' \"$@\"\n",
+            starts = starts.display(),
+            exe = env!("CARGO_BIN_EXE_nodestatus"),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&compiler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runtime = Runtime::with_options(RuntimeOptions {
+        tiers: Tiers::Cranelift,
+        cache_dir: Some(tmp.path().join("cache")),
+        compiler: Compiler::Process {
+            exe: compiler,
+            limits: CompileLimits::default(),
+        },
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let compiles = || std::fs::read_to_string(&starts).map_or(0, |s| s.lines().count());
+    let dir = PluginDir::new(&plugins, runtime, default_settings());
+    dir.set_retry_backoff(Duration::from_secs(1), Duration::from_secs(1));
+    drop_plugin(
+        &plugins,
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
+    );
+    drop_bytes(&plugins, "garbage.wasm", b"\0asm\x0d\0\x01\0garbage");
+
+    let events = dir.rescan();
+    let killed = failure(&events, "kernel-check.wasm");
+    assert!(killed.contains("compiler process failed"), "{killed}");
+    failure(&events, "garbage.wasm");
+    assert_eq!(compiles(), 1);
+    // Not before its wait.
+    assert!(dir.rescan().is_empty());
+    assert_eq!(compiles(), 1);
+    // Then loaded again, unchanged, by a rescan like the periodic one.
+    let mut events = Vec::new();
+    assert!(
+        wait_for(60, || {
+            events.extend(dir.rescan());
+            events.iter().any(
+                |e| matches!(e, ReloadEvent::Loaded { plugin, .. } if plugin == "kernel-check"),
+            )
+        }),
+        "{events:#?}"
+    );
+    assert_eq!(compiles(), 2);
+    assert_eq!(dir.current().setters().len(), 1);
+    // The component that is not valid was never tried again, however many
+    // rescans passed its wait.
+    assert!(
+        !events.iter().any(
+            |e| matches!(e, ReloadEvent::Failed { file, .. } if file.ends_with("garbage.wasm"))
+        ),
+        "{events:#?}"
+    );
+    assert!(dir.rescan().is_empty());
+}

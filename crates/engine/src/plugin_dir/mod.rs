@@ -220,6 +220,37 @@ struct FileState {
     /// new settings refuse it, its running version (loaded under the old
     /// grants) is not kept.
     settings_changed: bool,
+    /// Its last load failed for a transient reason
+    /// ([`LoadError::is_transient`]): when it is loaded again.
+    retry: Option<Retry>,
+}
+
+/// When a file whose load failed for a transient reason is loaded again,
+/// and how many times in a row it failed so.
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    at: std::time::Instant,
+    attempts: u32,
+}
+
+/// The first wait before a file whose load failed for a transient reason
+/// ([`LoadError::is_transient`]: a compiler process killed for memory, a
+/// `metadata` call past its deadline on a starved CPU, an I/O error) is
+/// loaded again, by the first rescan after it (the periodic one,
+/// [`RESCAN_INTERVAL`], or an event's). The wait doubles with each failure
+/// in a row, up to [`RETRY_MAX`].
+pub const RETRY_FIRST: Duration = Duration::from_secs(30);
+
+/// The longest wait between two loads of a file that keeps failing for a
+/// transient reason.
+pub const RETRY_MAX: Duration = Duration::from_secs(600);
+
+/// The wait before the `attempts`-th load again: `first`, doubled for each
+/// failure before, at most `max`.
+fn retry_wait(first: Duration, max: Duration, attempts: u32) -> Duration {
+    first
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
+        .min(max)
 }
 
 /// A function told of every reload event ([`PluginDir::on_event`]).
@@ -246,6 +277,9 @@ pub struct PluginDir {
     /// version it should (a registry down, a bad signature), by plugin
     /// name, for `/readyz`.
     source_problems: Mutex<BTreeMap<String, String>>,
+    /// The first and the longest wait before a transient failure's file is
+    /// loaded again ([`RETRY_FIRST`], [`RETRY_MAX`]).
+    retry_backoff: Mutex<(Duration, Duration)>,
 }
 
 /// A load under way.
@@ -326,7 +360,15 @@ impl PluginDir {
             next_token: AtomicU64::new(0),
             extra_files: Mutex::new(Default::default()),
             source_problems: Mutex::new(BTreeMap::new()),
+            retry_backoff: Mutex::new((RETRY_FIRST, RETRY_MAX)),
         })
+    }
+
+    /// Waits `first`, doubling up to `max`, instead of [`RETRY_FIRST`] and
+    /// [`RETRY_MAX`] before a file whose load failed for a transient reason
+    /// is loaded again (tests).
+    pub fn set_retry_backoff(&self, first: Duration, max: Duration) {
+        *self.retry_backoff.lock().expect("retry backoff lock") = (first, max);
     }
 
     /// The plugin host as the engine opens it: a runtime with the config's
@@ -554,6 +596,17 @@ impl PluginDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transient_failures_wait_doubles_up_to_its_bound() {
+        let s = Duration::from_secs;
+        let waits: Vec<_> = (1..=8).map(|n| retry_wait(s(30), s(600), n)).collect();
+        assert_eq!(
+            waits,
+            [30, 60, 120, 240, 480, 600, 600, 600].map(s).to_vec()
+        );
+        assert_eq!(retry_wait(s(30), s(600), u32::MAX), s(600));
+    }
 
     #[test]
     fn temp_and_dot_files_are_ignored() {

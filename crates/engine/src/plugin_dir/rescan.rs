@@ -210,12 +210,18 @@ impl PluginDir {
                 return None;
             }
         };
-        let known: HashMap<PathBuf, (Stamp, String)> = self
+        // Per file: its stamp, its sha256, and whether a transient failure's
+        // retry is due (then it is loaded again, unchanged as it is).
+        let now = std::time::Instant::now();
+        let known: HashMap<PathBuf, (Stamp, String, bool)> = self
             .files
             .lock()
             .expect("files lock")
             .iter()
-            .map(|(p, st)| (p.clone(), (st.stamp.clone(), st.sha256.clone())))
+            .map(|(p, st)| {
+                let due = st.retry.is_some_and(|r| r.at <= now);
+                (p.clone(), (st.stamp.clone(), st.sha256.clone(), due))
+            })
             .collect();
         let present: HashMap<&PathBuf, &Stamp> = listing.iter().map(|(p, s)| (p, s)).collect();
         let mut loading = self.loading.lock().expect("loading lock");
@@ -232,7 +238,8 @@ impl PluginDir {
         };
         let mut jobs = Vec::new();
         for (file, stamp) in &listing {
-            if known.get(file).is_some_and(|k| k.0 == *stamp) {
+            let due = known.get(file).is_some_and(|k| k.2);
+            if known.get(file).is_some_and(|k| k.0 == *stamp) && !due {
                 continue;
             }
             let bytes = match read_plugin_file(file) {
@@ -256,7 +263,7 @@ impl PluginDir {
                 }
             };
             let sha = nodestatus_runtime::sha256_hex(&bytes);
-            if known.get(file).is_some_and(|k| k.1 == sha) {
+            if known.get(file).is_some_and(|k| k.1 == sha) && !due {
                 loading.remove(file);
                 plan.same.push((file.clone(), stamp.clone()));
                 continue;
@@ -343,6 +350,29 @@ impl PluginDir {
             let (previous, settings_changed) = files
                 .get(&file)
                 .map_or((None, false), |st| (st.plugin.clone(), st.settings_changed));
+            // A transient failure: loaded again after a wait that doubles
+            // with each such failure in a row of this content.
+            let retry = match &result {
+                Err(Refusal::Failed(e)) if e.is_transient() => {
+                    let attempts = files
+                        .get(&file)
+                        .filter(|st| st.sha256 == sha)
+                        .and_then(|st| st.retry)
+                        .map_or(1, |r| r.attempts.saturating_add(1));
+                    let (first, max) = *self.retry_backoff.lock().expect("retry backoff lock");
+                    let wait = super::retry_wait(first, max, attempts);
+                    tracing::warn!(
+                        file = %file.display(),
+                        attempts,
+                        "the load failed for a reason that may pass; loading the file again in {wait:?}"
+                    );
+                    Some(super::Retry {
+                        at: std::time::Instant::now() + wait,
+                        attempts,
+                    })
+                }
+                _ => None,
+            };
             let state = match result {
                 Ok(p) => {
                     for w in p.plugin().withheld() {
@@ -389,6 +419,7 @@ impl PluginDir {
                         plugin: Some(p),
                         error: None,
                         settings_changed: false,
+                        retry: None,
                     }
                 }
                 Err(refusal) => {
@@ -426,6 +457,7 @@ impl PluginDir {
                         plugin: kept,
                         error: Some(error),
                         settings_changed: false,
+                        retry,
                     }
                 }
             };

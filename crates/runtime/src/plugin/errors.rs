@@ -145,6 +145,31 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// Whether the machine's state, not the file, decided the failure, so
+    /// that loading the same file again later may succeed: an I/O error
+    /// reading it, a granted path that could not be opened, a compiler
+    /// process that could not start or died (killed by the kernel for
+    /// memory, say: a compile limit it ran past is not transient), or a
+    /// `metadata` call that ran past its deadline (a starved CPU) or could
+    /// not be instantiated (a full instance pool). A plugin directory loads
+    /// such a file again after a backoff; every other refusal stands until
+    /// the file or the operator's settings change.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Read { .. } | Self::Grant { .. } => true,
+            Self::CompileBound(e) => matches!(
+                e,
+                crate::compile::Error::Spawn { .. } | crate::compile::Error::Crashed { .. }
+            ),
+            Self::Metadata(e) => {
+                matches!(e.kind, CallErrorKind::Timeout | CallErrorKind::Instantiate)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// What is wrong with the record a plugin's `metadata()` returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetadataError {
