@@ -248,14 +248,18 @@ pub(super) fn tier_up(
             match result {
                 Ok(code) => {
                     let Some(cell) = cell.upgrade() else { return };
-                    let winchs =
-                        std::mem::replace(&mut *cell.lock().expect("code lock"), Arc::new(code));
+                    let winchs = {
+                        let mut current = cell.lock().expect("code lock");
+                        // Counted under the lock: whoever sees Cranelift's
+                        // code (`Plugin::tier`) sees the count.
+                        runtime
+                            .load_stats()
+                            .tiered_up
+                            .fetch_add(1, Ordering::Relaxed);
+                        std::mem::replace(&mut *current, Arc::new(code))
+                    };
                     drop(winchs);
                     release_freed_memory();
-                    runtime
-                        .load_stats()
-                        .tiered_up
-                        .fetch_add(1, Ordering::Relaxed);
                     tracing::info!(
                         plugin = %name,
                         took = ?started.elapsed(),
