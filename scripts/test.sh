@@ -6,10 +6,11 @@
 # ~/.cache/nodestatus; weval for `build.mjs --aot`), builds the Python,
 # JavaScript and C setters from source, then runs the tests.
 #
-# The set-up jobs (the control plane, the guest toolchains and setters, the
-# Rust build of every test binary, and weval for the JavaScript setter built
-# ahead of time) are independent and run side by side; each writes its log
-# under target/test-logs, printed if it fails.
+# The three set-up jobs (the control plane, the guest toolchains and setters,
+# and the Rust build of every test binary) are independent and run side by
+# side; each writes its log under target/test-logs, printed if it fails.
+# Beside them and the tests, at the lowest CPU priority, weval is built and
+# the JavaScript setter built ahead of time, whose tests run last.
 # Then the tests run: the unit tests, the integration binary (tests/all),
 # the fault rig (tests/faults) and the plugins' native tests, with the
 # real-node suite (tests/realnode: containerd, a kubelet, the image and the
@@ -52,19 +53,22 @@ mkdir -p "$logs"
 log "set-up, side by side: control plane, guest setters, Rust build (logs in $logs)"
 scripts/ensure-apiserver.sh >"$logs/apiserver.log" 2>&1 &
 apiserver=$!
-# weval, for the JavaScript setter built ahead of time (build.mjs --aot):
-# built once from crates.io at nice 19, on the CPU the others leave idle;
-# the guests job's last step waits for it.
-scripts/guests/weval.sh >"$logs/weval.log" 2>&1 &
-weval=$!
 (
   scripts/guests/python.sh target/guest-plugins &&
     scripts/guests/js.sh target/guest-plugins &&
-    scripts/guests/c.sh target/guest-plugins &&
-    NODESTATUS_JS_AOT=1 NODESTATUS_PLUGIN_DIRS="$PWD/plugins/js/load-average" \
-      scripts/guests/js.sh target/guest-plugins/aot
+    scripts/guests/c.sh target/guest-plugins
 ) >"$logs/guests.log" 2>&1 &
 guests=$!
+# The JavaScript setter built ahead of time (build.mjs --aot), for the
+# tests guests::aot_*: weval is built once from crates.io at nice 19, on
+# the CPU the others leave idle, through the set-up and the tests; nothing
+# waits for it until those tests, after the others.
+(
+  scripts/guests/weval.sh &&
+    NODESTATUS_JS_AOT=1 NODESTATUS_PLUGIN_DIRS="$PWD/plugins/js/load-average" \
+      scripts/guests/js.sh target/guest-plugins/aot
+) >"$logs/aot.log" 2>&1 &
+aot=$!
 # The real-node binary's path comes from cargo's JSON messages (stdout; the
 # build's own output goes to the log as usual).
 { cargo test --workspace --no-run &&
@@ -78,7 +82,7 @@ build=$!
 ) >"$logs/style.log" 2>&1 &
 style_job=$!
 failed=0
-for job in "apiserver:$apiserver" "weval:$weval" "guests:$guests" "build:$build"; do
+for job in "apiserver:$apiserver" "guests:$guests" "build:$build"; do
   name=${job%%:*}
   if wait "${job#*:}"; then
     log "$name: done"
@@ -88,7 +92,7 @@ for job in "apiserver:$apiserver" "weval:$weval" "guests:$guests" "build:$build"
     failed=1
   fi
 done
-[ "$failed" = 0 ] || { kill "$style_job" 2>/dev/null; exit 1; }
+[ "$failed" = 0 ] || { kill "$style_job" "$aot" 2>/dev/null; exit 1; }
 NODESTATUS_APISERVER="$(tail -n 1 "$logs/apiserver.log")"
 export NODESTATUS_APISERVER
 
@@ -118,6 +122,15 @@ cargo test --workspace --no-fail-fast "$@" || status=1
 
 log "plugin unit tests (the setters compiled natively, on fixture trees)"
 cargo test --manifest-path plugins/Cargo.toml --workspace "$@" || status=1
+
+if wait "$aot"; then
+  log "the JavaScript setter built ahead of time: its tests (guests::aot_*)"
+  cargo test -p nodestatus --test all -- --ignored guests::aot_ || status=1
+else
+  log "the ahead-of-time build (weval, load-average): FAILED; the end of $logs/aot.log:"
+  tail -n 60 "$logs/aot.log" >&2
+  status=1
+fi
 
 if wait "$realnode"; then
   log "real-node suite: ok"

@@ -143,10 +143,19 @@ fn fails_without_grants(name: &str, file: &Path) -> (serde_json::Value, SetterEr
 
 #[test]
 fn javascript_load_average_without_proc_fails_cleanly() {
-    // Interpreted, and compiled ahead of time (`build.mjs --aot`).
-    for file in [guest("load-average"), guest_aot("load-average")] {
-        load_average_fails_cleanly_without_proc(&file);
-    }
+    load_average_fails_cleanly_without_proc(&guest("load-average"));
+}
+
+// The tests of the JavaScript setter built ahead of time (`guests::aot_*`)
+// need `target/guest-plugins/aot`, which `scripts/test.sh` builds beside the
+// other tests (weval builds from source first); it runs them when that build
+// is done: `cargo test -p nodestatus --test all -- --ignored guests::aot_`.
+
+/// Built ahead of time, its errors still name the author's line.
+#[test]
+#[ignore = "needs the AOT build: scripts/test.sh runs it with --ignored guests::aot_"]
+fn aot_javascript_without_proc_fails_cleanly() {
+    load_average_fails_cleanly_without_proc(&guest_aot("load-average"));
 }
 
 fn load_average_fails_cleanly_without_proc(file: &Path) {
@@ -188,7 +197,8 @@ fn load_average_fails_cleanly_without_proc(file: &Path) {
 /// instance and in a kept one, on either side of its threshold, over the
 /// busy node (a 14 kB `string` each way).
 #[test]
-fn javascript_built_ahead_of_time_gives_the_interpreted_builds_node() {
+#[ignore = "needs the AOT build: scripts/test.sh runs it with --ignored guests::aot_"]
+fn aot_javascript_gives_the_interpreted_builds_node() {
     let aot = guest_aot("load-average");
     let interpreted = guest("load-average");
     assert_ne!(
