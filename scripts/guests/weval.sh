@@ -3,7 +3,10 @@
 # componentize-js 0.23 compiles JavaScript ahead of time with
 # (`sdk/js/build.mjs --aot`), and prints its path:
 #
-#   scripts/guests/weval.sh
+#   scripts/guests/weval.sh [--installed]
+#
+# --installed: only print the path of a weval already there (exit 1 when
+# there is none), building nothing.
 #
 # $NODESTATUS_WEVAL, when set, is used as it is. Else weval is built once
 # from crates.io (`cargo install --locked`) into
@@ -16,6 +19,8 @@ set -euo pipefail
 log() { printf '== %s\n' "$*" >&2; }
 die() { printf 'weval.sh: %s\n' "$*" >&2; exit 1; }
 
+only_installed=0
+[ "${1:-}" = --installed ] && only_installed=1
 if [ -n "${NODESTATUS_WEVAL:-}" ]; then
   [ -x "$NODESTATUS_WEVAL" ] || die "NODESTATUS_WEVAL=$NODESTATUS_WEVAL is not an executable file"
   echo "$NODESTATUS_WEVAL"
@@ -24,6 +29,11 @@ fi
 version=0.5.0
 root="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/toolchains/weval-$version"
 weval="$root/bin/weval"
+if [ "$only_installed" = 1 ]; then
+  [ -x "$weval" ] || exit 1
+  echo "$weval"
+  exit 0
+fi
 mkdir -p "$root"
 exec 9>"$root/.lock"
 command -v flock >/dev/null && flock 9

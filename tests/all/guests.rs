@@ -147,13 +147,13 @@ fn javascript_load_average_without_proc_fails_cleanly() {
 }
 
 // The tests of the JavaScript setter built ahead of time (`guests::aot_*`)
-// need `target/guest-plugins/aot`, which `scripts/test.sh` builds beside the
-// other tests (weval builds from source first); it runs them when that build
-// is done: `cargo test -p nodestatus --test all -- --ignored guests::aot_`.
+// need `target/guest-plugins/aot`, which `scripts/test.sh` builds when weval
+// is in its cache or with NODESTATUS_AOT=1, and then runs them:
+// `cargo test -p nodestatus --test all -- --ignored guests::aot_`.
 
 /// Built ahead of time, its errors still name the author's line.
 #[test]
-#[ignore = "needs the AOT build: scripts/test.sh runs it with --ignored guests::aot_"]
+#[ignore = "needs the AOT build (scripts/test.sh with weval: README)"]
 fn aot_javascript_without_proc_fails_cleanly() {
     load_average_fails_cleanly_without_proc(&guest_aot("load-average"));
 }
@@ -197,7 +197,7 @@ fn load_average_fails_cleanly_without_proc(file: &Path) {
 /// instance and in a kept one, on either side of its threshold, over the
 /// busy node (a 14 kB `string` each way).
 #[test]
-#[ignore = "needs the AOT build: scripts/test.sh runs it with --ignored guests::aot_"]
+#[ignore = "needs the AOT build (scripts/test.sh with weval: README)"]
 fn aot_javascript_gives_the_interpreted_builds_node() {
     let aot = guest_aot("load-average");
     let interpreted = guest("load-average");
