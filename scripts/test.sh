@@ -140,7 +140,7 @@ log "plugin unit tests (the setters compiled natively, on fixture trees)"
 cargo test --manifest-path plugins/Cargo.toml --workspace "$@" || status=1
 
 if [ -z "$aot" ]; then
-  log "the JavaScript setter built ahead of time: not tested (no weval in the cache; NODESTATUS_AOT=1 builds it and tests)"
+  log "the JavaScript setter built ahead of time: not tested (NODESTATUS_AOT=${NODESTATUS_AOT:-auto}: weval is not in the cache, or the tests are off; NODESTATUS_AOT=1 builds weval and runs them)"
 elif wait "$aot"; then
   log "the JavaScript setter built ahead of time: its tests (guests::aot_*)"
   cargo test -p nodestatus --test all -- --ignored guests::aot_ || status=1
