@@ -1,89 +1,115 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes 1.20.2 control plane (kube-apiserver,
-# kube-controller-manager, kube-scheduler) and the kubelet once from Debian's
-# `kubernetes` source package, and installs etcd, caching the binaries outside
-# the checkout. Idempotent: a cached build is reused. Prints the
-# kube-apiserver's path on stdout's last line; the other binaries sit beside it.
+# Builds a current Kubernetes control plane and kubelet from their own Go
+# modules, once, into a cache outside the checkout: kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubelet and kubectl from
+# k8s.io/kubernetes (v1.37.2 by default), and etcd from
+# go.etcd.io/etcd/server/v3 at the version that Kubernetes' own go.mod
+# requires. Idempotent: a cached build is reused. Prints the kube-apiserver's
+# path on stdout's last line; the other binaries (etcd and kubectl included)
+# sit beside it, with the source of the pause container (src/pause.c, for
+# scripts/real-node.sh's sandbox image).
 #
-# The vendored reflect2 v1.0.1 corrupts memory when built with Go >= 1.18
-# (requests die in recovered panics, seen by clients as dropped connections,
-# and the server can crash in runtime.mapiternext). The build replaces it with
-# Debian's reflect2 1.0.2, and a marker file next to the binaries records the
-# recipe: a cache built without it (or by an older recipe) is rebuilt.
+# How: a build module that requires k8s.io/kubernetes and points every staging
+# module (k8s.io/api, k8s.io/client-go, ...) at its own published version
+# (v0.MINOR.PATCH), the replace list read from Kubernetes' own go.mod; the
+# version stamped with the same -X flags as Kubernetes' hack/lib/version.sh,
+# so that /version and the kubelet's nodeInfo say v1.37.2.
 #
-#   NODESTATUS_CACHE (default ~/.cache/nodestatus) holds bin/ and src/.
+#   NODESTATUS_CACHE        (default ~/.cache/nodestatus) holds k8s-<version>/
+#   NODESTATUS_K8S_VERSION  (default 1.37.2) another release, for example 1.36.3
+#
+# Go comes from the machine (Go 1.26 or newer for 1.37; Debian's golang-go is
+# too old) and its module proxy; the module and build caches are Go's own
+# (~/go/pkg/mod, ~/.cache/go-build).
 set -euo pipefail
+version="${NODESTATUS_K8S_VERSION:-1.37.2}"
 cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}"
-bindir="$cache/bin"
+dir="$cache/k8s-$version"
+bindir="$dir/bin"
 bin="$bindir/kube-apiserver"
 # Bump when the build recipe changes; a cache with another marker is rebuilt.
-recipe="k8s-1.20.2 reflect2-1.0.2 apiserver,controller-manager,scheduler,kubelet"
+recipe="k8s-$version go-modules stamped cgo0 apiserver,controller-manager,scheduler,kubelet,kubectl,etcd-from-go.mod pause.c"
 marker="$bindir/.build-recipe"
-cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 log() { printf '[ensure-apiserver] %s\n' "$*" >&2; }
-
-# scripts/test.sh runs this beside the guest toolchains' install: apt runs
-# under one lock file so the two never race for dpkg's lock.
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 fresh() {
   [ -f "$marker" ] && [ "$(cat "$marker")" = "$recipe" ] || return 1
-  for c in "${cmds[@]}"; do [ -x "$bindir/$c" ] || return 1; done
+  for c in "${cmds[@]}" etcd; do [ -x "$bindir/$c" ] || return 1; done
+  [ -f "$dir/src/pause.c" ]
 }
 
 need_pkgs=()
-command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 command -v openssl >/dev/null 2>&1 || need_pkgs+=(openssl)
-command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
-if ! fresh; then
-  command -v go >/dev/null 2>&1 || need_pkgs+=(golang-go)
-  command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
-  [ -d /usr/share/gocode/src/github.com/modern-go/reflect2 ] || need_pkgs+=(golang-github-modern-go-reflect2-dev)
-fi
-if [ ${#need_pkgs[@]} -gt 0 ] || { ! fresh && ! ls "$cache"/src/kubernetes_*.orig.tar.gz >/dev/null 2>&1; }; then
-  src_list=/etc/apt/sources.list.d/nodestatus-deb-src.sources
-  if ! fresh && [ ! -f "$src_list" ]; then
-    log "adding deb-src lines derived from the machine's own apt sources"
-    # Same archive as the machine's binary packages, with Types: deb-src.
-    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | as_root tee "$src_list" >/dev/null
-  fi
-  log "apt-get update"
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
   as_root flock /tmp/nodestatus-apt.lock apt-get update -qq >&2
-  if [ ${#need_pkgs[@]} -gt 0 ]; then
-    log "installing ${need_pkgs[*]}"
-    DEBIAN_FRONTEND=noninteractive as_root flock /tmp/nodestatus-apt.lock apt-get install -y -qq "${need_pkgs[@]}" >&2
-  fi
+  DEBIAN_FRONTEND=noninteractive as_root flock /tmp/nodestatus-apt.lock apt-get install -y -qq "${need_pkgs[@]}" >&2
 fi
 
 if ! fresh; then
-  [ -f "$marker" ] || [ ! -e "$bin" ] || log "cached binaries predate the reflect2 fix: rebuilding"
-  mkdir -p "$cache/src" "$bindir"
-  cd "$cache/src"
-  if ! ls kubernetes_*.orig.tar.gz >/dev/null 2>&1; then
-    log "fetching Debian's kubernetes source package (about 34 MB)"
-    apt-get source --download-only kubernetes >&2
+  PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null 2>&1 || { log "no Go toolchain on PATH (Kubernetes $version needs Go 1.26 or newer)"; exit 1; }
+  minor="${version#*.}"; minor="${minor%%.*}"; patch="${version##*.}"
+  staging_version="v0.$minor.$patch"
+  work="$dir/build"
+  mkdir -p "$work" "$bindir"
+  cd "$work"
+  # One lock per version: run.sh and test.sh may both ask at once.
+  exec 9>"$dir/.lock"
+  flock 9
+  if ! fresh; then
+    log "reading k8s.io/kubernetes@v$version's go.mod from the module proxy"
+    info="$(go mod download -json "k8s.io/kubernetes@v$version")"
+    gomod="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])' <<<"$info")"
+    moddir="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])' <<<"$info")"
+    mkdir -p "$dir/src"
+    cp "$moddir/build/pause/linux/pause.c" "$dir/src/pause.c"
+    chmod u+w "$dir/src/pause.c"
+    goversion="$(awk '$1 == "go" { print $2; exit }' "$gomod")"
+    {
+      echo "module nodestatus.invalid/k8s-build"
+      echo
+      echo "go $goversion"
+      echo
+      echo "require k8s.io/kubernetes v$version"
+      echo
+      echo "replace ("
+      # Every `k8s.io/x => ./staging/src/k8s.io/x` becomes the published module.
+      awk '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "\t%s => %s '"$staging_version"'\n", $1, $1 }' "$gomod"
+      echo ")"
+    } >go.mod
+    # etcd at the version Kubernetes' go.mod requires of its client.
+    etcd_version="$(awk '$1 == "go.etcd.io/etcd/client/v3" { print $2; exit }' "$gomod")"
+    [ -n "$etcd_version" ] || { log "no go.etcd.io/etcd/client/v3 in $gomod"; exit 1; }
+    mkdir -p etcd
+    cat >etcd/go.mod <<EOF
+module nodestatus.invalid/etcd-build
+
+go $goversion
+
+require go.etcd.io/etcd/server/v3 $etcd_version
+EOF
+    start=$(date +%s)
+    build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldflags="$ldflags -X $pkg.gitVersion=v$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+      ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+    done
+    pkgs=(); for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+    log "building ${cmds[*]} v$version from the Go module proxy (output follows)"
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}" >&2
+    log "building etcd $etcd_version"
+    (cd etcd && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" go.etcd.io/etcd/server/v3 >&2)
+    rm -f "$marker"
+    for c in "${cmds[@]}" etcd; do
+      cp "$work/out/$c" "$bindir/$c.tmp" && mv "$bindir/$c.tmp" "$bindir/$c"
+    done
+    "$bin" --version >&2
+    echo "$recipe" >"$marker"
+    log "built in $(($(date +%s) - start))s: $bindir"
   fi
-  if [ ! -d kubernetes-1.20.2 ]; then
-    log "unpacking"
-    tar xzf kubernetes_*.orig.tar.gz
-  fi
-  cd kubernetes-1.20.2
-  log "replacing the vendored reflect2 v1.0.1 with Debian's 1.0.2"
-  v=vendor/github.com/modern-go/reflect2
-  rm -f "$v"/*.go "$v"/*.s
-  cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.go "$v"/
-  cp /usr/share/gocode/src/github.com/modern-go/reflect2/*.s "$v"/ 2>/dev/null || true
-  export GOPATH=$PWD/.go CGO_ENABLED=0 GOFLAGS=-mod=vendor
-  mkdir -p .go/src/k8s.io && ln -sfn ../../.. .go/src/k8s.io/kubernetes
-  log "building ${cmds[*]} (about 15 minutes on 2 cores; output follows)"
-  start=$(date +%s)
-  what=""; for c in "${cmds[@]}"; do what="$what cmd/$c"; done
-  HOME=/tmp/nodestatus-gohome make WHAT="${what# }" >&2
-  rm -f "$marker"
-  for c in "${cmds[@]}"; do
-    cp "_output/local/bin/linux/amd64/$c" "$bindir/$c.tmp" && mv "$bindir/$c.tmp" "$bindir/$c"
-  done
-  echo "$recipe" > "$marker"
-  log "built in $(( $(date +%s) - start ))s: $bindir"
 fi
 echo "$bin"

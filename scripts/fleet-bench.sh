@@ -2,7 +2,8 @@
 # The fleet bench for docs/benchmarks.md ("A fleet in one process", issue
 # 23): `nodestatus simulate --nodes N` against a real etcd, kube-apiserver
 # (with its audit log) and kube-controller-manager (the node lifecycle
-# controller, 40 s grace), for each N, through these phases:
+# controller, its default 50 s grace; Kubernetes 1.37), for each N, through
+# these phases:
 #
 #   start     N agents started over N x 20 ms, until every node is Ready
 #   idle      PHASE seconds (after 30 s to settle)

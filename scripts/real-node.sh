@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real kubelet node on this machine: containerd 1.6 with runc and a CNI
-# bridge, and kubelet 1.20.2 from the same Debian source build as the
-# apiserver (scripts/ensure-apiserver.sh). The recipe, and the workarounds it
-# needs on this kind of VM, are in docs/real-node.md.
+# bridge, and the kubelet (1.37.2 by default) from the same Go module build as
+# the apiserver (scripts/ensure-apiserver.sh), on cgroup v1 with
+# `failCgroupV1: false`. The recipe, and the workarounds it needs on this kind
+# of VM, are in docs/real-node.md.
 #
 #   scripts/real-node.sh prepare
 #       Installs the Debian packages (scripts/ensure-packages.sh: under the
@@ -32,15 +33,19 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}"
 images="$cache/real-node"
-bindir="$cache/bin"
-src="$cache/src/kubernetes-1.20.2"
+k8s_version="${NODESTATUS_K8S_VERSION:-1.37.2}"
+# The kubelet beside the apiserver that the tests run ($NODESTATUS_APISERVER).
+bindir="$(dirname "${NODESTATUS_APISERVER:-$cache/k8s-$k8s_version/bin/kube-apiserver}")"
+pause_src="$bindir/../src/pause.c"
+# The sandbox image, as kubeadm 1.37 names it.
+pause_image=registry.k8s.io/pause:3.10.2
 # The bridge has its own name, so that teardown removes only what this
 # script made.
 bridge=nodestatus0
 subnet=10.88.0.0/16
 last=/run/nodestatus-real-node.last
 # Bump when the image recipe changes; cached images with another one are rebuilt.
-recipe="pause-3.2 busybox-static buildah-vfs timestamp-0 v1"
+recipe="pause-3.10.2-from-k8s-$k8s_version busybox-static buildah-vfs timestamp-0 v1"
 pkgs=(containerd runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev)
 
 log() { printf '[real-node] %s\n' "$*" >&2; }
@@ -61,13 +66,13 @@ prepare() {
   . "$here/real-node/oci.sh"
   local t; t="$(mktemp -d /tmp/nodestatus-images.XXXXXX)"
   trap 'rm -rf "$t"' RETURN
-  [ -f "$src/build/pause/linux/pause.c" ] \
-    || die "no $src/build/pause/linux/pause.c: scripts/ensure-apiserver.sh unpacks that source tree"
-  log "building the pause image (gcc -static of the source tree's pause.c)"
+  [ -f "$pause_src" ] \
+    || die "no $pause_src: scripts/ensure-apiserver.sh copies it from the k8s.io/kubernetes module"
+  log "building the pause image (gcc -static of Kubernetes' own pause.c)"
   mkdir -p "$t/pause"
-  gcc -Os -Wall -Werror -static -DVERSION=v3.2-nodestatus -o "$t/pause/pause" "$src/build/pause/linux/pause.c"
+  gcc -Os -Wall -Werror -static -DVERSION=v3.10.2-nodestatus -o "$t/pause/pause" "$pause_src"
   strip "$t/pause/pause"
-  oci_image "$t/pause" k8s.gcr.io/pause:3.2 "$images/pause.tar" \
+  oci_image "$t/pause" "$pause_image" "$images/pause.tar" \
     --entrypoint '["/pause"]' --user 65535:65535
   log "building the busybox image (busybox-static)"
   mkdir -p "$t/busybox/bin" "$t/busybox/tmp"
@@ -120,7 +125,7 @@ write_containerd_config() {
     -e "s|^root = \"/var/lib/containerd\"|root = \"$dir/disk/containerd\"|" \
     -e "s|^state = \"/run/containerd\"|state = \"$c/state\"|" \
     -e "s|^  address = \"/run/containerd/containerd.sock\"|  address = \"$c/containerd.sock\"|" \
-    -e "s|sandbox_image = \".*\"|sandbox_image = \"k8s.gcr.io/pause:3.2\"|" \
+    -e "s|sandbox_image = \".*\"|sandbox_image = \"$pause_image\"|" \
     -e "s|bin_dir = \"/opt/cni/bin\"|bin_dir = \"/usr/lib/cni\"|" \
     -e "s|conf_dir = \"/etc/cni/net.d\"|conf_dir = \"$dir/cni/net.d\"|" \
     -e "s|SystemdCgroup = true|SystemdCgroup = false|" \
@@ -153,7 +158,11 @@ write_kubelet_config() {
   cat > "$dir/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$dir/containerd/containerd.sock
+# containerd 1.6 has no RuntimeConfig call: the kubelet falls back to this.
 cgroupDriver: cgroupfs
+# This machine has cgroup v1: kubelet 1.35 and later refuse it unless told.
+failCgroupV1: false
 failSwapOn: false
 readOnlyPort: 0
 # A test VM only: anonymous access to the kubelet's API, on loopback.
@@ -169,7 +178,7 @@ nodeStatusReportFrequency: 1m
 makeIPTablesUtilChains: false
 # The kubelet's hard eviction thresholds are its defaults (nodefs.available
 # 10%, nodefs.inodesFree 5%, imagefs.available 15%, memory.available 100Mi):
-# nodefs and imagefs are the node's own disk (see `up`).
+# nodefs and imagefs are the node's own disk (see the up function).
 EOF
 }
 
@@ -196,7 +205,7 @@ up() {
   # removed by `down`: remember what was there.
   mkdir -p /var/log/pods /var/log/containers
   ls -A /var/log/pods /var/log/containers > "$dir/varlog-before" 2>/dev/null || true
-  # The kubelet 1.20 makes /var/lib/kubelet/device-plugins whatever its root
+  # The kubelet makes /var/lib/kubelet/device-plugins whatever its root
   # dir (a path compiled in): remove it after, if it was not there before.
   [ -e /var/lib/kubelet ] || touch "$dir/made-var-lib-kubelet"
 
@@ -227,11 +236,8 @@ up() {
     --config="$dir/kubelet-config.yaml" \
     --kubeconfig="$dir/kubelet.kubeconfig" \
     --hostname-override="$node" \
-    --container-runtime=remote \
-    --container-runtime-endpoint="unix://$dir/containerd/containerd.sock" \
     --root-dir="$dir/kubelet" \
     --cert-dir="$dir/kubelet/pki" \
-    --pod-infra-container-image=k8s.gcr.io/pause:3.2 \
     </dev/null >"$dir/kubelet.log" 2>&1 &
   echo $! > "$dir/kubelet.pid"
   if ! wait_for 60 kubelet curl -sf http://127.0.0.1:10248/healthz; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: build nodestatus and its default setters,
 # and run it. With no --kubeconfig (and no $KUBECONFIG), `nodestatus run`
-# starts a local etcd and kube-apiserver (built once from Debian's source
-# package and cached in ~/.cache/nodestatus) and registers this machine.
+# starts a local etcd, kube-apiserver and kube-controller-manager (Kubernetes
+# 1.37.2, built once from their Go modules and cached in ~/.cache/nodestatus)
+# and registers this machine.
 # Extra arguments go to `nodestatus run`. The default setters are used unless
 # you give your own --plugin-dir.
 #
@@ -45,9 +46,12 @@ if [ -z "${NODESTATUS_BIN:-}" ] || ! $user_plugins; then
   scripts/ensure-packages.sh protobuf-compiler
 fi
 if [ -z "${KUBECONFIG:-}" ] && ! printf '%s\n' "$@" | grep -q -- '--kubeconfig'; then
-  log "kube-apiserver and etcd for the embedded default (first run: about 12 minutes)"
+  log "the embedded control plane (scripts/ensure-apiserver.sh: built once, then cached)"
   NODESTATUS_APISERVER="$(scripts/ensure-apiserver.sh | tail -n 1)"
   export NODESTATUS_APISERVER
+  # The kubectl of the same build, for the command the engine prints.
+  PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
+  export PATH
 fi
 if [ -z "${NODESTATUS_BIN:-}" ]; then
   log "building nodestatus (release)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of nodestatus on a fresh machine: installs what is missing
-# (the wasm32-wasip2 target, etcd and the Kubernetes 1.20.2 control plane
-# built from Debian's source package, componentize-py, componentize-js, clang
+# (the wasm32-wasip2 target, the Kubernetes 1.37.2 control plane, kubelet,
+# kubectl and etcd built from their Go modules, componentize-py, componentize-js, clang
 # with wasi-libc, wit-bindgen-cli and wasm-tools; all cached in
 # ~/.cache/nodestatus), builds the Python, JavaScript and C setters from
 # source, then runs the tests.
@@ -111,6 +111,9 @@ done
 [ "$failed" = 0 ] || { kill "$style_job" $aot 2>/dev/null; exit 1; }
 NODESTATUS_APISERVER="$(tail -n 1 "$logs/apiserver.log")"
 export NODESTATUS_APISERVER
+# kubectl (and etcd) of the same build, first on PATH for the tests.
+PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
+export PATH
 
 # The real-node suite (tests/realnode, docs/real-node.md): a kubelet on
 # containerd, the image and the DaemonSet; about 4 minutes of wall time at

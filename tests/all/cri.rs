@@ -28,7 +28,7 @@ impl Containerd {
         let d = dir.path();
         let config = format!(
             "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{sock}\"\n\
-             [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"k8s.gcr.io/pause:3.2\"\n  restrict_oom_score_adj = true\n\
+             [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.k8s.io/pause:3.10.2\"\n  restrict_oom_score_adj = true\n\
              [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni-bin\"\n  conf_dir = \"{d}/cni-conf\"\n",
             root = d.join("root").display(),
             state = d.join("state").display(),
@@ -490,7 +490,7 @@ fn once_on_the_default_socket(containerd: bool, plugins: &Path) -> (Value, Strin
     let d = tmp.path();
     let config = format!(
         "version = 2\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"/run/containerd/containerd.sock\"\n\
-         [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"k8s.gcr.io/pause:3.2\"\n  restrict_oom_score_adj = true\n\
+         [plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.k8s.io/pause:3.10.2\"\n  restrict_oom_score_adj = true\n\
          [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"{d}/cni-bin\"\n  conf_dir = \"{d}/cni-conf\"\n",
         root = d.join("root").display(),
         state = d.join("state").display(),

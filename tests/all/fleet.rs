@@ -24,8 +24,8 @@ use nodestatus_engine::embedded_apiserver::{
 use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
 use serde_json::Value;
 
-/// The node lifecycle controller's grace period (the default).
-const GRACE: Duration = Duration::from_secs(40);
+/// The node lifecycle controller's grace period (its default since 1.32).
+const GRACE: Duration = nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE;
 
 /// Seconds since the epoch, now.
 fn epoch() -> f64 {

@@ -1,9 +1,9 @@
 //! The fault rig (issue 10, item 7): the engine, as a real process with its
 //! default periods, behind a fault-injecting proxy to a real kube-apiserver,
-//! with the real node lifecycle controller (grace period 20 s) and the
-//! apiserver's audit log.
+//! with the real node lifecycle controller (Kubernetes 1.37, its default
+//! grace period of 50 s) and the apiserver's audit log.
 //!
-//! The scenarios wait for outages and periods (60 s, 40 s, 30 s), so they run
+//! The scenarios wait for outages and periods (65 s, 60 s, 30 s), so they run
 //! all at once, each with its own node, identity, proxy and engine, sharing
 //! one control plane: the whole rig takes about as long as its longest
 //! scenario. That is why this binary has its own small harness
@@ -66,6 +66,10 @@ fn cases() -> Vec<Case> {
         ),
         case!(lease_conflict_storm_30s, "409 on every lease PUT for 30 s"),
         case!(server_error_bursts, "500, 503, 504 bursts of 8 s"),
+        case!(
+            throttled_429_30s,
+            "429 with Retry-After: 1 on every request for 30 s (API Priority and Fairness)"
+        ),
         case!(slow_responses_5s, "every response 5 s late for 60 s"),
         case!(unauthorized_30s, "401 on every request for 30 s"),
         case!(forbidden_30s, "403 on every request for 30 s"),
@@ -76,8 +80,8 @@ fn cases() -> Vec<Case> {
         case!(node_deleted, "the admin deletes the Node"),
         case!(lease_deleted, "the admin deletes the Lease"),
         case!(
-            process_frozen_40s,
-            "SIGSTOP 40 s (grace period 20 s), then SIGCONT"
+            process_frozen_65s,
+            "SIGSTOP 65 s (grace period 50 s, the controller's default), then SIGCONT"
         ),
         case!(
             restart_watched_by_a_poller,
@@ -99,6 +103,7 @@ const NODES: &[&str] = &[
     "fault-conflict",
     "fault-5xx",
     "fault-slow",
+    "fault-429",
     "fault-401",
     "fault-403",
     "fault-403-reports",

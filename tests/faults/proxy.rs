@@ -295,9 +295,14 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
                     "message": format!("injected by the fault rig: {} {}", req.method(), req.uri().path()),
                     "reason": status_reason(code), "code": code,
                 });
-                let resp = Response::builder()
+                let mut resp = Response::builder()
                     .status(StatusCode::from_u16(code).expect("a valid status"))
-                    .header("content-type", "application/json")
+                    .header("content-type", "application/json");
+                if code == 429 {
+                    // As API Priority and Fairness answers a rejected request.
+                    resp = resp.header("retry-after", "1");
+                }
+                let resp = resp
                     .body(Body::from(body.to_string().into_bytes()))
                     .expect("a valid response");
                 return Ok(resp);

@@ -20,8 +20,9 @@ use serde_json::json;
 
 use crate::proxy::{FaultProxy, tls_acceptor};
 
-/// The node lifecycle controller's `--node-monitor-grace-period`.
-pub const GRACE: Duration = Duration::from_secs(20);
+/// The node lifecycle controller's `--node-monitor-grace-period`: its own
+/// default since Kubernetes 1.32.
+pub const GRACE: Duration = nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE;
 /// How soon after a fault ends the lease must be renewed (issue 10).
 pub const LEASE_RECOVERY: Duration = Duration::from_secs(25);
 /// How soon after a fault ends Ready must be right again: one update period

@@ -145,6 +145,32 @@ pub async fn server_error_bursts(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     Ok(o)
 }
 
+/// Every request answered 429 with `Retry-After: 1` for 30 s, as the
+/// apiserver's API Priority and Fairness answers a node it throttles: the
+/// engine backs off and retries (never gives up, never hammers), and
+/// recovers as from any other fault.
+pub async fn throttled_429_30s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
+    let mut s = rig.scenario("fault-429", &[]).await?;
+    let d = Duration::from_secs(30);
+    let mut o = fault_for(&mut s, Fault::Status(429, Only::All), d, true).await?;
+    let answered: u64 = o
+        .note
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .context("the outcome's note starts with the count of answered requests")?;
+    // The lease loop backs off to 7 s and the watch to 30 s; the status loop
+    // makes its five tries every 10 s, as the kubelet does: about 30
+    // requests in all. A loop that retried at once would ask thousands of
+    // times through a local proxy.
+    ensure!(
+        answered <= 60,
+        "throttled for {d:?}, the engine asked {answered} times: it does not back off"
+    );
+    o.note = format!("for 30 s; {}", o.note);
+    Ok(o)
+}
+
 pub async fn slow_responses_5s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-slow", &[]).await?;
     let mut o = fault_for(
@@ -252,14 +278,15 @@ pub async fn lease_deleted(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     Ok(o)
 }
 
-/// SIGSTOP for 40 s, past the 20 s grace period: the real node lifecycle
-/// controller sets Ready=Unknown. After SIGCONT, the engine must see that
-/// and write Ready=True back (the kubelet does within one update period).
-pub async fn process_frozen_40s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
+/// SIGSTOP for 65 s, past the controller's default 50 s grace period: the
+/// real node lifecycle controller sets Ready=Unknown. After SIGCONT, the
+/// engine must see that and write Ready=True back (the kubelet does within
+/// one update period).
+pub async fn process_frozen_65s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let mut s = rig.scenario("fault-frozen", &[]).await?;
     let start = Instant::now();
     s.engine.signal(libc::SIGSTOP);
-    sleep(Duration::from_secs(40)).await;
+    sleep(Duration::from_secs(65)).await;
     let unknown = s
         .observer
         .timeline()
@@ -269,7 +296,7 @@ pub async fn process_frozen_40s(rig: Arc<Rig>) -> anyhow::Result<Outcome> {
     let healed = Instant::now();
     ensure!(
         unknown,
-        "precondition: the node lifecycle controller (grace {GRACE:?}) did not set Ready=Unknown during the 40 s freeze; Ready: {}",
+        "precondition: the node lifecycle controller (grace {GRACE:?}) did not set Ready=Unknown during the 65 s freeze; Ready: {}",
         s.observer.describe_since(start)
     );
     s.recovered(start, healed, Timestamp::now()).await

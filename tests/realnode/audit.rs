@@ -278,7 +278,7 @@ pub fn self_check() -> Result<(), String> {
         })
         .to_string()
     };
-    let kubelet = "kubelet/v1.20.2 (linux/amd64)";
+    let kubelet = "kubelet/v1.37.2 (linux/amd64)";
     let ready =
         |s: &str| serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": s}]}});
     let label = |v: Value| serde_json::json!({"metadata": {"labels": {"example.com/x": v}}});

@@ -1,6 +1,6 @@
-//! The real-node suite (issue 14): a real kubelet 1.20.2 on containerd 1.6
+//! The real-node suite (issue 14): a real kubelet 1.37.2 on containerd 1.6
 //! with runc and a CNI bridge, on this machine, beside etcd, kube-apiserver,
-//! kube-controller-manager and kube-scheduler from the same source build;
+//! kube-controller-manager and kube-scheduler from the same Go module build;
 //! nodestatus's own container image imported into containerd, and the
 //! DaemonSet of `deploy/kubernetes/` applied to it.
 //!
@@ -674,10 +674,17 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         true,
         Extras {
             audit_log: true,
-            node_lifecycle_grace: Some(Duration::from_secs(40)),
+            node_lifecycle_grace: Some(
+                nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE,
+            ),
         },
         NodeParts {
-            more_controllers: vec!["daemonset", "serviceaccount", "serviceaccount-token"],
+            more_controllers: vec![
+                "daemonset",
+                "serviceaccount",
+                "serviceaccount-token",
+                "root-ca-cert-publisher",
+            ],
             scheduler: true,
             audit_node_writes: true,
         },
@@ -793,7 +800,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         .arg(&node_dir)
         .args(["images", "ls", "-q"]))?;
     for want in [
-        "k8s.gcr.io/pause:3.2",
+        "registry.k8s.io/pause:3.10.2",
         "docker.io/library/busybox:latest",
         "docker.io/library/nodestatus:0.1.0",
     ] {

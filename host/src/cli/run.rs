@@ -38,9 +38,10 @@ pub struct Args {
     pub embedded_dir: Option<PathBuf>,
     /// The embedded cluster's node monitor grace period: how long its node
     /// lifecycle controller waits for a silent node before it marks it
-    /// Unknown (kube-controller-manager's default). Taken when the cluster
-    /// starts, not when a run attaches to one left running.
-    #[arg(long, default_value = "40s")]
+    /// Unknown (kube-controller-manager's default since Kubernetes 1.32).
+    /// Taken when the cluster starts, not when a run attaches to one left
+    /// running.
+    #[arg(long, default_value = "50s")]
     pub embedded_node_monitor_grace_period: nodestatus_engine::config::GoDuration,
     /// Stop the embedded cluster that earlier runs left running (in
     /// --embedded-dir), and exit.
@@ -123,8 +124,17 @@ async fn connect(
     let admin = cluster.write_admin_kubeconfig()?;
     let node_kubeconfig = cluster.write_node_kubeconfig(node_name)?;
     eprintln!("local kube-apiserver at {}", cluster.server);
+    // The kubectl of the control plane's own build when there is one (a
+    // fresh machine has no other), else the one on PATH.
+    let kubectl =
+        nodestatus_engine::embedded_apiserver::apiserver_binary().with_file_name("kubectl");
+    let kubectl = if kubectl.exists() {
+        kubectl.display().to_string()
+    } else {
+        "kubectl".to_owned()
+    };
     eprintln!(
-        "see this node with:\n\n    kubectl --kubeconfig {} get node {node_name} -o wide\n",
+        "see this node with:\n\n    {kubectl} --kubeconfig {} get node {node_name} -o wide\n",
         admin.display()
     );
     Ok((kubeconfig_config(&node_kubeconfig).await?, Some(cluster)))

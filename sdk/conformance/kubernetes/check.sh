@@ -1,29 +1,27 @@
 #!/usr/bin/env bash
 # Checks sdk/conformance/quantity.json against Kubernetes' own
-# resource.Quantity: builds main.go (a small oracle) with the
-# k8s.io/apimachinery/pkg/api/resource and gopkg.in/inf.v0 sources from the
-# Kubernetes source tree that scripts/ensure-apiserver.sh unpacks, asks it
-# every vector, and fails on any answer that differs from the file's (a
-# vector's "kubernetes" field, where the SDKs differ on purpose).
+# resource.Quantity: builds main.go (a small oracle) against
+# k8s.io/apimachinery at the release that scripts/ensure-apiserver.sh builds
+# (v0.37.2 for Kubernetes 1.37.2; NODESTATUS_K8S_VERSION names another), from
+# the Go module cache that build filled (or the module proxy), asks it every
+# vector, and fails on any answer that differs from the file's (a vector's
+# "kubernetes" field, where the SDKs differ on purpose).
 #
-#   sdk/conformance/kubernetes/check.sh [KUBERNETES_SOURCE_DIR]
+#   sdk/conformance/kubernetes/check.sh
 #
-# Needs go (any 1.19+) and no network.
+# Needs Go 1.26 or newer.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-src="${1:-$(ls -d "${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}"/src/kubernetes-*/ 2>/dev/null | head -n1)}"
-[ -d "$src/staging/src/k8s.io/apimachinery/pkg/api/resource" ] ||
-  { echo "check.sh: no Kubernetes source tree (run scripts/ensure-apiserver.sh, or name one)" >&2; exit 1; }
+PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "check.sh: go is needed" >&2; exit 1; }
+version="${NODESTATUS_K8S_VERSION:-1.37.2}"
+minor="${version#*.}"; minor="${minor%%.*}"
+apimachinery="v0.$minor.${version##*.}"
 mod="$(mktemp -d)"
 trap 'rm -rf "$mod"' EXIT
-mkdir -p "$mod/resource" "$mod/inf"
-cp "$src"/staging/src/k8s.io/apimachinery/pkg/api/resource/{quantity,amount,math,scale_int,suffix}.go "$mod/resource/"
-cp "$src"/vendor/gopkg.in/inf.v0/{dec,rounder}.go "$mod/inf/"
-sed -i 's#"gopkg.in/inf.v0"#"oracle/inf"#' "$mod"/resource/*.go
 cp "$here/main.go" "$mod/"
-printf 'module oracle\n\ngo 1.19\n' >"$mod/go.mod"
-(cd "$mod" && GOFLAGS=-mod=mod GOPROXY=off go build -o oracle .)
+printf 'module oracle\n\ngo 1.26\n\nrequire k8s.io/apimachinery %s\n' "$apimachinery" >"$mod/go.mod"
+(cd "$mod" && GOFLAGS=-mod=mod go build -o oracle . 2>&1) >&2
 python3 - "$here/../quantity.json" "$mod/oracle" <<'PY'
 import json, subprocess, sys
 vectors = json.load(open(sys.argv[1]))

@@ -1,7 +1,7 @@
 // Command oracle answers the quantity vectors with Kubernetes' own
 // resource.Quantity: one JSON request a line on stdin, one answer a line on
-// stdout. check-kubernetes.sh builds it against the Kubernetes source that
-// scripts/ensure-apiserver.sh unpacks (Debian's kubernetes source package).
+// stdout. check.sh builds it against k8s.io/apimachinery at the release
+// that scripts/ensure-apiserver.sh builds (v0.37.2).
 //
 //	{"parse": "1.5Gi"}                        -> {"millis": "...", "canonical": "1536Mi"}
 //	{"millis": "1000000", "format": "BinarySI"} -> {"canonical": "1k"}
@@ -16,7 +16,7 @@ import (
 	"os"
 	"strconv"
 
-	"oracle/resource"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 type request struct {

@@ -28,7 +28,8 @@ pub use detached::STATE_FILE;
 pub enum Error {
     /// A binary is missing.
     #[error(
-        "{what} not found at {path:?}: run scripts/ensure-apiserver.sh (it builds kube-apiserver from Debian's source package and installs etcd)"
+        "{what} not found at {path:?}: run scripts/ensure-apiserver.sh (it builds Kubernetes {version} and its etcd from their Go modules into ~/.cache/nodestatus)",
+        version = KUBERNETES_VERSION
     )]
     Missing {
         /// Which binary.
@@ -74,8 +75,17 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 /// Convenience alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The Kubernetes release that `scripts/ensure-apiserver.sh` builds and
+/// caches by default, and that the embedded cluster and every real test run.
+pub const KUBERNETES_VERSION: &str = "1.37.2";
+
+/// The node lifecycle controller's own default `--node-monitor-grace-period`
+/// since Kubernetes 1.32 (it was 40 s before).
+pub const DEFAULT_NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
+
 /// Where the kube-apiserver binary is: `$NODESTATUS_APISERVER`, else the
-/// cache `scripts/ensure-apiserver.sh` fills.
+/// cache `scripts/ensure-apiserver.sh` fills
+/// (`~/.cache/nodestatus/k8s-<KUBERNETES_VERSION>/bin`).
 pub fn apiserver_binary() -> PathBuf {
     std::env::var_os("NODESTATUS_APISERVER")
         .map(PathBuf::from)
@@ -86,8 +96,23 @@ pub fn apiserver_binary() -> PathBuf {
                     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nodestatus"))
                 })
                 .unwrap_or_else(|| PathBuf::from("/var/cache/nodestatus"))
-                .join("bin/kube-apiserver")
+                .join(format!("k8s-{KUBERNETES_VERSION}/bin/kube-apiserver"))
         })
+}
+
+/// Where the etcd binary is: `$NODESTATUS_ETCD`, else next to
+/// [`apiserver_binary`] (built at the version Kubernetes' go.mod requires),
+/// else `etcd` on `PATH`.
+pub fn etcd_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("NODESTATUS_ETCD") {
+        return PathBuf::from(p);
+    }
+    let beside = apiserver_binary().with_file_name("etcd");
+    if beside.exists() {
+        beside
+    } else {
+        PathBuf::from("etcd")
+    }
 }
 
 /// Where the kube-controller-manager binary is: `$NODESTATUS_CONTROLLER_MANAGER`,
@@ -334,7 +359,8 @@ impl EmbeddedApiserver {
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let etcd_log =
             std::fs::File::create(dir.join("etcd.log")).map_err(io("creating etcd.log"))?;
-        let mut etcd_cmd = Command::new("etcd");
+        let etcd_bin = etcd_binary();
+        let mut etcd_cmd = Command::new(&etcd_bin);
         if die_with_parent {
             kill_with_parent(&mut etcd_cmd);
         }
@@ -368,7 +394,7 @@ impl EmbeddedApiserver {
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => Error::Missing {
                     what: "etcd",
-                    path: "etcd".into(),
+                    path: etcd_bin.clone(),
                 },
                 _ => Error::Io {
                     context: "starting etcd".into(),
@@ -430,8 +456,7 @@ impl EmbeddedApiserver {
             .arg("--leader-elect=false")
             .arg(format!("--node-monitor-grace-period={}s", grace.as_secs()))
             .arg("--node-monitor-period=2s")
-            // No serving ports: several clusters may run on one machine.
-            .arg("--port=0")
+            // No serving port: several clusters may run on one machine.
             .arg("--secure-port=0")
             .stdout(Stdio::null())
             .stderr(log)
@@ -448,7 +473,8 @@ impl EmbeddedApiserver {
                 });
             }
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if text.contains("Started \"nodelifecycle\"") {
+            // The node lifecycle controller's own first line when it runs.
+            if text.contains("Starting node controller") {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
@@ -473,7 +499,6 @@ impl EmbeddedApiserver {
         let mut child = cmd
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--leader-elect=false")
-            .arg("--port=0")
             .arg("--secure-port=0")
             .stdout(Stdio::null())
             .stderr(log)
