@@ -24,10 +24,6 @@ pub const EXPECTED: &[(&str, &str)] = &[
         "each writer reports its own version",
     ),
     (
-        "status.nodeInfo.kubeProxyVersion",
-        "kubelet 1.20 sets its own version; empty from 1.33 on, and nodestatus leaves it empty",
-    ),
-    (
         "status.conditions[*].lastHeartbeatTime",
         "times of each writer's own pass",
     ),
@@ -85,7 +81,8 @@ pub const WITHOUT_CRI: &[(&str, &str)] = &[
 
 /// The compared fields of a Node, flattened: labels, annotations, taints,
 /// capacity, allocatable, conditions (type, status, reason, message, times),
-/// addresses, daemonEndpoints, nodeInfo and images.
+/// addresses, daemonEndpoints, nodeInfo and images, and what a current
+/// kubelet adds: runtimeHandlers, features and declaredFeatures.
 pub fn fields(n: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for key in ["labels", "annotations"] {
@@ -112,10 +109,14 @@ pub fn fields(n: &Value) -> BTreeMap<String, String> {
         }
     }
     out.insert("status.addresses".into(), text(&n["status"]["addresses"]));
-    out.insert(
-        "status.daemonEndpoints".into(),
-        text(&n["status"]["daemonEndpoints"]),
-    );
+    for key in [
+        "daemonEndpoints",
+        "runtimeHandlers",
+        "features",
+        "declaredFeatures",
+    ] {
+        out.insert(format!("status.{key}"), text(&n["status"][key]));
+    }
     for (k, v) in n["status"]["nodeInfo"].as_object().into_iter().flatten() {
         out.insert(format!("status.nodeInfo.{k}"), text(v));
     }

@@ -21,7 +21,9 @@ use hyper_util::rt::TokioIo;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{ListImagesRequest, StatusRequest, VersionRequest};
-use nodestatus_runtime::facts::{RuntimeCondition, RuntimeFacts, RuntimeImage};
+use nodestatus_runtime::facts::{
+    RuntimeCondition, RuntimeFacts, RuntimeFeatures, RuntimeHandler, RuntimeImage,
+};
 use tonic::transport::{Channel, Endpoint, Uri};
 
 /// The default deadline of one CRI call (`runtimeRequestTimeout`).
@@ -204,8 +206,18 @@ impl Client {
             handlers: status
                 .runtime_handlers
                 .into_iter()
-                .map(|h| h.name)
+                .map(|h| {
+                    let f = h.features.unwrap_or_default();
+                    RuntimeHandler {
+                        name: h.name,
+                        recursive_read_only_mounts: f.recursive_read_only_mounts,
+                        user_namespaces: f.user_namespaces,
+                    }
+                })
                 .collect(),
+            features: status.features.map(|f| RuntimeFeatures {
+                supplemental_groups_policy: f.supplemental_groups_policy,
+            }),
         })
     }
 }

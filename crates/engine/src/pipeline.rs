@@ -225,6 +225,10 @@ pub const OS_ARCH_LABELS: &str = "os-arch-labels";
 /// ([`node::kubelet::allocatable_for_every_capacity_key`]).
 pub const ALLOCATABLE: &str = "allocatable-for-capacity";
 
+/// The built-in step that writes what a current kubelet writes from its
+/// container runtime and machine ([`PassOptions::kubelet_fields`]).
+pub const CURRENT_KUBELET_FIELDS: &str = "current-kubelet-fields";
+
 /// The built-in step that keeps the node's Ready condition as the pass
 /// found it ([`PassOptions::keep_ready`]).
 pub const KEEP_READY: &str = "keep-ready-until-checked";
@@ -244,6 +248,12 @@ pub struct PassOptions {
     /// `cloudProvider: external`: once the node has addresses (the
     /// cloud-controller-manager's), they stay as they are.
     pub keep_addresses: bool,
+    /// The API server's version: the fields a kubelet of that version
+    /// writes from its container runtime and machine (runtime handlers,
+    /// features, swap, declared features) are written
+    /// ([`node::kubelet::current_kubelet_fields`]). `None`: not written
+    /// (companion mode, where the kubelet writes them).
+    pub kubelet_fields: Option<node::kubelet::ServerVersion>,
 }
 
 /// What a pass did.
@@ -305,9 +315,12 @@ impl PassReport {
 /// After the setters, the fields of plugins no longer loaded are removed,
 /// then the host's built-in steps run, through the same diff, policy and
 /// validation (with the default allowance) and into
-/// [`PassReport::builtins`]: the `kubernetes.io/os` and `kubernetes.io/arch`
-/// labels, forced when missing or wrong as the kubelet does after its
-/// setters. They own no fields: the host writes them on every pass.
+/// [`PassReport::builtins`]: with [`PassOptions::kubelet_fields`], what a
+/// kubelet of the server's release writes from its container runtime and
+/// machine ([`node::kubelet::current_kubelet_fields`]); the
+/// `kubernetes.io/os` and `kubernetes.io/arch` labels, forced when missing
+/// or wrong as the kubelet does after its setters. They own no fields: the
+/// host writes them on every pass.
 pub fn pass(
     runtime: &Runtime,
     set: &PluginSet,
@@ -390,6 +403,16 @@ pub fn pass(
             .builtins
             .push(builtin(KEEP_ADDRESSES, &keep, &mut current, &mut known));
     }
+    if let Some(server) = options.kubelet_fields {
+        let facts = runtime_and_machine(ctx);
+        let step = |c: &Value| node::kubelet::current_kubelet_fields(c, server, &facts);
+        report.builtins.push(builtin(
+            CURRENT_KUBELET_FIELDS,
+            &step,
+            &mut current,
+            &mut known,
+        ));
+    }
     report.builtins.push(builtin(
         OS_ARCH_LABELS,
         &node::kubelet::os_arch_labels,
@@ -422,6 +445,33 @@ pub fn pass(
         return (node.clone(), report);
     }
     (current, report)
+}
+
+/// What [`node::kubelet::current_kubelet_fields`] reads, from the pass's
+/// context: the container runtime's answer (nothing known when it did not
+/// answer or none is configured) and the machine's facts.
+fn runtime_and_machine(ctx: &CallContext) -> node::kubelet::RuntimeAndMachine {
+    let runtime = ctx
+        .container_runtime
+        .as_deref()
+        .and_then(|r| r.as_ref().ok());
+    node::kubelet::RuntimeAndMachine {
+        runtime_handlers: runtime.map(|r| {
+            r.handlers
+                .iter()
+                .map(|h| node::kubelet::RuntimeHandler {
+                    name: h.name.clone(),
+                    recursive_read_only_mounts: h.recursive_read_only_mounts,
+                    user_namespaces: h.user_namespaces,
+                })
+                .collect()
+        }),
+        supplemental_groups_policy: runtime
+            .and_then(|r| r.features.as_ref())
+            .map(|f| f.supplemental_groups_policy),
+        swap_bytes: ctx.facts.swap_bytes(),
+        running_in_user_namespace: ctx.facts.running_in_user_namespace(),
+    }
 }
 
 /// Runs one built-in step of the host over `current` (whose problems are

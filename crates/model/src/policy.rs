@@ -305,6 +305,9 @@ pub const DEFAULT_ALLOW: &[&str] = &[
     "status.volumesInUse",
     "status.volumesAttached",
     "status.daemonEndpoints",
+    "status.runtimeHandlers",
+    "status.features",
+    "status.declaredFeatures",
     "metadata.labels[@node-restriction]",
     "metadata.annotations[@node-restriction]",
 ];

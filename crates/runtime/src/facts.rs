@@ -225,6 +225,32 @@ impl Facts {
         })
     }
 
+    /// The machine's swap in bytes: `SwapTotal` of `/proc/meminfo` (beneath
+    /// a simulated machine's root), as cadvisor reads it for the kubelet;
+    /// `None` when it cannot be read.
+    pub fn swap_bytes(&self) -> Option<u64> {
+        let text =
+            std::fs::read_to_string(self.source.host_path(Path::new("/proc/meminfo"))).ok()?;
+        let line = text.lines().find(|l| l.starts_with("SwapTotal:"))?;
+        let kb: u64 = line
+            .trim_start_matches("SwapTotal:")
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        kb.checked_mul(1024)
+    }
+
+    /// Whether this process runs in a user namespace other than the
+    /// initial one (the kubelet's `userns.RunningInUserNS`): its
+    /// `/proc/self/uid_map` maps less than every uid from 0.
+    pub fn running_in_user_namespace(&self) -> Option<bool> {
+        let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+        let fields: Vec<&str> = map.split_whitespace().collect();
+        Some(fields != ["0", "0", "4294967295"])
+    }
+
     /// Network interfaces and their addresses.
     pub fn interfaces(&self) -> &[NetworkInterface] {
         self.interfaces.get_or_init(|| {
@@ -529,8 +555,31 @@ pub struct RuntimeFacts {
     pub conditions: Vec<RuntimeCondition>,
     /// Its images.
     pub images: Vec<RuntimeImage>,
-    /// Its runtime handlers' names.
-    pub handlers: Vec<String>,
+    /// Its runtime handlers (CRI `StatusResponse.runtime_handlers`, 1.30+;
+    /// empty from older runtimes such as containerd 1.6), in its order.
+    pub handlers: Vec<RuntimeHandler>,
+    /// Its features (CRI `StatusResponse.features`, 1.31+; `None` from
+    /// older runtimes).
+    pub features: Option<RuntimeFeatures>,
+}
+
+/// A runtime handler, as CRI's `RuntimeHandler` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeHandler {
+    /// Its name; empty for the default handler.
+    pub name: String,
+    /// `features.recursive_read_only_mounts`.
+    pub recursive_read_only_mounts: bool,
+    /// `features.user_namespaces`.
+    pub user_namespaces: bool,
+}
+
+/// The runtime's features, as CRI's `RuntimeFeatures` gives them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeFeatures {
+    /// `supplemental_groups_policy`: the runtime supports
+    /// `SupplementalGroupsPolicy` and `ContainerUser`.
+    pub supplemental_groups_policy: bool,
 }
 
 #[cfg(test)]

@@ -622,7 +622,7 @@ impl host::Host for CallState {
                     size: i.size,
                 })
                 .collect(),
-            handlers: facts.handlers.clone(),
+            handlers: facts.handlers.iter().map(|h| h.name.clone()).collect(),
         })
     }
 }

@@ -65,7 +65,14 @@ impl Args {
                 &cfg.hostname(&nodestatus_runtime::facts::Facts::default()),
             ),
         };
-        let (mut loads, waited, out, report) = evaluate(&plugins, &node, &context(&cfg));
+        // What a kubelet of the newest supported release writes, as `run`
+        // writes for a server of that release (none in companion mode).
+        let options = pipeline::PassOptions {
+            kubelet_fields: (!cfg.companion)
+                .then_some(nodestatus_model::node::kubelet::ServerVersion::NEWEST),
+            ..Default::default()
+        };
+        let (mut loads, waited, out, report) = evaluate(&plugins, &node, &context(&cfg), options);
         for e in &mut loads {
             set.name_origin(e.file_mut());
         }
@@ -199,12 +206,13 @@ pub fn evaluate(
     dir: &PluginDir,
     node: &Value,
     ctx: &CallContext,
+    options: pipeline::PassOptions,
 ) -> (Vec<ReloadEvent>, std::time::Duration, Value, PassReport) {
     let started = std::time::Instant::now();
     let loads = dir.rescan();
     let waited = started.elapsed();
     let set = dir.current();
-    let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx, Default::default());
+    let (out, report) = pipeline::pass(dir.runtime(), &set, node, ctx, options);
     (loads, waited, out, report)
 }
 

@@ -18,6 +18,7 @@ use arc_swap::ArcSwap;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodestatus_model::node::kubelet::ServerVersion;
 use serde_json::Value;
 
 /// The kinds of request the engine sends.
@@ -38,6 +39,8 @@ pub enum RequestKind {
     UpdateLease,
     /// `POST` of an Event.
     CreateEvent,
+    /// `GET /version`: the server's version, once per registration.
+    GetVersion,
 }
 
 impl RequestKind {
@@ -51,6 +54,7 @@ impl RequestKind {
             Self::CreateLease => "create-lease",
             Self::UpdateLease => "update-lease",
             Self::CreateEvent => "create-event",
+            Self::GetVersion => "get-version",
         }
     }
 }
@@ -432,6 +436,21 @@ impl NodeClient {
         serde_json::to_value(n).map_err(|e| Error::Decode {
             kind: kind.as_str(),
             message: e.to_string(),
+        })
+    }
+
+    /// GETs `/version`: the server's major and minor version.
+    pub async fn server_version(&self) -> Result<ServerVersion> {
+        let client = (**self.client.load()).clone();
+        let info = self
+            .call(RequestKind::GetVersion, 0, client.apiserver_version())
+            .await?;
+        ServerVersion::parse(&info.major, &info.minor).ok_or_else(|| Error::Decode {
+            kind: RequestKind::GetVersion.as_str(),
+            message: format!(
+                "the server's version is {:?}.{:?} ({}), not numbers",
+                info.major, info.minor, info.git_version
+            ),
         })
     }
 

@@ -506,6 +506,7 @@ async fn answer(client: &NodeClient, call: Call) -> Answer {
         Call::GetLease => Answer::Lease(client.get_lease().await),
         Call::CreateLease(lease) => Answer::LeaseWritten(client.create_lease(&lease).await),
         Call::UpdateLease(lease) => Answer::LeaseWritten(client.update_lease(&lease).await),
+        Call::GetVersion => Answer::Version(client.server_version().await),
     }
 }
 

@@ -39,6 +39,9 @@ pub enum Call {
     CreateLease(Lease),
     /// Update the lease (an optimistic PUT of the copy it came from).
     UpdateLease(Lease),
+    /// GET `/version` (once per registration: the fields a kubelet of
+    /// that version writes).
+    GetVersion,
 }
 
 /// The answer to a [`Call`] or an [`Action::RunPass`].
@@ -54,6 +57,8 @@ pub enum Answer {
     Lease(client::Result<Option<Lease>>),
     /// The lease as written (created or updated).
     LeaseWritten(client::Result<Lease>),
+    /// The server's version.
+    Version(client::Result<nodestatus_model::node::kubelet::ServerVersion>),
     /// A pass of the setters over the base it was given: the new node and
     /// what the pass did, or why it did not finish.
     Pass(Loop, std::result::Result<(Value, PassReport), String>),

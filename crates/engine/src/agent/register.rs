@@ -25,6 +25,8 @@ use nodestatus_model::node::patch;
 enum Op {
     /// Waiting for the next try.
     Idle,
+    /// GET `/version`, before the first try of a registration.
+    Version,
     /// `registerNode: false`: a GET to see whether the node exists.
     Waiting,
     /// The setters run over the initial node.
@@ -90,6 +92,16 @@ pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
     if s.register.next_at().is_none_or(|t| ctx.now < t) {
         return;
     }
+    if s.server.is_none() {
+        s.register.op = Op::Version;
+        out.push(Action::Call(Call::GetVersion));
+        return;
+    }
+    begin(s, out);
+}
+
+/// The try itself, once the server's version is known.
+fn begin(s: &mut State, out: &mut Vec<Action>) {
     if !s.cfg.register_node {
         s.register.op = Op::Waiting;
         out.push(Action::Call(Call::GetNode(Loop::Register)));
@@ -104,6 +116,15 @@ pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
 pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
     let op = std::mem::replace(&mut s.register.op, Op::Idle);
     let result: Result<Option<Value>, Error> = match (op, a) {
+        (Op::Version, Answer::Version(r)) => match r {
+            Ok(v) => {
+                tracing::info!(node = s.cfg.node_name, server = %v, "API server version");
+                s.server = Some(v);
+                begin(s, out);
+                return;
+            }
+            Err(e) => Err(e.into()),
+        },
         (Op::Waiting, Answer::Node(_, r)) => match r {
             Ok(Some(n)) => Ok(Some(n)),
             Ok(None) => {

@@ -102,6 +102,9 @@ pub struct State {
     pub(super) last_sync_ok: Option<Instant>,
     pub(super) last_lease_ok: Option<Instant>,
     pub(super) last_pass: Option<Arc<PassReport>>,
+    /// The API server's version, learned before the first registration
+    /// try.
+    pub(super) server: Option<nodestatus_model::node::kubelet::ServerVersion>,
     pub(super) register: Register,
     pub(super) sync: Sync,
     pub(super) lease: LeaseLoop,
@@ -131,6 +134,7 @@ impl State {
             last_sync_ok: None,
             last_lease_ok: None,
             last_pass: None,
+            server: None,
             register: Register::new(now),
             sync: Sync::new(&cfg, now),
             lease: LeaseLoop::new(),
@@ -226,6 +230,7 @@ impl State {
                     super::lease::answer(self, a, ctx, &mut out)
                 }
                 Answer::Created(_)
+                | Answer::Version(_)
                 | Answer::Node(Loop::Register, _)
                 | Answer::Patched(Loop::Register, _)
                 | Answer::Pass(Loop::Register, _) => {
@@ -356,6 +361,9 @@ impl State {
         let options = PassOptions {
             keep_ready: !std::mem::replace(&mut self.checks_ran, true),
             keep_addresses: self.cfg.external_cloud_provider,
+            // In companion mode the kubelet writes its runtime's and
+            // machine's fields itself.
+            kubelet_fields: self.server.filter(|_| !self.cfg.companion),
         };
         Action::RunPass {
             for_loop,

@@ -164,6 +164,190 @@ pub fn keep_addresses(base: &Value, node: &Value) -> Option<Value> {
     Some(n)
 }
 
+/// A Kubernetes API server's version, as its `/version` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServerVersion {
+    /// The major version (1).
+    pub major: u32,
+    /// The minor version.
+    pub minor: u32,
+}
+
+impl ServerVersion {
+    /// The newest release nodestatus writes the node for: a pass with no
+    /// server (`nodestatus once`) writes what a kubelet of this version
+    /// writes.
+    pub const NEWEST: Self = Self {
+        major: 1,
+        minor: 37,
+    };
+
+    /// From `/version`'s `major` and `minor`, which some distributions
+    /// suffix (`"37+"`); `None` when they are not numbers.
+    pub fn parse(major: &str, minor: &str) -> Option<Self> {
+        let num = |s: &str| s.trim_end_matches('+').trim().parse::<u32>().ok();
+        Some(Self {
+            major: num(major)?,
+            minor: num(minor)?,
+        })
+    }
+
+    const fn at_least(self, minor: u32) -> bool {
+        self.major > 1 || (self.major == 1 && self.minor >= minor)
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The names a kubelet 1.37 with its default feature gates declares in
+/// `status.declaredFeatures` (KEP-5328), in its order (byte-wise by name):
+/// the gates that are on by default among those the framework knows; the
+/// two that also need a runtime feature are alpha and off.
+pub const DECLARED_FEATURES: &[&str] = &[
+    "ExtendWebSocketsToKubelet",
+    "InPlacePodLevelResourcesVerticalScaling",
+    "InPlacePodVerticalScalingInitContainers",
+    "RestartAllContainersOnContainerExits",
+];
+
+/// A runtime handler as CRI reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeHandler {
+    /// Its name; empty for the default handler.
+    pub name: String,
+    /// It supports recursive read-only mounts.
+    pub recursive_read_only_mounts: bool,
+    /// It supports user namespaces.
+    pub user_namespaces: bool,
+}
+
+/// What a current kubelet reads from its container runtime and its machine
+/// for the fields it writes outside its setters. `None` is "not known in
+/// this pass": the node keeps what it has, as the kubelet does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeAndMachine {
+    /// CRI `Status`'s `runtime_handlers` (empty from a runtime older than
+    /// CRI 1.30, such as containerd 1.6); `None` when the runtime did not
+    /// answer.
+    pub runtime_handlers: Option<Vec<RuntimeHandler>>,
+    /// CRI `Status`'s `features.supplemental_groups_policy`; `None` when
+    /// the runtime reports no features (older than CRI 1.31) or did not
+    /// answer.
+    pub supplemental_groups_policy: Option<bool>,
+    /// The machine's swap (`SwapTotal` of `/proc/meminfo`), in bytes.
+    pub swap_bytes: Option<u64>,
+    /// Whether the engine runs in a user namespace.
+    pub running_in_user_namespace: Option<bool>,
+}
+
+/// The fields a current kubelet writes besides its setters' classic ones,
+/// each only when the server is of a version whose kubelet writes it by
+/// default (so it knows the field and keeps it): `status.runtimeHandlers`
+/// (1.31: the `RecursiveReadOnlyMounts` gate on), `status.features` (1.33:
+/// `SupplementalGroupsPolicy` beta), `status.nodeInfo.swap` (1.33),
+/// `status.declaredFeatures` (1.37: [`DECLARED_FEATURES`], the list of a
+/// 1.37 kubelet), and `status.nodeInfo.runningInUserNamespace` (1.37:
+/// `KubeletInUserNamespace` beta). The kubelet's rules, from its setters
+/// (`pkg/kubelet/nodestatus/setters.go`):
+/// - runtime handlers sorted by name, both features always written; none
+///   reported removes the field (an empty list, omitted);
+/// - `features` written whole when the runtime reports features, else
+///   left as it is;
+/// - swap written only when the machine has some (never cleared);
+/// - the rest written on every pass.
+///
+/// Returns the node with them, or `None` when it holds them already.
+pub fn current_kubelet_fields(
+    node: &Value,
+    server: ServerVersion,
+    facts: &RuntimeAndMachine,
+) -> Option<Value> {
+    let status = node.get("status").and_then(Value::as_object);
+    let info = status
+        .and_then(|s| s.get("nodeInfo"))
+        .and_then(Value::as_object);
+    let mut status_sets: Vec<(&str, Option<Value>)> = Vec::new();
+    let mut info_sets: Vec<(&str, Value)> = Vec::new();
+    if server.at_least(31)
+        && let Some(handlers) = &facts.runtime_handlers
+    {
+        let mut handlers = handlers.clone();
+        handlers.sort_by(|a, b| a.name.cmp(&b.name));
+        let want = (!handlers.is_empty()).then(|| {
+            Value::Array(
+                handlers
+                    .iter()
+                    .map(|h| {
+                        json!({
+                            "name": h.name,
+                            "features": {
+                                "recursiveReadOnlyMounts": h.recursive_read_only_mounts,
+                                "userNamespaces": h.user_namespaces,
+                            },
+                        })
+                    })
+                    .collect(),
+            )
+        });
+        status_sets.push(("runtimeHandlers", want));
+    }
+    if server.at_least(33)
+        && let Some(sgp) = facts.supplemental_groups_policy
+    {
+        status_sets.push(("features", Some(json!({"supplementalGroupsPolicy": sgp}))));
+    }
+    if server.at_least(37) {
+        status_sets.push(("declaredFeatures", Some(json!(DECLARED_FEATURES))));
+        if let Some(userns) = facts.running_in_user_namespace {
+            info_sets.push(("runningInUserNamespace", Value::Bool(userns)));
+        }
+    }
+    if server.at_least(33)
+        && let Some(bytes) = facts.swap_bytes.filter(|b| *b > 0)
+    {
+        info_sets.push(("swap", json!({"capacity": bytes})));
+    }
+    let status_changed = status_sets
+        .iter()
+        .any(|(k, want)| status.and_then(|s| s.get(*k)) != want.as_ref());
+    let info_changed = info_sets
+        .iter()
+        .any(|(k, want)| info.and_then(|i| i.get(*k)) != Some(want));
+    if !status_changed && !info_changed {
+        return None;
+    }
+    let mut out = node.clone();
+    let root = out.as_object_mut()?;
+    let status = root
+        .entry("status")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()?;
+    for (k, want) in status_sets {
+        match want {
+            Some(v) => {
+                status.insert(k.to_owned(), v);
+            }
+            None => {
+                status.remove(k);
+            }
+        }
+    }
+    if !info_sets.is_empty() {
+        let info = status
+            .entry("nodeInfo")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()?;
+        for (k, v) in info_sets {
+            info.insert(k.to_owned(), v);
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,5 +429,124 @@ mod tests {
             None,
             "none yet: ours"
         );
+    }
+
+    #[test]
+    fn server_versions_parse_as_distributions_write_them() {
+        assert_eq!(
+            ServerVersion::parse("1", "37+"),
+            Some(ServerVersion {
+                major: 1,
+                minor: 37
+            })
+        );
+        assert_eq!(ServerVersion::parse("1", "x"), None);
+        assert!(ServerVersion::parse("1", "36").unwrap() < ServerVersion::NEWEST);
+        assert_eq!(ServerVersion::NEWEST.to_string(), "1.37");
+    }
+
+    fn v(minor: u32) -> ServerVersion {
+        ServerVersion { major: 1, minor }
+    }
+
+    fn all_facts() -> RuntimeAndMachine {
+        RuntimeAndMachine {
+            runtime_handlers: Some(vec![
+                RuntimeHandler {
+                    name: "runc".into(),
+                    recursive_read_only_mounts: true,
+                    user_namespaces: false,
+                },
+                RuntimeHandler {
+                    name: String::new(),
+                    recursive_read_only_mounts: true,
+                    user_namespaces: true,
+                },
+            ]),
+            supplemental_groups_policy: Some(false),
+            swap_bytes: Some(2 << 30),
+            running_in_user_namespace: Some(false),
+        }
+    }
+
+    #[test]
+    fn a_current_kubelets_fields_as_a_137_kubelet_writes_them() {
+        let node = json!({"status": {"nodeInfo": {"kernelVersion": "6"}}});
+        let out = current_kubelet_fields(&node, v(37), &all_facts()).unwrap();
+        assert_eq!(
+            out["status"]["runtimeHandlers"],
+            json!([
+                {"name": "", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": true}},
+                {"name": "runc", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+            ]),
+            "sorted by name, both features written"
+        );
+        assert_eq!(
+            out["status"]["features"],
+            json!({"supplementalGroupsPolicy": false})
+        );
+        assert_eq!(out["status"]["declaredFeatures"], json!(DECLARED_FEATURES));
+        assert_eq!(
+            out["status"]["nodeInfo"],
+            json!({"kernelVersion": "6", "swap": {"capacity": 2u64 << 30}, "runningInUserNamespace": false})
+        );
+        // The steady state changes nothing and copies nothing.
+        assert_eq!(current_kubelet_fields(&out, v(37), &all_facts()), None);
+    }
+
+    #[test]
+    fn a_field_the_server_does_not_know_is_not_written() {
+        let node = json!({"status": {}});
+        let fields = |minor| {
+            let out = current_kubelet_fields(&node, v(minor), &all_facts());
+            let out = out.unwrap_or_else(|| node.clone());
+            let mut keys: Vec<String> =
+                out["status"].as_object().unwrap().keys().cloned().collect();
+            if let Some(info) = out["status"]["nodeInfo"].as_object() {
+                keys.extend(info.keys().map(|k| format!("nodeInfo.{k}")));
+            }
+            keys.sort();
+            keys
+        };
+        assert_eq!(fields(30), Vec::<String>::new());
+        assert_eq!(fields(31), ["runtimeHandlers"]);
+        assert_eq!(
+            fields(36),
+            ["features", "nodeInfo", "nodeInfo.swap", "runtimeHandlers"]
+        );
+        assert_eq!(
+            fields(37),
+            [
+                "declaredFeatures",
+                "features",
+                "nodeInfo",
+                "nodeInfo.runningInUserNamespace",
+                "nodeInfo.swap",
+                "runtimeHandlers"
+            ]
+        );
+    }
+
+    #[test]
+    fn what_the_runtime_does_not_say_is_kept_and_no_handlers_removes_them() {
+        let node = json!({"status": {
+            "runtimeHandlers": [{"name": "old", "features": {"recursiveReadOnlyMounts": false, "userNamespaces": false}}],
+            "features": {"supplementalGroupsPolicy": true},
+            "nodeInfo": {"swap": {"capacity": 1024}}
+        }});
+        // The runtime did not answer, reports no features, the machine has
+        // no swap: all three stay as they are.
+        let unknown = RuntimeAndMachine::default();
+        let out = current_kubelet_fields(&node, v(36), &unknown);
+        assert_eq!(out, None);
+        // containerd 1.6: it answers, with no handlers: the list goes.
+        let old_runtime = RuntimeAndMachine {
+            runtime_handlers: Some(Vec::new()),
+            ..Default::default()
+        };
+        let out = current_kubelet_fields(&node, v(36), &old_runtime).unwrap();
+        assert!(out["status"].get("runtimeHandlers").is_none(), "{out}");
+        assert_eq!(out["status"]["features"], node["status"]["features"]);
+        assert_eq!(out["status"]["nodeInfo"], node["status"]["nodeInfo"]);
     }
 }

@@ -517,6 +517,68 @@ impl Checker {
         }
         self.string("status.phase", status.get("phase"));
         self.object("status.config", status.get("config"));
+        self.current_kubelet_fields(status);
+    }
+
+    /// The fields a current kubelet writes (Kubernetes 1.30 to 1.37), typed
+    /// as the API server decodes them.
+    fn current_kubelet_fields(&mut self, status: &Map<String, Value>) {
+        let boolean = |v: &Value| v.as_bool();
+        for (i, h) in self
+            .list("status.runtimeHandlers", status.get("runtimeHandlers"))
+            .iter()
+            .enumerate()
+        {
+            let p = format!("status.runtimeHandlers[{i}]");
+            if let Some(h) = self.object(&p, Some(h)) {
+                self.string(format_args!("{p}.name"), h.get("name"));
+                let f = format!("{p}.features");
+                if let Some(f) = self.object(&f, h.get("features")) {
+                    for k in ["recursiveReadOnlyMounts", "userNamespaces"] {
+                        self.typed(
+                            format_args!("{p}.features.{k}"),
+                            f.get(k),
+                            "a boolean",
+                            boolean,
+                        );
+                    }
+                }
+            }
+            if self.full() {
+                return;
+            }
+        }
+        if let Some(f) = self.object("status.features", status.get("features")) {
+            self.typed(
+                "status.features.supplementalGroupsPolicy",
+                f.get("supplementalGroupsPolicy"),
+                "a boolean",
+                boolean,
+            );
+        }
+        for (i, f) in self
+            .list("status.declaredFeatures", status.get("declaredFeatures"))
+            .iter()
+            .enumerate()
+        {
+            self.string(format_args!("status.declaredFeatures[{i}]"), Some(f));
+        }
+        if let Some(info) = status.get("nodeInfo").and_then(Value::as_object) {
+            if let Some(swap) = self.object("status.nodeInfo.swap", info.get("swap")) {
+                self.integer(
+                    "status.nodeInfo.swap.capacity",
+                    swap.get("capacity"),
+                    i64::MIN,
+                    i64::MAX,
+                );
+            }
+            self.typed(
+                "status.nodeInfo.runningInUserNamespace",
+                info.get("runningInUserNamespace"),
+                "a boolean",
+                boolean,
+            );
+        }
     }
 
     fn resource(&mut self, path: &str, name: &str, v: &Value) {

@@ -180,3 +180,58 @@ fn problems_are_bounded() {
     assert_eq!(problems(&n).len(), MAX_PROBLEMS);
     assert!(describe(&problems(&n)).ends_with(&format!("and {} more", MAX_PROBLEMS - 5)));
 }
+
+/// The fields a current kubelet writes: well typed they pass, and each
+/// wrong type is one problem at its path, as the API server's decoder
+/// refuses it.
+#[test]
+fn the_current_kubelets_fields_are_typed() {
+    let mut good = base();
+    good["status"]["runtimeHandlers"] = json!([
+        {"name": "", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+        {"name": "runc"}
+    ]);
+    good["status"]["features"] = json!({"supplementalGroupsPolicy": true});
+    good["status"]["declaredFeatures"] = json!(["ExtendWebSocketsToKubelet"]);
+    good["status"]["nodeInfo"]["swap"] = json!({"capacity": 2147483648u64});
+    good["status"]["nodeInfo"]["runningInUserNamespace"] = json!(false);
+    assert_eq!(problems(&good), vec![]);
+    let cases: Vec<(fn(&mut Value), &str)> = vec![
+        (
+            |n| n["status"]["runtimeHandlers"] = json!({"name": "runc"}),
+            "status.runtimeHandlers",
+        ),
+        (
+            |n| n["status"]["runtimeHandlers"][0]["name"] = json!(1),
+            "status.runtimeHandlers[0].name",
+        ),
+        (
+            |n| n["status"]["runtimeHandlers"][0]["features"]["userNamespaces"] = json!("yes"),
+            "status.runtimeHandlers[0].features.userNamespaces",
+        ),
+        (
+            |n| n["status"]["features"]["supplementalGroupsPolicy"] = json!("true"),
+            "status.features.supplementalGroupsPolicy",
+        ),
+        (
+            |n| n["status"]["declaredFeatures"] = json!([1]),
+            "status.declaredFeatures[0]",
+        ),
+        (
+            |n| n["status"]["nodeInfo"]["swap"]["capacity"] = json!("2Gi"),
+            "status.nodeInfo.swap.capacity",
+        ),
+        (
+            |n| n["status"]["nodeInfo"]["runningInUserNamespace"] = json!(0),
+            "status.nodeInfo.runningInUserNamespace",
+        ),
+    ];
+    for (edit, path) in cases {
+        let mut n = good.clone();
+        edit(&mut n);
+        let p = problems(&n);
+        assert_eq!(p.len(), 1, "{path}: {p:?}");
+        assert_eq!(p[0].path, path);
+        assert_eq!(p[0].rule, Rule::Type, "{path}");
+    }
+}

@@ -85,6 +85,11 @@ fn reply(a: &Action, up: bool) -> Option<Answer> {
             Call::CreateLease(l) | Call::UpdateLease(l) => {
                 Answer::LeaseWritten(if up { Ok(l.clone()) } else { down() })
             }
+            Call::GetVersion => Answer::Version(if up {
+                Ok(nodestatus_model::node::kubelet::ServerVersion::NEWEST)
+            } else {
+                down()
+            }),
         },
         _ => return None,
     })

@@ -42,6 +42,14 @@ impl Sim {
     /// An agent for [`NAME`] with `yaml` over the defaults, at t0, with
     /// every random draw 0.5.
     pub fn new(yaml: &str) -> Self {
+        let mut sim = Self::unversioned(yaml);
+        sim.state.server = Some(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
+        sim
+    }
+
+    /// Like [`Sim::new`], before the server's version is known: the first
+    /// registration try asks for it.
+    pub fn unversioned(yaml: &str) -> Self {
         let t0 = Instant::now();
         Self {
             state: State::new(config(yaml), "host-a".into(), t0),

@@ -42,6 +42,48 @@ fn registration_backs_off_from_100ms_doubling_to_7s() {
     );
 }
 
+/// Before its first registration try the agent asks the server's
+/// version (retried with the registration's backoff when it fails), and
+/// each pass then writes the fields a kubelet of that version writes; in
+/// companion mode the kubelet writes those, so the passes do not.
+#[test]
+fn the_servers_version_is_learned_first_and_decides_the_kubelet_fields() {
+    use nodestatus_model::node::kubelet::ServerVersion;
+    let v136 = ServerVersion {
+        major: 1,
+        minor: 36,
+    };
+    for (yaml, want) in [
+        ("", Some(v136)),
+        (
+            "companion: true
+",
+            None,
+        ),
+    ] {
+        let mut sim = Sim::unversioned(yaml);
+        let a = sim.advance_to_next();
+        assert!(matches!(call(&a), Some(Call::GetVersion)), "{a:?}");
+        assert!(pass(&a).is_none());
+        // A failure backs off like any failed try: 200 ms after the first.
+        let a = sim.answer(Answer::Version(Err(timeout())));
+        assert!(a.iter().any(|a| matches!(a, Action::RegisterDone(Err(_)))));
+        assert_eq!(sim.next_in(), ms(300));
+        let a = sim.advance_to_next();
+        assert!(matches!(call(&a), Some(Call::GetVersion)), "{a:?}");
+        let a = sim.answer(Answer::Version(Ok(v136)));
+        // The try goes on at once: its pass, or (companion mode) its GET.
+        assert!(
+            pass(&a).is_some() || matches!(call(&a), Some(Call::GetNode(Loop::Register))),
+            "{a:?}"
+        );
+        assert_eq!(sim.state.server, Some(v136), "known once, not asked again");
+        let pass_action = sim.state.run_pass(Loop::Sync, json!({}));
+        let (_, _, options) = pass(&[pass_action]).unwrap();
+        assert_eq!(options.kubelet_fields, want, "{yaml:?}");
+    }
+}
+
 /// The initial node: the default labels, `nodeLabels` over them, the
 /// taints, the attach-detach annotation and the providerID; the setters
 /// run over it once, with Ready kept as it is (none: no check ran yet).
