@@ -58,7 +58,15 @@ const NODES: &[&str] = &[
 pub struct Shared {
     pub server: String,
     pub dir: std::path::PathBuf,
-    admin_token: String,
+    pub admin_token: String,
+}
+
+/// A kubeconfig for `token` on the shared apiserver.
+pub fn kubeconfig_yaml(token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: test-user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: local\n    user: test-user\ncurrent-context: test\n",
+        cluster().server
+    )
 }
 
 /// One apiserver for this test binary, started on a thread that lives as long
@@ -100,7 +108,7 @@ fn client_config(server: &str, token: &str) -> kube::Config {
     config
 }
 
-fn client(token: &str) -> kube::Client {
+pub fn client(token: &str) -> kube::Client {
     kube::Client::try_from(client_config(&cluster().server, token)).unwrap()
 }
 
@@ -110,11 +118,7 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: n\n  user:\n    token: {}\ncontexts:\n- name: n\n  context:\n    cluster: local\n    user: n\ncurrent-context: n\n",
-            cluster().server,
-            nodestatus_engine::embedded_apiserver::node_token(node)
-        ),
+        kubeconfig_yaml(&nodestatus_engine::embedded_apiserver::node_token(node)),
     )
     .unwrap();
     kubeconfig
@@ -130,13 +134,23 @@ pub fn engine_command(
     plugins: &Path,
 ) -> (std::process::Command, std::path::PathBuf) {
     let kubeconfig = write_node_kubeconfig(dir, node);
+    engine_command_with(dir, node, plugins, &kubeconfig)
+}
+
+/// Like [`engine_command`], with the credential of `kubeconfig`.
+pub fn engine_command_with(
+    dir: &Path,
+    node: &str,
+    plugins: &Path,
+    kubeconfig: &Path,
+) -> (std::process::Command, std::path::PathBuf) {
     let log = dir.join("nodestatus.log");
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_nodestatus"));
     c.args(["run", "--node-name", node])
         .args(["--node-status-update-frequency", "1s"])
         .args(["--node-lease-duration-seconds", "4", "--address", ""])
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .arg("--plugin-dir")
         .arg(plugins)
         .args(["--cache-dir", built::TEST_CACHE_DIR])
@@ -1284,12 +1298,12 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
     ] {
         assert!(out.contains(object), "{object} missing from:\n{out}");
     }
-    // The ServiceAccount variant, but its ValidatingAdmissionPolicy (1.30+),
-    // which this 1.20 apiserver does not know: its shape is checked in
-    // the_serviceaccount_variants_admission_policy_binds_writes_to_the_pods_node.
+    // The ServiceAccount variant, its ValidatingAdmissionPolicy included
+    // (admissionregistration.k8s.io/v1 since 1.30); what the policy does
+    // on this server is admission::a_pods_token_writes_its_own_node_and_lease_and_nothing_else.
     let variant = deploy.join("serviceaccount-variant");
     let mut args = vec!["apply", "--dry-run=server"];
-    let files: Vec<String> = ["rbac.yaml", "daemonset.yaml"]
+    let files: Vec<String> = ["rbac.yaml", "daemonset.yaml", "admission-policy.yaml"]
         .iter()
         .map(|f| variant.join(f).to_str().unwrap().to_owned())
         .collect();
@@ -1304,6 +1318,8 @@ async fn the_deploy_manifests_pass_a_server_side_dry_run() {
         "role.rbac.authorization.k8s.io/nodestatus-lease",
         "role.rbac.authorization.k8s.io/nodestatus-events",
         "serviceaccount/nodestatus",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/nodestatus-own-node",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/nodestatus-own-lease",
     ] {
         assert!(out.contains(object), "{object} missing from:\n{out}");
     }

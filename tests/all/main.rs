@@ -2,6 +2,7 @@
 //! hostile WAT components, real files in watched directories, and (in
 //! `kube`) a real kube-apiserver.
 
+mod admission;
 mod agent_loops;
 mod cli;
 mod common;
