@@ -181,7 +181,7 @@ typedef struct ns_quantity {
 ns_quantity ns_quantity_units(int64_t n);
 /* Thousandths of a unit (1500m CPU). */
 ns_quantity ns_quantity_from_millis(int64_t m);
-/* A byte count, written in binary units (memory, ephemeral-storage). */
+/* A byte count, written in binary units (memory). */
 ns_quantity ns_quantity_bytes(uint64_t b);
 /* Parses the API server's syntax: [+-]digits[.digits][suffix] with suffix
  * one of n u m k M G T P E Ki Mi Gi Ti Pi Ei or e<exp>/E<exp>. Sub-milli

@@ -128,6 +128,29 @@ async fn a_pods_token_writes_its_own_node_and_lease_and_nothing_else() {
     );
     let unbound = unbound.trim();
 
+    // A new policy takes effect once the apiserver's admission has seen
+    // it (eventually consistent, about a second): wait until a dry run of
+    // a write to node B's status is refused (a dry run is admitted, never
+    // stored).
+    let probe = Api::<Node>::all(crate::kube::client(bound));
+    let dry = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let probe_patch =
+        Patch::Merge(json!({"metadata": {"annotations": {"example.com/probe": "x"}}}));
+    let in_force = until(60, || async {
+        probe
+            .patch_status(NODE_B, &dry, &probe_patch)
+            .await
+            .is_err()
+    })
+    .await;
+    assert!(
+        in_force,
+        "the admission policy was not in force 60 s after it was applied"
+    );
+
     // nodestatus, with the pod's token, registers node A and keeps it and
     // its Lease current.
     let kubeconfig = dir.path().join("kubeconfig-sa");

@@ -55,6 +55,11 @@ impl Server {
                 reply(send, 201, &body);
                 continue;
             }
+            // The server's version, asked once before registration.
+            if path == "/version" {
+                reply(send, 200, &version());
+                continue;
+            }
             if self.leases && path.contains("/leases") {
                 self.lease_rv += 1;
                 match method {
@@ -97,6 +102,15 @@ fn reply(send: Send, code: u16, body: &Value) {
             .body(Body::from(serde_json::to_vec(body).unwrap()))
             .unwrap(),
     );
+}
+
+/// `/version` of a 1.37.2 apiserver.
+fn version() -> Value {
+    json!({
+        "major": "1", "minor": "37", "gitVersion": "v1.37.2", "gitCommit": "",
+        "gitTreeState": "clean", "buildDate": "2026-11-27T00:00:00Z",
+        "goVersion": "go1.26.8", "compiler": "gc", "platform": "linux/amd64"
+    })
 }
 
 fn status(code: u16, reason: &str) -> Value {

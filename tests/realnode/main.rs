@@ -1030,6 +1030,18 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
     println!("pod requesting 2: {}", unschedulable["message"]);
 
     // Least privilege: the credential the DaemonSet mounts (the kubelet's).
+    // The kubelet creates its Lease on its lease controller's first round
+    // after the node exists (1.37: up to 10 s after registering): the own
+    // Lease is written once it is there.
+    let admin_leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-node-lease");
+    let t = Instant::now();
+    while admin_leases.get_opt(NODE).await?.is_none() {
+        ensure!(
+            t.elapsed() < Duration::from_secs(60),
+            "the kubelet made no Lease for {NODE} in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let other: KNode = serde_json::from_value(json!({"metadata": {"name": OTHER}}))?;
     nodes.create(&PostParams::default(), &other).await?;
     let as_node = client(&cluster, &node_token(NODE))?;
@@ -1209,6 +1221,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
             let expected: Vec<(&str, &str)> = parity::EXPECTED
                 .iter()
                 .chain(parity::WITHOUT_CRI)
+                .chain(parity::COMPANION)
                 .copied()
                 .collect();
             let (table, unexpected) = parity::table(&theirs, &ours, &expected);

@@ -79,6 +79,29 @@ pub const WITHOUT_CRI: &[(&str, &str)] = &[
     ("status.images", "no CRI socket: nodestatus lists no images"),
 ];
 
+/// More expected differences for the shipped ConfigMap (`companion: true`):
+/// beside a kubelet, the kubelet writes what it reads from its runtime and
+/// machine, and nodestatus leaves those fields to it.
+pub const COMPANION: &[(&str, &str)] = &[
+    (
+        "status.declaredFeatures",
+        "companion mode: the kubelet's own field",
+    ),
+    (
+        "status.nodeInfo.runningInUserNamespace",
+        "companion mode: the kubelet's own field",
+    ),
+    (
+        "status.runtimeHandlers",
+        "companion mode: the kubelet's own field",
+    ),
+    ("status.features", "companion mode: the kubelet's own field"),
+    (
+        "status.nodeInfo.swap",
+        "companion mode: the kubelet's own field",
+    ),
+];
+
 /// The compared fields of a Node, flattened: labels, annotations, taints,
 /// capacity, allocatable, conditions (type, status, reason, message, times),
 /// addresses, daemonEndpoints, nodeInfo and images, and what a current

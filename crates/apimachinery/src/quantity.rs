@@ -63,7 +63,8 @@ impl Quantity {
         }
     }
 
-    /// A byte count, written in binary units (`memory`, `ephemeral-storage`).
+    /// A byte count, written in binary units (`memory`; kubelet 1.37 writes
+    /// `ephemeral-storage` in decimal, [`Quantity::units`]).
     pub fn bytes(b: u64) -> Self {
         Self {
             millis: b as i128 * 1000,

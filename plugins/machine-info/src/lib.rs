@@ -129,8 +129,12 @@ pub fn capacity(facts: &Facts, config: &Config) -> Result<Vec<(String, Quantity)
             Quantity::bytes(pages.saturating_mul(size)),
         ));
     }
+    // In decimal, as allocatable is: kubelet 1.37 writes it so
+    // (kubernetes#137652; 1.36 and earlier wrote it in binary units, the
+    // same amount).
     if let Some(bytes) = facts.ephemeral_storage {
-        out.push(("ephemeral-storage".to_owned(), Quantity::bytes(bytes)));
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        out.push(("ephemeral-storage".to_owned(), Quantity::units(bytes)));
     }
     let mut pods = u64::from(config.max_pods);
     if config.pods_per_core > 0 {
@@ -335,7 +339,7 @@ mod tests {
         assert_eq!(get(&cap, "cpu"), "2");
         assert_eq!(get(&cap, "memory"), "24684096Ki");
         assert_eq!(get(&cap, "hugepages-2Mi"), "0");
-        assert_eq!(get(&cap, "ephemeral-storage"), "264212084Ki");
+        assert_eq!(get(&cap, "ephemeral-storage"), "270553174016");
         assert_eq!(get(&cap, "pods"), "110");
         let a = allocatable(&cap, &c).unwrap();
         assert_eq!(get(&a, "cpu"), "2");

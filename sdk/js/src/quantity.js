@@ -52,7 +52,7 @@ export class Quantity {
     return new Quantity(toBigInt(m, 'millis'), 'DecimalSI');
   }
 
-  /** A byte count, written in binary units (`memory`, `ephemeral-storage`). */
+  /** A byte count, written in binary units (`memory`). */
   static bytes(b) {
     const v = toBigInt(b, 'bytes');
     if (v < 0n) throw new RangeError(`bytes must not be negative, got ${v}`);

@@ -55,8 +55,7 @@ class Quantity:
 
     @classmethod
     def bytes(cls, b: int) -> "Quantity":
-        """A byte count, written in binary units (``memory``,
-        ``ephemeral-storage``)."""
+        """A byte count, written in binary units (``memory``)."""
         return cls(int(b) * 1000, cls.BINARY_SI)
 
     @classmethod

@@ -196,7 +196,9 @@ fn the_current_kubelets_fields_are_typed() {
     good["status"]["nodeInfo"]["swap"] = json!({"capacity": 2147483648u64});
     good["status"]["nodeInfo"]["runningInUserNamespace"] = json!(false);
     assert_eq!(problems(&good), vec![]);
-    let cases: Vec<(fn(&mut Value), &str)> = vec![
+    /// An edit of a good node, and the path it breaks.
+    type Case = (fn(&mut Value), &'static str);
+    let cases: Vec<Case> = vec![
         (
             |n| n["status"]["runtimeHandlers"] = json!({"name": "runc"}),
             "status.runtimeHandlers",
