@@ -244,11 +244,15 @@ impl Facts {
 
     /// Whether this process runs in a user namespace other than the
     /// initial one (the kubelet's `userns.RunningInUserNS`): its
-    /// `/proc/self/uid_map` maps less than every uid from 0.
+    /// `/proc/self/uid_map` maps less than every uid from 0. Read once
+    /// per process: a process never changes its user namespace.
     pub fn running_in_user_namespace(&self) -> Option<bool> {
-        let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
-        let fields: Vec<&str> = map.split_whitespace().collect();
-        Some(fields != ["0", "0", "4294967295"])
+        static IN_USER_NAMESPACE: OnceLock<Option<bool>> = OnceLock::new();
+        *IN_USER_NAMESPACE.get_or_init(|| {
+            let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+            let fields: Vec<&str> = map.split_whitespace().collect();
+            Some(fields != ["0", "0", "4294967295"])
+        })
     }
 
     /// Network interfaces and their addresses.
