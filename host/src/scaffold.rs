@@ -2,11 +2,14 @@
 //! C, that builds, tests and passes `plugin check` and `once --strict` with
 //! one command (`./build.sh`). The templates are in `host/templates/`.
 //!
-//! The SDKs, the WIT and the build scripts come with the binary: the *kit*
-//! ([`write_kit`]), written into the cache on `new` and again by `build.sh`
-//! (`nodestatus kit`) if the cache was cleared, so that the binary alone,
-//! without the source checkout, makes setters that build. `--sdk CHECKOUT`
-//! uses a checkout's instead.
+//! The directory is whole: the SDK of its language, the WIT and the build
+//! scripts that this binary carries (the *kit*, [`KIT_FILES`]) are written
+//! into its `nodestatus-kit/` ([`write_kit`]), and every file names them by a
+//! path relative to the setter. Nothing in it names the machine that made
+//! it (no cache, no home, no checkout), so the directory is committed as it
+//! is and builds in a vendor's CI, under any path and any `HOME`, with the
+//! language's toolchain and a `nodestatus` on `PATH` (or `$NODESTATUS`).
+//! `nodestatus kit --lang L DIR` writes a newer binary's kit.
 //!
 //! The example setter reads a file, as most setters do, and asks for its
 //! directory; `config.yaml` beside it holds the engine's section that grants
@@ -38,21 +41,9 @@ pub enum Error {
     /// The directory exists.
     #[error("{} already exists: choose another name or --dir, nothing was written", .0.display())]
     Exists(PathBuf),
-    /// No SDK checkout was found.
-    #[error(
-        "no nodestatus checkout or kit at {}: give --sdk <a nodestatus repository, or a directory written by `nodestatus kit`> (it holds sdk/, wit/ and scripts/guests/), or leave --sdk out to use the kit this binary carries",
-        .0.display()
-    )]
-    NoSdk(PathBuf),
-    /// The kit could not be written.
-    #[error("cannot write the setter kit into {}", .path.display())]
-    Kit {
-        /// The kit's directory.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The kit's directory is not empty.
+    #[error("{} is not empty: `nodestatus kit` writes into a new directory (remove the old kit first)", .0.display())]
+    KitExists(PathBuf),
     /// Writing failed.
     #[error("cannot write {}", .path.display())]
     Write {
@@ -75,30 +66,34 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
         Lang::Rust => t!(
             "Cargo.toml" => "rust/Cargo.toml",
             "src/lib.rs" => "rust/src/lib.rs",
-            "build.sh" => "rust/build.sh",
+            "build.sh" => "build.sh",
             "config.yaml" => "config.yaml",
             "README.md" => "README.md",
+            ".gitignore" => "gitignore",
         ),
         Lang::Python => t!(
             "app.py" => "python/app.py",
             "test_app.py" => "python/test_app.py",
-            "build.sh" => "python/build.sh",
+            "build.sh" => "build.sh",
             "config.yaml" => "config.yaml",
             "README.md" => "README.md",
+            ".gitignore" => "gitignore",
         ),
         Lang::Js => t!(
             "setter.js" => "js/setter.js",
             "setter.test.js" => "js/setter.test.js",
-            "build.sh" => "js/build.sh",
+            "build.sh" => "build.sh",
             "config.yaml" => "config.yaml",
             "README.md" => "README.md",
+            ".gitignore" => "gitignore",
         ),
         Lang::C => t!(
             "setter.c" => "c/setter.c",
             "test_setter.c" => "c/test_setter.c",
-            "build.sh" => "c/build.sh",
+            "build.sh" => "build.sh",
             "config.yaml" => "config.yaml",
             "README.md" => "README.md",
+            ".gitignore" => "gitignore",
         ),
     }
 }
@@ -106,94 +101,109 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
 mod kit {
     include!(concat!(env!("OUT_DIR"), "/kit.rs"));
 }
-pub use kit::KIT_ID;
+pub use kit::{KIT_FILES, KIT_ID};
+
+/// The directory of a new setter that holds its kit.
+pub const KIT_DIR: &str = "nodestatus-kit";
 
 /// The directory the example setter reads, and its file.
 pub const EXAMPLE_GRANT: &str = "/proc/sys/kernel";
 
-/// Where [`write_kit`] puts this binary's kit by default:
-/// `$NODESTATUS_CACHE/kit/<id>`, else `$XDG_CACHE_HOME/nodestatus/kit/<id>`,
-/// else `~/.cache/nodestatus/kit/<id>`.
-pub fn default_kit_dir() -> PathBuf {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var("NODESTATUS_CACHE")
-        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("nodestatus")))
-        .or_else(|| var("HOME").map(|h| h.join(".cache/nodestatus")))
-        .unwrap_or_else(|| PathBuf::from("/var/cache/nodestatus"))
-        .join("kit")
-        .join(KIT_ID)
-}
-
-/// Whether `dir` holds the SDKs, the WIT and the build scripts: a kit, or a
-/// nodestatus checkout.
-fn is_kit(dir: &Path) -> bool {
-    dir.join("sdk").is_dir()
-        && dir.join("wit").is_dir()
-        && dir.join("scripts/guests/new-setter.sh").is_file()
-}
-
-/// Writes the kit that this binary carries (the SDKs of every language, the
-/// WIT, the guest build scripts) into `dir`, unless `dir` already holds a
-/// kit or a checkout. A new directory is written whole beside it and renamed
-/// into place, so that two writers never leave half a kit. Returns `dir`.
-pub fn write_kit(dir: &Path) -> Result<PathBuf, Error> {
-    if is_kit(dir) {
-        return Ok(dir.to_owned());
-    }
-    let err = |source| Error::Kit {
-        path: dir.to_owned(),
-        source,
-    };
-    let parent = dir.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(err)?;
-    let fresh = !dir.exists();
-    let stage = if fresh {
-        tempfile::Builder::new()
-            .prefix(".kit-")
-            .tempdir_in(parent)
-            .map_err(err)?
-            .keep()
-    } else {
-        dir.to_owned()
-    };
-    for (rel, bytes, executable) in kit::KIT_FILES {
-        let out = stage.join(rel);
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(out.parent().expect("a file in the kit"))?;
-            std::fs::write(&out, bytes)?;
-            if *executable {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755))?;
-            }
-            Ok(())
-        };
-        write().map_err(err)?;
-    }
-    if fresh && let Err(e) = std::fs::rename(&stage, dir) {
-        let _ = std::fs::remove_dir_all(&stage);
-        // Another writer got there first.
-        if !is_kit(dir) {
-            return Err(err(e));
+impl Lang {
+    /// The name `new-setter.sh` and `--lang` know it by.
+    pub fn id(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+            Lang::C => "c",
         }
+    }
+
+    /// How its build.sh builds, for the script's header.
+    fn how(self) -> &'static str {
+        match self {
+            Lang::Rust => "with cargo (after its native tests)",
+            Lang::Python => "with componentize-py (after its unit tests)",
+            Lang::Js => "with componentize-js (after its unit tests)",
+            Lang::C => "with clang and wasi-libc (after its native tests)",
+        }
+    }
+
+    fn display(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "JavaScript",
+            Lang::C => "C",
+        }
+    }
+
+    /// Whether the kit's file `rel` is part of this language's kit: the
+    /// WIT, the build scripts and the shared test vectors for all, and the
+    /// language's own SDK (for Rust, the SDK crate and the crate it depends
+    /// on).
+    fn needs(self, rel: &str) -> bool {
+        const SHARED: &[&str] = &["wit/", "scripts/guests/", "sdk/conformance/"];
+        const OTHERS: &[&str] = &["sdk/c/", "sdk/js/", "sdk/python/"];
+        let own: &[&str] = match self {
+            Lang::Rust => &["sdk/", "crates/apimachinery/"],
+            Lang::Python => &["sdk/python/"],
+            Lang::Js => &["sdk/js/"],
+            Lang::C => &["sdk/c/"],
+        };
+        SHARED.iter().any(|p| rel.starts_with(p))
+            || (own.iter().any(|p| rel.starts_with(p))
+                && (self != Lang::Rust || !OTHERS.iter().any(|p| rel.starts_with(p))))
+    }
+}
+
+/// Writes the kit that this binary carries into `dir`, which must not
+/// exist or be empty: every language's (`None`), or one language's. A
+/// `VERSION` file says which binary's kit it is.
+pub fn write_kit(dir: &Path, lang: Option<Lang>) -> Result<PathBuf, Error> {
+    let non_empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
+    if non_empty {
+        return Err(Error::KitExists(dir.to_owned()));
+    }
+    let version = format!(
+        "nodestatus {} kit {KIT_ID} ({})\n",
+        env!("CARGO_PKG_VERSION"),
+        lang.map_or("every language", Lang::id),
+    );
+    let files = KIT_FILES
+        .iter()
+        .filter(|(rel, _, _)| lang.is_none_or(|l| l.needs(rel)))
+        .map(|(rel, bytes, executable)| (*rel, *bytes, *executable))
+        .chain([("VERSION", version.as_bytes(), false)]);
+    for (rel, bytes, executable) in files {
+        write_file(&dir.join(rel), bytes, executable)?;
     }
     Ok(dir.to_owned())
 }
 
-/// Writes a new setter `name` in `lang` into `parent/name`, using the SDK
-/// checkout `sdk` (else this binary's kit, written into the cache), with
-/// `nodestatus` as the binary its build script runs. Returns the new
+/// Writes `bytes` to `path`, with its directories; `executable`: mode 755.
+fn write_file(path: &Path, bytes: &[u8], executable: bool) -> Result<(), Error> {
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+        std::fs::write(path, bytes)?;
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        Ok(())
+    };
+    write().map_err(|source| Error::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Writes a new setter `name` in `lang` into `parent/name`, with its kit in
+/// [`KIT_DIR`]. The directory is written whole beside its place and renamed
+/// into it, so that a failure leaves nothing behind. Returns the new
 /// directory.
-pub fn create(
-    lang: Lang,
-    name: &str,
-    parent: &Path,
-    sdk: Option<&Path>,
-    nodestatus: &Path,
-) -> Result<PathBuf, Error> {
+pub fn create(lang: Lang, name: &str, parent: &Path) -> Result<PathBuf, Error> {
     let valid = !name.is_empty()
         && name.len() <= 63
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -208,41 +218,40 @@ pub fn create(
     if dir.exists() {
         return Err(Error::Exists(dir));
     }
-    let sdk = match sdk {
-        Some(sdk) => sdk
-            .canonicalize()
-            .ok()
-            .filter(|p| is_kit(p))
-            .ok_or_else(|| Error::NoSdk(sdk.to_owned()))?,
-        None => write_kit(&default_kit_dir())?,
+    let io = |source| Error::Write {
+        path: dir.clone(),
+        source,
     };
-    let lang_name = match lang {
-        Lang::Rust => "Rust",
-        Lang::Python => "Python",
-        Lang::Js => "JavaScript",
-        Lang::C => "C",
-    };
+    let stage = tempfile::Builder::new()
+        .prefix(&format!(".{name}-"))
+        .tempdir_in(parent)
+        .map_err(io)?;
     for (path, text) in files(lang) {
-        let out = dir.join(path);
         let text = text
             .replace("{{name}}", name)
-            .replace("{{lang}}", lang_name)
-            .replace("{{repo}}", &sdk.to_string_lossy())
-            .replace("{{nodestatus}}", &nodestatus.to_string_lossy())
+            .replace("{{lang}}", lang.display())
+            .replace("{{lang_id}}", lang.id())
+            .replace("{{how}}", lang.how())
+            .replace("{{kit}}", KIT_DIR)
             .replace("{{grant}}", EXAMPLE_GRANT);
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(out.parent().expect("a file in the new directory"))?;
-            std::fs::write(&out, text)?;
-            if path.ends_with(".sh") {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755))?;
-            }
-            Ok(())
-        };
-        write().map_err(|source| Error::Write {
-            path: out.clone(),
-            source,
-        })?;
+        write_file(
+            &stage.path().join(path),
+            text.as_bytes(),
+            path.ends_with(".sh"),
+        )?;
     }
+    write_kit(&stage.path().join(KIT_DIR), Some(lang))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(stage.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(io)?;
+    }
+    // Not `persist`: a directory that appeared meanwhile is not replaced.
+    if dir.exists() {
+        return Err(Error::Exists(dir));
+    }
+    std::fs::rename(stage.path(), &dir).map_err(io)?;
+    // The staging directory is renamed: nothing is left to remove.
+    let _ = stage.keep();
     Ok(dir)
 }

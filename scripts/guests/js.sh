@@ -66,7 +66,16 @@ fi
 # and build instead of plugins/js/*/, as `nodestatus new` scaffolds them.
 dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/js/*/})
 tests=(sdk/js plugins/js)
-[ -n "${NODESTATUS_PLUGIN_DIRS:-}" ] && tests=("${dirs[@]}")
+if [ -n "${NODESTATUS_PLUGIN_DIRS:-}" ]; then
+  # The directories' own tests, not those of the SDK that a directory made
+  # by `nodestatus new` carries in nodestatus-kit/.
+  tests=()
+  for d in "${dirs[@]}"; do
+    for t in "${d%/}"/*.test.js "${d%/}"/*.test.mjs; do
+      [ -f "$t" ] && tests+=("$t")
+    done
+  done
+fi
 log "unit tests: node --test ${tests[*]}"
 (cd "$repo" && node --test --test-reporter=dot "${tests[@]}" >&2) ||
   { (cd "$repo" && node --test --test-reporter=spec "${tests[@]}" >&2) || true; die "unit tests failed (run: cd $repo && node --test ${tests[*]})"; }

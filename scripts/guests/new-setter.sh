@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds one setter directory made by `nodestatus new` (its build.sh calls
-# this): DIR becomes DIR/dist/NAME.wasm after its unit tests, is checked with
-# `nodestatus plugin check`, and runs once with --strict under DIR/config.yaml
-# (the grants the setter needs) when there is one, printing the diff.
+# the copy in DIR/nodestatus-kit/scripts/guests): DIR becomes
+# DIR/dist/NAME.wasm after its unit tests, is checked with `nodestatus plugin
+# check`, and runs once with --strict, printing the diff; both under
+# DIR/config.yaml (the grants the setter needs) when there is one.
 #
 #   scripts/guests/new-setter.sh LANG DIR NAME     (LANG: rust, python, js or c)
 #
@@ -33,7 +34,9 @@ case "$lang" in
     exit 2
     ;;
 esac
-"$nodestatus" plugin check "$dir/dist/$name.wasm"
+# The setter's own grants, for the check as for the run: without them the
+# check would show the paths it asks for as withheld.
 config=()
 [ -f "$dir/config.yaml" ] && config=(--config "$dir/config.yaml")
+"$nodestatus" plugin check "$dir/dist/$name.wasm" ${config[@]+"${config[@]}"}
 "$nodestatus" once --plugin "$dir/dist/$name.wasm" ${config[@]+"${config[@]}"} --strict --output diff

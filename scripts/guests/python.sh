@@ -106,7 +106,10 @@ for dir in "${plugins[@]}"; do
   else
     echo "== build: $name -> $out/$name.wasm"
     mkdir -p "$stage/$name"
-    cp -R "$dir/." "$stage/$name/"
+    # The setter's own files: not its build outputs, nor the kit that a
+    # directory made by `nodestatus new` carries (its SDK is copied below).
+    tar -C "$dir" --exclude=./dist --exclude=./nodestatus-kit --exclude=./target \
+      --exclude=__pycache__ -cf - . | tar -C "$stage/$name" -xf -
     cp -R "$root/sdk/python/nodestatus" "$stage/$name/"
     rm -rf "$stage/$name/nodestatus/__pycache__"
     start=$SECONDS

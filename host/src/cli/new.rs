@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Start a new setter: a directory that builds, tests and checks it with
-/// one command (`./build.sh`).
+/// one command (`./build.sh`), with the SDK of its language in
+/// `nodestatus-kit/`, so that it builds wherever it is copied or committed.
 #[derive(clap::Args)]
 pub struct Args {
     /// The language.
@@ -16,21 +17,14 @@ pub struct Args {
     /// Where to create it (default: the current directory).
     #[arg(long, default_value = ".")]
     dir: PathBuf,
-    /// A nodestatus checkout whose SDK and build scripts it uses (default:
-    /// the ones this binary carries, written into the cache; see `nodestatus
-    /// kit`).
-    #[arg(long)]
-    sdk: Option<PathBuf>,
 }
 
 impl Args {
     /// Writes the new setter's directory.
     pub fn execute(self) -> anyhow::Result<ExitCode> {
-        let exe = std::env::current_exe()?;
-        let made =
-            crate::scaffold::create(self.lang, &self.name, &self.dir, self.sdk.as_deref(), &exe)?;
+        let made = crate::scaffold::create(self.lang, &self.name, &self.dir)?;
         println!(
-            "created {}: build, test and check it with {}/build.sh",
+            "created {}: build, test and check it with {}/build.sh (nodestatus on PATH, or NODESTATUS=...)",
             made.display(),
             made.display()
         );
@@ -38,20 +32,24 @@ impl Args {
     }
 }
 
-/// Write the SDKs, the WIT and the build scripts that the setters of
-/// `nodestatus new` build with, and print where (their `build.sh` runs it).
+/// Write the SDK, the WIT and the build scripts that this binary carries
+/// (what `nodestatus new` puts in a setter's `nodestatus-kit/`) into a new
+/// directory, and print it: to move a setter to this binary's SDK, remove
+/// its `nodestatus-kit/` and write it again.
 #[derive(clap::Args)]
 pub struct KitArgs {
-    /// Where (default: the cache). Nothing is written where a kit or a
-    /// nodestatus checkout already is.
-    dir: Option<PathBuf>,
+    /// The directory (it must not exist, or be empty).
+    dir: PathBuf,
+    /// Only this language's SDK (default: every language's).
+    #[arg(long, value_enum)]
+    lang: Option<crate::scaffold::Lang>,
 }
 
 impl KitArgs {
     /// Writes the kit.
     pub fn execute(self) -> anyhow::Result<ExitCode> {
-        let dir = self.dir.unwrap_or_else(crate::scaffold::default_kit_dir);
-        println!("{}", crate::scaffold::write_kit(&dir)?.display());
+        let dir = crate::scaffold::write_kit(&self.dir, self.lang)?;
+        println!("{}", dir.display());
         Ok(ExitCode::SUCCESS)
     }
 }

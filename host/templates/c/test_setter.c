@@ -1,8 +1,8 @@
 /*
  * Unit tests of {{name}}, natively (./build.sh runs them):
  *
- *   gcc -std=c11 -DNODESTATUS_NATIVE -I{{repo}}/sdk/c test_setter.c \
- *       {{repo}}/sdk/c/src/[a-z]*.c {{repo}}/sdk/c/nodestatus_native.c -o test_setter && ./test_setter
+ *   gcc -std=c11 -DNODESTATUS_NATIVE -I{{kit}}/sdk/c test_setter.c \
+ *       {{kit}}/sdk/c/src/[a-z]*.c {{kit}}/sdk/c/nodestatus_native.c -o test_setter && ./test_setter
  */
 #include "setter.c"
 

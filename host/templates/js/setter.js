@@ -5,8 +5,8 @@
 // operator grants (config.yaml holds the grant). Build, test and check it
 // with `./build.sh`.
 
-import { defineSetter } from '{{repo}}/sdk/js/nodestatus.js';
-import { readFile } from '{{repo}}/sdk/js/host.js';
+import { defineSetter } from './{{kit}}/sdk/js/nodestatus.js';
+import { readFile } from './{{kit}}/sdk/js/host.js';
 
 export const LABEL = '{{name}}.nodestatus.io/kernel';
 

@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { fakeHost } from '{{repo}}/sdk/js/testing.js';
-import { Node } from '{{repo}}/sdk/js/nodestatus.js';
+import { fakeHost } from './{{kit}}/sdk/js/testing.js';
+import { Node } from './{{kit}}/sdk/js/nodestatus.js';
 
 fakeHost({ files: { '{{grant}}/osrelease': '6.1.0-18-amd64\n' }, paths: ['{{grant}}'] }); // before the setter's module loads
 const { setter, majorMinor, LABEL } = await import('./setter.js');

@@ -1,4 +1,4 @@
-"""Unit tests of {{name}}, natively: PYTHONPATH={{repo}}/sdk/python python3 -m unittest -v"""
+"""Unit tests of {{name}}, natively: PYTHONPATH={{kit}}/sdk/python python3 -m unittest -v"""
 
 import os
 import sys
@@ -8,7 +8,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 try:
     import nodestatus  # noqa: F401
 except ImportError:
-    sys.path.insert(0, os.path.join("{{repo}}", "sdk", "python"))
+    sys.path.insert(0, os.path.join(HERE, "{{kit}}", "sdk", "python"))
 
 import app  # noqa: E402
 from nodestatus import Node  # noqa: E402
