@@ -52,6 +52,7 @@ const NODES: &[&str] = &[
     "slow-compile-node",
     "registry-node",
     "registry-restart-node",
+    "untrusted-node",
     "tiered-rss",
 ];
 

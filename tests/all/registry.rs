@@ -405,3 +405,203 @@ async fn a_plugin_by_reference_is_pulled_verified_swapped_and_kept_through_every
     let log = std::fs::read_to_string(log_a).unwrap();
     assert!(!log.contains(PASSWORD), "the log shows the password");
 }
+
+/// A node's Ready condition: its status and message.
+async fn ready(node: &str) -> Option<(String, String)> {
+    let n = server_node(node).await?;
+    let c = crate::kube::condition(&n, "Ready")?;
+    Some((
+        c["status"].as_str()?.to_owned(),
+        c["message"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// The operator's verification key replaced in place by one that did not
+/// sign the running version: a registry outage first keeps it, then the
+/// check with the registry back stops it, releases its label, says why
+/// (in `/readyz` and a `PluginUntrusted` event), and the node goes not
+/// Ready, as the plugin affects readiness; a signature by the new key
+/// brings it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut registry = Registry::start();
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    let (rotated_key, rotated_pub) = key_pair(d, "rotated");
+    let key = d.join("trusted.pub");
+    std::fs::copy(&vendor_pub, &key).unwrap();
+    let auth = d.join("auth.json");
+    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+    let image = format!("{}/{REPO}:stable", registry.host());
+    let config = write_config(d, &registry, &auth, &key, &image);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("    affectsReadiness: true\n");
+    std::fs::write(&config, text).unwrap();
+    std::fs::copy(built::READY, d.join("plugins/ready.wasm")).unwrap();
+    let cfg = config.to_str().unwrap();
+    let pinned = cli(&["plugin", "push", built::PROBE, &image, "--config", cfg]);
+    let sign = |with: &Path| {
+        cli(&[
+            "plugin",
+            "sign",
+            pinned.trim(),
+            "--key",
+            with.to_str().unwrap(),
+            "--config",
+            cfg,
+        ])
+    };
+    sign(&vendor_key);
+
+    let node = "untrusted-node";
+    let addr = free_addr();
+    let mut engine = engine(d, node, &config, addr);
+    let log = d.join(format!("{node}.log"));
+    assert!(
+        until(60, || async {
+            label(node).await.as_deref() == Some("1")
+                && ready(node).await.is_some_and(|(s, _)| s == "True")
+        })
+        .await,
+        "the plugin never labelled a Ready node: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // The key rotated while the registry is down: nothing says the running
+    // version is not trusted, so it keeps running.
+    registry.stop();
+    std::fs::copy(&rotated_pub, &key).unwrap();
+    refused(node, addr, "unreachable", "cannot reach the registry", "1").await;
+    assert_eq!(ready(node).await.unwrap().0, "True");
+
+    // The registry back: the running version is not signed by the new key.
+    registry.restart();
+    assert!(
+        until(30, || async { label(node).await.is_none() }).await,
+        "the untrusted version still labels the node: {:?}",
+        get(addr, "/readyz").await
+    );
+    assert!(
+        until(20, || async {
+            ready(node)
+                .await
+                .is_some_and(|(s, m)| s == "False" && m.contains("probe"))
+        })
+        .await,
+        "Ready did not follow the plugin's affectsReadiness: {:?}",
+        ready(node).await
+    );
+    // The engine itself is healthy: /readyz says why the plugin is stopped.
+    let (_, body) = get(addr, "/readyz").await;
+    assert!(
+        body.contains("plugin probe:")
+            && body.contains("stopped sha256:")
+            && body.contains("does not trust it"),
+        "{body}"
+    );
+    let untrusted = Api::<Event>::namespaced(admin(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(node))
+        .filter(|e| e.reason.as_deref() == Some("PluginUntrusted"))
+        .count();
+    assert_eq!(untrusted, 1);
+
+    // Signed by the new key: it runs again, and the node is Ready.
+    sign(&rotated_key);
+    assert!(
+        until(30, || async {
+            label(node).await.as_deref() == Some("1")
+                && ready(node).await.is_some_and(|(s, _)| s == "True")
+        })
+        .await,
+        "the version signed by the new key did not come back: {:?} {:?}",
+        get(addr, "/readyz").await,
+        ready(node).await
+    );
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+}
+
+/// `plugin pull` by tag, with a config whose plugin pins a digest of that
+/// repository and has its own `verify` key, checks the signature with that
+/// key, and says so; without any key it says that nothing was checked.
+#[test]
+fn a_pull_by_tag_checks_the_signature_with_the_key_of_the_plugin_that_pins_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let registry = Registry::start();
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    let auth = d.join("auth.json");
+    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+    let tag = format!("{}/{REPO}:1.0.0", registry.host());
+    let bare = d.join("bare.yaml");
+    std::fs::write(
+        &bare,
+        format!(
+            "registries:\n  {}:\n    ca: {}\n    auth: {}\n",
+            registry.host(),
+            registry.ca().display(),
+            auth.display()
+        ),
+    )
+    .unwrap();
+    let pinned = cli(&[
+        "plugin",
+        "push",
+        built::PROBE,
+        &tag,
+        "--config",
+        bare.to_str().unwrap(),
+    ]);
+    cli(&[
+        "plugin",
+        "sign",
+        pinned.trim(),
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        bare.to_str().unwrap(),
+    ]);
+    let cluster = d.join("cluster.yaml");
+    std::fs::write(
+        &cluster,
+        format!(
+            "{}plugins:\n  probe:\n    image: {}\n    verify:\n      key: {}\n",
+            std::fs::read_to_string(&bare).unwrap(),
+            pinned.trim(),
+            vendor_pub.display()
+        ),
+    )
+    .unwrap();
+    let pulled: serde_json::Value = serde_json::from_str(&cli(&[
+        "plugin",
+        "pull",
+        &tag,
+        "--config",
+        cluster.to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(pulled["plugin"], "probe", "{pulled}");
+    assert_eq!(pulled["signature"]["verified"], true, "{pulled}");
+    assert_eq!(
+        pulled["signature"]["key"],
+        vendor_pub.to_str().unwrap(),
+        "{pulled}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(["plugin", "pull", &tag, "--config", bare.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let pulled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pulled["signature"]["verified"], false, "{pulled}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the signature was not checked"),
+        "{out:?}"
+    );
+}

@@ -20,6 +20,17 @@
 //!   runs, and is retried with a backoff (1 s doubling up to the
 //!   `pullInterval`, at most 5 min). A version the loader refused is not
 //!   handed to it again while the tag still names it.
+//! - **Except a refusal of trust in what runs.** A new `image`, `verify`
+//!   key or key file content (compared by hash, so a key replaced in place
+//!   counts) is checked at once. When a check says that an artifact is
+//!   unsigned or signed by no key it trusts, the version that runs is
+//!   checked with the policy in force (its cached signature, then the
+//!   registry's); if that says the same, it is stopped:
+//!   its file goes (its fields are released), the plugin is withheld from
+//!   each pass ([`crate::pipeline::Withheld`]), so that the node's
+//!   readiness follows its `affects-readiness` as for a setter that fails,
+//!   and a `PluginUntrusted` Warning event says why. A registry that cannot
+//!   be reached says nothing about trust: the running version stays.
 //! - **Reported**: each check counts in
 //!   `nodestatus_registry_pulls_total{plugin,result}`; a failure is logged,
 //!   shown in `/readyz` (the node stays ready: the last good version
@@ -115,6 +126,14 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Whether the failure says that the verification policy does not
+    /// trust the artifact: it is unsigned, or no signature checks with the
+    /// key. A registry that cannot be reached, a key file that cannot be
+    /// read, say nothing of the artifact.
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, Error::Fetch(e) if matches!(e.kind(), "unsigned" | "bad-signature"))
+    }
+
     /// A short, bounded name of the failure, for the metric's `result`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -141,6 +160,11 @@ pub struct Report {
     pub digest: Option<Digest>,
     /// The digest that runs after it, if any.
     pub running: Option<Digest>,
+    /// The digest stopped because the verification policy in force does
+    /// not trust it, while no version has loaded since.
+    pub stopped: Option<Digest>,
+    /// Whether this check stopped it.
+    pub stopped_now: bool,
     /// The error, with every cause.
     pub error: Option<String>,
     /// Whether this failure is new (a first one, or another than the
@@ -151,9 +175,12 @@ pub struct Report {
 impl Report {
     /// What `/readyz` and the Warning event say.
     pub fn message(&self) -> String {
-        let running = match &self.running {
-            Some(d) => format!("keeping {d} running"),
-            None => "no version of it runs".to_owned(),
+        let running = match (&self.stopped, &self.running) {
+            (Some(d), _) => format!(
+                "stopped {d}, which ran: the verification policy in force does not trust it"
+            ),
+            (None, Some(d)) => format!("keeping {d} running"),
+            (None, None) => "no version of it runs".to_owned(),
         };
         match &self.error {
             Some(e) => format!("{e}; {running}; retrying"),
@@ -181,6 +208,12 @@ struct Slot {
     backoff: Duration,
     /// The last failure, for telling a new one from a repeat.
     failing: Option<String>,
+    /// The sha256 of the key file's content when the slot was last
+    /// reconciled: a key replaced in place is a new policy too.
+    key_id: Option<String>,
+    /// The version stopped because the policy in force does not trust it,
+    /// until a version loads.
+    stopped: Option<Digest>,
 }
 
 /// What the puller records beside each component it wrote and the loader
@@ -267,11 +300,13 @@ impl Puller {
             let _ = std::fs::remove_file(&slot.file);
             let _ = std::fs::remove_file(self.running_file(name));
             self.plugins.set_source_problem(name, None);
+            self.plugins.set_withheld(name, None);
         }
         let mut changed = !gone.is_empty();
         for (name, source) in wanted {
+            let key_id = key_id(source);
             match self.slots.get_mut(name) {
-                Some(slot) if slot.source == *source => {
+                Some(slot) if slot.source == *source && slot.key_id == key_id => {
                     if registries_changed {
                         slot.due = Some(now);
                         slot.backoff = MIN_BACKOFF;
@@ -279,8 +314,10 @@ impl Puller {
                 }
                 Some(slot) => {
                     // Another reference or key: check it now; the running
-                    // version stays until the new one loads.
+                    // version stays until the new one loads, or until the
+                    // check finds that the new policy does not trust it.
                     slot.source = source.clone();
+                    slot.key_id = key_id;
                     slot.refused = None;
                     // Checked again in full (a new key verifies it again).
                     slot.handed = None;
@@ -301,6 +338,8 @@ impl Puller {
                             due: Some(now),
                             backoff: MIN_BACKOFF,
                             failing: None,
+                            key_id,
+                            stopped: None,
                         },
                     );
                 }
@@ -400,6 +439,8 @@ impl Puller {
             result: e.kind(),
             digest,
             running: slot.running.clone(),
+            stopped: slot.stopped.clone(),
+            stopped_now: false,
             error: Some(error),
             new_failure,
         };
@@ -417,13 +458,17 @@ impl Puller {
             true => None,
             false => Some(now + slot.source.pull_interval),
         };
+        slot.stopped = None;
         self.plugins.set_source_problem(name, None);
+        self.plugins.set_withheld(name, None);
         Report {
             plugin: name.to_owned(),
             reference: slot.source.reference.clone(),
             result,
             digest: slot.running.clone(),
             running: slot.running.clone(),
+            stopped: None,
+            stopped_now: false,
             error: None,
             new_failure: false,
         }
@@ -529,6 +574,13 @@ impl Puller {
                     Err(e) => reports.push(self.failed(&name, e, now)),
                 },
                 Ok(None) => reports.push(self.succeeded(&name, "unchanged", now)),
+                Err(e) if e.is_untrusted() => match self.trusts_running(&name).await {
+                    Err(distrust) if distrust.is_untrusted() => {
+                        reports.push(self.stop(&name, distrust, now));
+                        rescan = true;
+                    }
+                    _ => reports.push(self.failed(&name, e, now)),
+                },
                 Err(e) => reports.push(self.failed(&name, e, now)),
             }
         }
@@ -600,6 +652,64 @@ impl Puller {
         Ok(Some(fetched))
     }
 
+    /// Whether the verification policy in force trusts the version that
+    /// runs (`Ok` when none runs or no key is required). Its signature is
+    /// checked from the cache first, then from the registry.
+    async fn trusts_running(&mut self, name: &str) -> Result<()> {
+        let slot = &self.slots[name];
+        let Some(running) = slot.running.clone() else {
+            return Ok(());
+        };
+        let source = slot.source.clone();
+        let Some(key) = read_key(&source)? else {
+            return Ok(());
+        };
+        let fetcher = Fetcher::new(self.client(&source.reference)?, self.cache()?);
+        let pinned = source.reference.with_digest(&running);
+        let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
+        let bound = self.timeout * 4;
+        tokio::time::timeout(bound, fetcher.fetch(&pinned, cap, Some(&key)))
+            .await
+            .map_err(|_| Error::Deadline {
+                reference: source.reference.clone(),
+                timeout: bound,
+            })??;
+        Ok(())
+    }
+
+    /// Stops `name`'s running version, which the verification policy in
+    /// force does not trust (`e` says why): its file is removed (the next
+    /// rescan unloads it and releases its fields), and the plugin is
+    /// withheld from each pass, so that the node's readiness follows its
+    /// `affects-readiness`, until a version the policy trusts loads. Checked
+    /// again with the backoff of a failure.
+    fn stop(&mut self, name: &str, e: Error, now: Instant) -> Report {
+        let set = self.plugins.current();
+        let setter = set.setters().iter().find(|s| s.name() == name);
+        let affects_readiness = setter.is_some_and(|s| s.affects_readiness());
+        let version = setter.map_or_else(String::new, |s| s.plugin().metadata().version.clone());
+        let slot = self.slots.get_mut(name).expect("a slot");
+        slot.stopped = slot.running.take();
+        slot.handed = None;
+        slot.awaiting = None;
+        let _ = std::fs::remove_file(&slot.file);
+        let _ = std::fs::remove_file(self.running_file(name));
+        let mut report = self.failed(name, e, now);
+        report.stopped_now = true;
+        report.new_failure = true;
+        let message = report.message();
+        self.plugins.set_withheld(
+            name,
+            Some(crate::pipeline::Withheld {
+                plugin: name.to_owned(),
+                version,
+                affects_readiness,
+                reason: message,
+            }),
+        );
+        report
+    }
+
     /// Makes every plugin due at the next [`Puller::tick`], a pinned one
     /// that runs included (benchmarks, tools).
     pub fn due_now(&mut self) {
@@ -651,7 +761,10 @@ pub fn report(agent: &AgentHandle, r: &Report) {
             if r.new_failure {
                 agent.record_event(
                     EventType::Warning,
-                    "FailedPluginPull",
+                    match r.stopped_now {
+                        true => "PluginUntrusted",
+                        false => "FailedPluginPull",
+                    },
                     &format!("plugin {plugin}: {}", r.message()),
                     Some(plugin),
                 );
@@ -666,12 +779,21 @@ pub fn report(agent: &AgentHandle, r: &Report) {
                 agent.record_event(
                     EventType::Normal,
                     "PluginPulled",
-                    &format!("plugin {plugin}: {reference} is now {digest}"),
+                    &match r.reference.is_pinned() {
+                        true => format!("plugin {plugin}: {reference} loaded"),
+                        false => format!("plugin {plugin}: {reference} is now {digest}"),
+                    },
                     Some(plugin),
                 );
             }
         }
     }
+}
+
+/// The sha256 of `source`'s key file, when it has one that can be read.
+fn key_id(source: &ImageSource) -> Option<String> {
+    let bytes = std::fs::read(source.key.as_ref()?).ok()?;
+    Some(nodestatus_runtime::sha256_hex(&bytes))
 }
 
 fn read_key(source: &ImageSource) -> Result<Option<PublicKey>> {

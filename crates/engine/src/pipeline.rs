@@ -104,24 +104,59 @@ impl From<Arc<Plugin>> for Setter {
     }
 }
 
-/// An immutable, ordered set of setters. A pass holds an `Arc` to one set
-/// for its whole run, so a reload that swaps in a new set never tears a
-/// pass.
+/// A plugin that the config wants to run and that no version of may run
+/// now: each pass reports it failed, so that the node's readiness follows
+/// its `affects-readiness` as if it had run and failed, and its fields are
+/// released as those of any plugin that does not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withheld {
+    /// The plugin.
+    pub plugin: String,
+    /// The version that ran last, if one did.
+    pub version: String,
+    /// Whether its failure makes the node not Ready.
+    pub affects_readiness: bool,
+    /// Why it does not run.
+    pub reason: String,
+}
+
+/// An immutable, ordered set of setters, and the plugins withheld from
+/// it. A pass holds an `Arc` to one set for its whole run, so a reload that
+/// swaps in a new set never tears a pass.
 #[derive(Debug, Default, Clone)]
 pub struct PluginSet {
     setters: Vec<Setter>,
+    withheld: Vec<Withheld>,
 }
 
 impl PluginSet {
     /// Orders `setters` by (order, name).
     pub fn new(mut setters: Vec<Setter>) -> Self {
         setters.sort_by(|a, b| (a.order(), a.name()).cmp(&(b.order(), b.name())));
-        Self { setters }
+        Self {
+            setters,
+            withheld: Vec::new(),
+        }
+    }
+
+    /// The same setters, with `withheld` (those of a name that runs left
+    /// out: a version of it was allowed again).
+    pub fn with_withheld(mut self, withheld: impl IntoIterator<Item = Withheld>) -> Self {
+        self.withheld = withheld
+            .into_iter()
+            .filter(|w| !self.contains(&w.plugin))
+            .collect();
+        self
     }
 
     /// The setters, in run order.
     pub fn setters(&self) -> &[Setter] {
         &self.setters
+    }
+
+    /// The plugins withheld from the set.
+    pub fn withheld(&self) -> &[Withheld] {
+        &self.withheld
     }
 
     /// Whether a plugin of that name is in the set.
@@ -147,12 +182,14 @@ pub enum SetterErrorKind {
     /// The output is over a cost bound: too large a node, or more fields
     /// than a plugin may own (see [`ownership`]).
     Limit,
+    /// The plugin did not run: no version of it may run now ([`Withheld`]).
+    Withheld,
 }
 
 impl SetterErrorKind {
     /// The label value: the sandbox's for a failed call
-    /// ([`CallErrorKind::as_str`]), else `output`, `policy`, `invalid` or
-    /// `limit`.
+    /// ([`CallErrorKind::as_str`]), else `output`, `policy`, `invalid`,
+    /// `limit` or `withheld`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Call(k) => k.as_str(),
@@ -160,6 +197,7 @@ impl SetterErrorKind {
             Self::Policy => "policy",
             Self::Invalid => "invalid",
             Self::Limit => "limit",
+            Self::Withheld => "withheld",
         }
     }
 }
@@ -384,6 +422,15 @@ pub fn pass(
         });
     }
 
+    for w in set.withheld() {
+        report.setters.push(SetterReport {
+            plugin: w.plugin.clone(),
+            version: w.version.clone(),
+            outcome: Err(SetterError::new(SetterErrorKind::Withheld, &w.reason)),
+            duration: Duration::ZERO,
+            affects_readiness: w.affects_readiness,
+        });
+    }
     report.released = ownership.release_unloaded(|p| set.contains(p), &mut current);
     for (plugin, path) in &report.released {
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");

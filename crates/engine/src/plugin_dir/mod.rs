@@ -280,6 +280,10 @@ pub struct PluginDir {
     /// The first and the longest wait before a transient failure's file is
     /// loaded again ([`RETRY_FIRST`], [`RETRY_MAX`]).
     retry_backoff: Mutex<(Duration, Duration)>,
+    /// The plugins no version of which may run now, by name
+    /// ([`PluginDir::set_withheld`]); held while a set is stored, so that
+    /// every set stored carries the latest.
+    withheld: Mutex<BTreeMap<String, crate::pipeline::Withheld>>,
 }
 
 /// A load under way.
@@ -361,6 +365,7 @@ impl PluginDir {
             extra_files: Mutex::new(Default::default()),
             source_problems: Mutex::new(BTreeMap::new()),
             retry_backoff: Mutex::new((RETRY_FIRST, RETRY_MAX)),
+            withheld: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -513,6 +518,27 @@ impl PluginDir {
             Some(p) => problems.insert(name.to_owned(), p),
             None => problems.remove(name),
         };
+    }
+
+    /// Withholds plugin `name` from every pass from now on (`None`: no
+    /// longer): a plugin whose source may give no version of it (an image
+    /// the verification policy no longer trusts, [`crate::oci`]). The
+    /// active set is replaced at once.
+    pub fn set_withheld(&self, name: &str, withheld: Option<crate::pipeline::Withheld>) {
+        let mut all = self.withheld.lock().expect("withheld lock");
+        match withheld {
+            Some(w) => all.insert(name.to_owned(), w),
+            None => all.remove(name),
+        };
+        let set = PluginSet::clone(&self.current.load()).with_withheld(all.values().cloned());
+        self.current.store(Arc::new(set));
+    }
+
+    /// Stores `setters` as the active set, with the plugins withheld.
+    fn store_set(&self, setters: Vec<Setter>) {
+        let withheld = self.withheld.lock().expect("withheld lock");
+        let set = PluginSet::new(setters).with_withheld(withheld.values().cloned());
+        self.current.store(Arc::new(set));
     }
 
     /// What [`PluginDir::set_source_problem`] recorded, by plugin name.

@@ -505,7 +505,7 @@ impl PluginDir {
         events.extend(pending.into_values());
 
         if !events.is_empty() {
-            self.current.store(Arc::new(PluginSet::new(plugins)));
+            self.store_set(plugins);
         }
         drop(files);
         let listeners = self.listeners.lock().expect("listeners lock");
