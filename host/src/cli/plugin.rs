@@ -240,6 +240,9 @@ mod registry {
         Ok(ExitCode::SUCCESS)
     }
 
+    /// Why a pull printed no verified signature.
+    const NO_KEY: &str = "no key: give --key, or a config whose plugin of this repository has a `verify` key, or a top-level `verify`";
+
     pub fn pull(
         reference: &str,
         key: Option<PathBuf>,
@@ -247,11 +250,23 @@ mod registry {
     ) -> anyhow::Result<ExitCode> {
         let config = Arc::new(layers.load()?);
         let reference = Reference::parse(reference)?;
-        // The plugin whose image this is gives the name, settings and key.
+        // The plugin whose image this is gives the name, settings and key:
+        // the same reference, else the same repository (a tag of an image
+        // that the config pins by digest, or the reverse).
+        let same_repository = |r: &Reference| {
+            r.registry() == reference.registry() && r.repository() == reference.repository()
+        };
         let section = config
             .plugins
             .iter()
-            .find(|(_, p)| p.image.as_ref().is_some_and(|i| i.reference == reference));
+            .find(|(_, p)| p.image.as_ref().is_some_and(|i| i.reference == reference))
+            .or_else(|| {
+                config.plugins.iter().find(|(_, p)| {
+                    p.image
+                        .as_ref()
+                        .is_some_and(|i| same_repository(&i.reference))
+                })
+            });
         let name = match section {
             Some((name, _)) => name.clone(),
             None => reference
@@ -261,6 +276,9 @@ mod registry {
                 .unwrap_or_default()
                 .to_owned(),
         };
+        let pins = section
+            .and_then(|(_, p)| p.image.as_ref()?.reference.digest().cloned())
+            .filter(|_| !reference.is_pinned());
         let key = key
             .or_else(|| section.and_then(|(_, p)| p.image.as_ref()?.key.clone()))
             .or_else(|| config.verify_key.clone());
@@ -302,11 +320,27 @@ mod registry {
             "version": artifact.version(),
             "bytes": artifact.bytes.len(),
             "sha256": nodestatus_runtime::sha256_hex(&artifact.bytes),
-            "signature": verified.as_ref().map(|_| serde_json::json!({
-                "key": key.as_ref().map(|k| k.path().display().to_string()),
-                "verified": true,
-            })),
+            "signature": match (&verified, &key) {
+                (Some(_), Some(key)) => serde_json::json!({
+                    "key": key.path().display().to_string(),
+                    "verified": true,
+                }),
+                _ => serde_json::json!({
+                    "key": null,
+                    "verified": false,
+                    "why": NO_KEY,
+                }),
+            },
         });
+        if verified.is_none() {
+            eprintln!("warning: {reference}: the signature was not checked: {NO_KEY}");
+        }
+        if let Some(pinned) = pins.filter(|d| *d != artifact.digest) {
+            eprintln!(
+                "warning: {reference} names {}, but the config's plugin {name} pins {pinned}: a node runs that one",
+                artifact.digest
+            );
+        }
         match loaded {
             Ok(p) => {
                 let s = Setter::new(Arc::new(p), plugin_config.clone());
