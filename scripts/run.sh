@@ -13,10 +13,19 @@
 # alone after that. The engine reads it again while it runs: to grant a new
 # setter a directory, add `plugins.<name>.paths` there and save.
 #
+# What is built, and when: target/release/nodestatus only when it is missing
+# or older than one of its sources (scripts/install.sh --build: the rule is
+# there; no cargo, so no wait on another build's lock, when it is current);
+# the control plane only the first time (scripts/ensure-apiserver.sh); the
+# default setters with cargo (seconds when current), unless you give your
+# own --plugin-dir.
+#
 # NODESTATUS_RUN_PRINT_ARGS=1 prints the arguments `nodestatus run` would get,
-# one a line, and exits before building anything. NODESTATUS_BIN=PATH runs
-# that nodestatus binary instead of building one (with your --plugin-dir,
-# nothing is built: the new-user test in tests/all runs it so).
+# one a line, and on stderr what would be built, and exits before building
+# anything. NODESTATUS_BIN=PATH runs that nodestatus binary instead of the
+# release build (with your --plugin-dir, nothing is built: the new-user test
+# in tests/all runs it so); `NODESTATUS_BIN=nodestatus` runs the one on your
+# PATH (scripts/install.sh puts it there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '== %s\n' "$*" >&2; }
@@ -32,34 +41,55 @@ done
 config_file="${NODESTATUS_RUN_CONFIG:-${XDG_CONFIG_HOME:-$HOME/.config}/nodestatus/config.yaml}"
 config=()
 $user_config || config=(--config "$config_file")
+embedded=false
+[ -n "${KUBECONFIG:-}" ] || printf '%s\n' "$@" | grep -q -- '--kubeconfig' || embedded=true
+k8s_version="${NODESTATUS_K8S_VERSION:-1.37.2}"
+k8s_bin="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/k8s-$k8s_version/bin"
+# What will be built, and what not (the dry run prints it too). The
+# binary's line comes from scripts/install.sh (--check in the dry run,
+# --build in a real run).
+plan() {
+  if [ -n "${NODESTATUS_BIN:-}" ]; then
+    log "nodestatus: $NODESTATUS_BIN (NODESTATUS_BIN): no build"
+  elif [ "${1:-}" = dry ]; then
+    log "nodestatus: $(scripts/install.sh --check || true)"
+  fi
+  if ! $embedded; then
+    log "control plane: none (a kubeconfig is given)"
+  elif [ -f "$k8s_bin/.build-recipe" ]; then
+    log "control plane: Kubernetes $k8s_version, cached in $k8s_bin"
+  else
+    log "control plane: Kubernetes $k8s_version is not built yet: the first run builds it from its Go modules (about 20 minutes on 2 cores), then it is cached in $k8s_bin"
+  fi
+  if $user_plugins; then
+    log "setters: your --plugin-dir (no build)"
+  else
+    log "setters: the default ones, built into target/default-plugins (cargo; seconds when current)"
+  fi
+}
 if [ -n "${NODESTATUS_RUN_PRINT_ARGS:-}" ]; then
+  plan dry
   plugins=()
   $user_plugins || plugins=(--plugin-dir '<the default setters>')
   printf '%s\n' run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"
   exit 0
 fi
 
-nodestatus="${NODESTATUS_BIN:-target/release/nodestatus}"
-if [ -z "${NODESTATUS_BIN:-}" ] || ! $user_plugins; then
-  log "rust target wasm32-wasip2, and protoc for the CRI client's build"
-  rustup target add wasm32-wasip2
-  scripts/ensure-packages.sh protobuf-compiler
+plan
+if ! $user_plugins; then
+  rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
 fi
-if [ -z "${KUBECONFIG:-}" ] && ! printf '%s\n' "$@" | grep -q -- '--kubeconfig'; then
-  log "the embedded control plane (scripts/ensure-apiserver.sh: built once, then cached)"
+if $embedded; then
   NODESTATUS_APISERVER="$(scripts/ensure-apiserver.sh | tail -n 1)"
   export NODESTATUS_APISERVER
   # The kubectl of the same build, for the command the engine prints.
   PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
   export PATH
 fi
-if [ -z "${NODESTATUS_BIN:-}" ]; then
-  log "building nodestatus (release)"
-  cargo build --release -p nodestatus
-fi
+# Built only when older than its sources; protoc is installed for a build.
+nodestatus="${NODESTATUS_BIN:-$(scripts/install.sh --build | tail -n 1)}"
 plugins=()
 if ! $user_plugins; then
-  log "building the default setters"
   plugins=(--plugin-dir "$(scripts/build-plugins.sh target/default-plugins | tail -n 1)")
 fi
 if ! $user_config; then

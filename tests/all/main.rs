@@ -26,4 +26,5 @@ mod registry;
 mod reporters;
 mod sandbox;
 mod scaffold;
+mod second_hour;
 mod tiers;

@@ -151,6 +151,55 @@ fn embedded_dir(o: &Args) -> PathBuf {
     })
 }
 
+/// The active setters' names, in run order.
+fn run_order(plugins: &PluginDir) -> Vec<String> {
+    plugins
+        .current()
+        .setters()
+        .iter()
+        .map(|p| p.name().to_owned())
+        .collect()
+}
+
+fn none_if_empty(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The start's line about the setters: those ready, in run order, and the
+/// files still loading in the background (by plugin name), which join the
+/// passes when ready.
+fn start_order(
+    ready: &[String],
+    loading: &[(PathBuf, std::time::Duration, bool)],
+    waited: std::time::Duration,
+) -> String {
+    let ready = if ready.is_empty() && !loading.is_empty() {
+        "none ready yet".to_owned()
+    } else {
+        none_if_empty(ready)
+    };
+    let mut line = format!("setters, in run order: {ready} (after {waited:.1?})");
+    if !loading.is_empty() {
+        let mut names: Vec<String> = loading
+            .iter()
+            .map(|(file, _, _)| {
+                nodestatus_runtime::name_of_file(file).unwrap_or_else(|| file.display().to_string())
+            })
+            .collect();
+        names.sort();
+        line += &format!(
+            "; {} loading in the background: {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
+    line
+}
+
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(o: Args) -> anyhow::Result<()> {
     if o.embedded_stop {
@@ -208,20 +257,33 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || plugins_.wait_for_cached(START_WAIT))
         .await
         .context("waiting for the cached plugins")?;
-    let order: Vec<String> = plugins
-        .current()
-        .setters()
-        .iter()
-        .map(|p| p.name().to_owned())
-        .collect();
+    let loading = plugins.loading();
     tracing::info!(
-        "setters, in run order: {} (loaded in {:.1?})",
-        order.join(", "),
-        waited.elapsed()
+        "{}",
+        start_order(&run_order(&plugins), &loading, waited.elapsed())
     );
-    for (file, _, compiling) in plugins.loading() {
-        let what = if compiling { "compiling" } else { "loading" };
+    for (file, _, compiling) in &loading {
+        let what = if *compiling { "compiling" } else { "loading" };
         tracing::info!(file = %file.display(), "{what} in the background; the plugin joins the first pass after it is ready");
+    }
+    if !loading.is_empty() {
+        // The run order once the start's background loads are done: once,
+        // from a thread of its own (a process exit does not wait for it).
+        let plugins = plugins.clone();
+        let spawned = std::thread::Builder::new()
+            .name("nodestatus-start-order".into())
+            .spawn(move || {
+                if plugins.wait_idle(std::time::Duration::from_secs(3600)) {
+                    tracing::info!(
+                        "setters, in run order: {} (every load of the start done after {:.1?})",
+                        none_if_empty(&run_order(&plugins)),
+                        waited.elapsed()
+                    );
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("no thread for the run order after the start's loads: {e}");
+        }
     }
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
