@@ -110,6 +110,10 @@ fn simulate(cluster: &EmbeddedApiserver, dir: &Path, nodes: usize, flags: &[&str
         .arg(dir.join("machines"))
         .args(flags)
         .env("RUST_LOG", "info")
+        // No --config: the config that scripts/run.sh gives `run`, found
+        // here (a test writes one there, or none).
+        .env_remove("NODESTATUS_RUN_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("xdg"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("simulate.log")).unwrap());
     nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
@@ -323,6 +327,19 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     let admin = cluster.admin_client().unwrap();
     let ramp = Duration::from_secs(5);
     let started = epoch();
+    // The config `run` runs with on this machine (scripts/run.sh's), which
+    // simulate takes without --config.
+    let run_config = dir.path().join("xdg/nodestatus/config.yaml");
+    std::fs::create_dir_all(run_config.parent().unwrap()).unwrap();
+    let default = Command::new(exe()).args(["config", "default"]).output().unwrap();
+    assert!(default.status.success());
+    let mut text = String::from_utf8(default.stdout).unwrap();
+    text.push_str("nodeLabels:\n  nodestatus.test/config: run\n");
+    std::fs::write(&run_config, text).unwrap();
+    // A state directory that holds something of the operator's.
+    let machines = dir.path().join("machines");
+    std::fs::create_dir_all(&machines).unwrap();
+    std::fs::write(machines.join("operator.txt"), "mine").unwrap();
     let mut child = simulate(
         &cluster,
         dir.path(),
@@ -351,8 +368,31 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     .await;
     let to = epoch();
     let fleet = nodes(&admin).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    assert!(
+        std::fs::read_dir(&machines).unwrap().count() > n,
+        "no machine folders in the state directory"
+    );
+    // SIGTERM: the machines' folders go, the operator's file stays.
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "simulate exited {status:?}: {}",
+        tail(&log)
+    );
+    let left: Vec<_> = std::fs::read_dir(&machines)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        ["operator.txt"],
+        "the state directory was not cleaned"
+    );
     let reqs = audit(&cluster.audit_log_path().unwrap());
     assert!(
         !reqs.is_empty(),
@@ -379,6 +419,10 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
             node["metadata"]["labels"]["nodestatus.io/simulated"],
             "true"
         );
+        assert_eq!(
+            node["metadata"]["labels"]["nodestatus.test/config"], "run",
+            "the run's config was not the simulated nodes'"
+        );
         let taints = node["spec"]["taints"]
             .as_array()
             .cloned()
@@ -391,6 +435,33 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
             node["metadata"]["name"]
         );
     }
+
+    // Each node's plugins have their own budget of events: every node's
+    // memory-pressure plugin recorded its first condition's event, as the
+    // kubelet does, and no plugin's event was dropped.
+    let events =
+        kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "default")
+            .list(&Default::default())
+            .await
+            .unwrap();
+    let announced: BTreeSet<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeHasSufficientMemory"))
+        .filter_map(|e| e.involved_object.name.clone())
+        .collect();
+    assert_eq!(
+        announced.len(),
+        n,
+        "not every node's NodeHasSufficientMemory event was recorded: {}",
+        tail(&log)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("dropping its events"),
+        "a plugin's events were dropped: {}",
+        tail(&log)
+    );
 
     // Start-up spread over the ramp: no second holds more than twice the
     // ramp's even share of the registrations.

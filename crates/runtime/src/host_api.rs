@@ -50,6 +50,10 @@ pub struct CallContext {
     /// What the container runtime answered before this pass, for
     /// `container-runtime`; `None` when no runtime endpoint is configured.
     pub container_runtime: Option<Arc<Result<crate::facts::RuntimeFacts, String>>>,
+    /// The budgets of log lines and events of the node the call is for
+    /// (one per simulated node); `None`: the runtime's own, for a process
+    /// that runs one node.
+    pub guest_output: Option<GuestOutputLimits>,
 }
 
 impl Default for CallContext {
@@ -58,6 +62,7 @@ impl Default for CallContext {
             facts: Arc::new(Facts::default()),
             node_problems: Arc::from(Vec::new()),
             container_runtime: None,
+            guest_output: None,
         }
     }
 }

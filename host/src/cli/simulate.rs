@@ -66,12 +66,17 @@ pub struct Args {
     /// DaemonSet rollout).
     #[arg(long, default_value = "2m")]
     pub rollout_over: GoDuration,
-    /// Where the simulated machines' files go (removed at exit). Default:
-    /// a new directory in $TMPDIR.
+    /// Where the simulated machines' files go: a folder a node, removed at
+    /// exit (and the directory, when simulate made it). Default: a new
+    /// directory in $TMPDIR.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
-    /// The settings of every node (--config, else the embedded default;
-    /// nodeName and hostnameOverride are each node's own).
+    /// The settings of every node (nodeName and hostnameOverride are each
+    /// node's own). Without --config: the config that scripts/run.sh gives
+    /// `nodestatus run` on this machine ($NODESTATUS_RUN_CONFIG, else
+    /// ${XDG_CONFIG_HOME:-~/.config}/nodestatus/config.yaml) when it
+    /// exists, so that the simulated nodes are granted what the real one
+    /// is; else the embedded default.
     #[command(flatten)]
     pub layers: Layers,
 }
@@ -181,9 +186,60 @@ fn agent(
     .with_pass_limit(permits.clone())
 }
 
+/// The config file that scripts/run.sh writes and gives `nodestatus run`:
+/// `$NODESTATUS_RUN_CONFIG`, else `${XDG_CONFIG_HOME:-~/.config}/nodestatus/config.yaml`.
+pub fn run_sh_config() -> Option<PathBuf> {
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("NODESTATUS_RUN_CONFIG").or_else(|| {
+        var("XDG_CONFIG_HOME")
+            .or_else(|| var("HOME").map(|h| h.join(".config")))
+            .map(|c| c.join("nodestatus/config.yaml"))
+    })
+}
+
+/// The simulator's files: a folder a machine, and the directory when it
+/// made it, removed when dropped (at exit, whatever ends the run).
+struct StateDir {
+    path: PathBuf,
+    made: bool,
+    machines: Vec<PathBuf>,
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = std::fs::remove_dir_all(&self.path);
+            return;
+        }
+        for m in &self.machines {
+            let _ = std::fs::remove_dir_all(m);
+        }
+        tracing::info!(dir = %self.path.display(), "removed the simulated machines' folders");
+    }
+}
+
 /// Runs the fleet until SIGTERM or SIGINT.
 pub async fn run(o: Args) -> anyhow::Result<()> {
-    let base = Arc::new(o.layers.load()?);
+    let mut layers = o.layers.clone();
+    if layers.file.is_none()
+        && let Some(file) = run_sh_config().filter(|f| f.is_file())
+    {
+        layers.file = Some(file);
+    }
+    match &layers.file {
+        Some(file) => {
+            tracing::info!(config = %file.display(), "the config of every simulated node")
+        }
+        None => tracing::info!(
+            "the config of every simulated node: the embedded default (no --config, and no {})",
+            run_sh_config().map_or_else(String::new, |f| f.display().to_string())
+        ),
+    }
+    let base = Arc::new(layers.load()?);
     crate::cli::log_config_warnings(&base);
     let mut kube_config = connect(&o).await?;
     kube_config.headers.push((
@@ -204,7 +260,13 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         flap_period: o.flap_period.0,
         flap_from: o.flap_from.0,
     };
+    let made = !state_dir.exists();
     let fleet = Arc::new(Fleet::create(template, &state_dir)?);
+    let _state = StateDir {
+        path: state_dir.clone(),
+        made: made || o.state_dir.is_none(),
+        machines: fleet.machines.iter().map(|m| m.dir.clone()).collect(),
+    };
     let plugins = PluginDir::open(&base, None, super::compiler_exe())?;
     if !base.plugin_dir.is_dir() {
         anyhow::bail!("pluginDir {} is not a directory", base.plugin_dir.display());
@@ -344,8 +406,5 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     .await;
     let flips = flapper.await.unwrap_or(0);
     tracing::info!(flips, "stopped");
-    if o.state_dir.is_none() {
-        let _ = std::fs::remove_dir_all(&state_dir);
-    }
     result
 }

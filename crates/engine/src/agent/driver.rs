@@ -26,8 +26,8 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline;
 use crate::plugin_dir::PluginDir;
-use nodestatus_runtime::CallContext;
 use nodestatus_runtime::facts::{FactSource, Facts, RuntimeFacts};
+use nodestatus_runtime::{CallContext, GuestOutputLimits};
 
 /// The agent for one node: its state and the driver that performs its
 /// actions.
@@ -40,6 +40,10 @@ pub struct Agent {
     /// Whether the last read of the container runtime failed (to log a
     /// change once).
     cri_failing: bool,
+    /// This node's budgets of plugin log lines and events: in a process
+    /// that runs many nodes (`simulate`), one node's plugins never spend
+    /// another's.
+    guest_output: GuestOutputLimits,
     rng: Arc<dyn Random>,
     metrics: Arc<Metrics>,
     commands: mpsc::UnboundedSender<Command>,
@@ -121,6 +125,7 @@ impl Agent {
             plugins,
             facts,
             cri_failing: false,
+            guest_output: GuestOutputLimits::default(),
             rng,
             metrics,
             commands,
@@ -446,6 +451,7 @@ impl Agent {
         let cri = self.cri.clone();
         let metrics = self.metrics.clone();
         let failing_before = self.cri_failing;
+        let guest_output = self.guest_output.clone();
         let permits = self.pass_permits.clone();
         self.inflight.spawn(async move {
             let _permit = match &permits {
@@ -460,6 +466,7 @@ impl Agent {
                 facts,
                 node_problems: problems.into(),
                 container_runtime,
+                guest_output: Some(guest_output),
             };
             let loaded = set.setters().len();
             let started = std::time::Instant::now();

@@ -596,7 +596,10 @@ fn new_store(
     preopens: Preopens,
     settings: &PluginSettings,
 ) -> Result<Store<CallState>, CallError> {
-    let output = runtime.guest_output().clone();
+    let output = ctx
+        .guest_output
+        .clone()
+        .unwrap_or_else(|| runtime.guest_output().clone());
     let timeout = settings.timeout;
     let state = CallState::new(
         name,
