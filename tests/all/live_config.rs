@@ -205,10 +205,30 @@ fn new_settings_that_refuse_a_running_plugin_stop_it() {
     );
     dir.rescan();
     assert!(dir.current().contains("kernel-check"));
-    // The same settings again: reloaded, still running.
+    // The same settings again: nothing is loaded again.
     dir.set_settings(crate::common::settings(|_| PluginSettings::default()));
     let events = dir.rescan();
     assert!(dir.current().contains("kernel-check"), "{events:?}");
+    assert_eq!(events, [], "a plugin whose settings did not change was reloaded");
+    // Another plugin's settings: neither.
+    dir.set_settings(crate::common::settings(|name| match name {
+        "kernel-check" => PluginSettings::default(),
+        _ => PluginSettings {
+            timeout: std::time::Duration::from_millis(1),
+            ..Default::default()
+        },
+    }));
+    assert_eq!(dir.rescan(), []);
+    // Its own: loaded again, and the log says why.
+    dir.set_settings(crate::common::settings(|_| PluginSettings {
+        timeout: std::time::Duration::from_millis(777),
+        ..Default::default()
+    }));
+    let events = dir.rescan();
+    assert!(
+        matches!(&events[..], [ReloadEvent::Reloaded { because: "settings", .. }]),
+        "{events:?}"
+    );
     // Disabled, or pinned to another build: it stops; the version loaded
     // under the old settings is not kept.
     for refuse in [

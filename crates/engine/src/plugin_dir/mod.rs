@@ -62,7 +62,8 @@ pub enum ReloadEvent {
         /// Its sha256.
         sha256: String,
     },
-    /// A new version replaced an old one.
+    /// A new version replaced an old one, or the same one was loaded again
+    /// under new settings.
     Reloaded {
         /// The file.
         file: PathBuf,
@@ -72,6 +73,9 @@ pub enum ReloadEvent {
         version: String,
         /// Its new sha256.
         sha256: String,
+        /// Why: `file` (its content changed) or `settings` (the operator's
+        /// settings of the plugin changed).
+        because: &'static str,
     },
     /// The file is gone and its plugin unloaded.
     Unloaded {
@@ -154,8 +158,10 @@ impl ReloadEvent {
                 plugin,
                 version,
                 sha256,
+                because,
             } => tracing::info!(
-                file = %file.display(), plugin, version, sha256 = &sha256[..12], "plugin reloaded"
+                file = %file.display(), plugin, version, sha256 = &sha256[..12], because,
+                "plugin reloaded"
             ),
             Self::Unloaded { file, plugin } => {
                 tracing::info!(file = %file.display(), plugin, "plugin unloaded")
@@ -420,17 +426,32 @@ impl PluginDir {
         &self.dir
     }
 
-    /// Replaces the operator's settings (a live config change). Every file
-    /// is loaded again with them at the next [`PluginDir::rescan`]; a file
-    /// that the new settings refuse keeps its running version, as a bad
-    /// rebuild does.
+    /// Replaces the operator's settings (a live config change). The files
+    /// whose plugin's settings changed, and those that do not run, are
+    /// loaded again with them at the next [`PluginDir::rescan`]; a plugin
+    /// whose settings are the same is left as it runs. A file that the new
+    /// settings refuse does not keep its running version (loaded under the
+    /// old grants).
     pub fn set_settings(&self, settings: SettingsFn) {
         let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
-        *self.settings.write().expect("settings lock") = settings;
-        // Loads under the old settings are discarded when they end.
-        self.loading.lock().expect("loading lock").clear();
+        let old = std::mem::replace(
+            &mut *self.settings.write().expect("settings lock"),
+            settings.clone(),
+        );
+        let changed = |file: &Path| {
+            name_of_file(file).is_none_or(|name| old(&name) != settings(&name))
+        };
+        // Loads under the old settings of a changed plugin are discarded
+        // when they end.
+        self.loading
+            .lock()
+            .expect("loading lock")
+            .retain(|file, _| !changed(file));
         self.loaded.notify_all();
-        for st in self.files.lock().expect("files lock").values_mut() {
+        for (file, st) in self.files.lock().expect("files lock").iter_mut() {
+            if st.plugin.is_some() && !changed(file) {
+                continue;
+            }
             // Neither the stamp nor the hash matches any more: reloaded.
             st.stamp.len = u64::MAX;
             st.sha256.clear();

@@ -408,6 +408,7 @@ impl PluginDir {
                                 plugin,
                                 version,
                                 sha256,
+                                because: if settings_changed { "settings" } else { "file" },
                             },
                         },
                     );
