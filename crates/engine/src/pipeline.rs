@@ -310,6 +310,10 @@ pub struct PassReport {
     /// checks of each step missed it: the pass then gives back its input
     /// unchanged, since one refused field fails a whole status update.
     pub refused: Option<Vec<Problem>>,
+    /// What the container runtime answered before the pass, when one is
+    /// configured: its name and version, or why it did not answer. Filled
+    /// in by the agent, whose step logs each change of it.
+    pub container_runtime: Option<Result<String, String>>,
 }
 
 impl PassReport {

@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline;
 use crate::plugin_dir::PluginDir;
-use nodestatus_runtime::facts::{FactSource, Facts, RuntimeFacts};
+use nodestatus_runtime::facts::{FactSource, Facts};
 use nodestatus_runtime::{CallContext, GuestOutputLimits};
 
 /// The agent for one node: its state and the driver that performs its
@@ -37,9 +37,6 @@ pub struct Agent {
     plugins: Arc<PluginDir>,
     facts: FactSource,
     cri: Option<Arc<crate::cri::Client>>,
-    /// Whether the last read of the container runtime failed (to log a
-    /// change once).
-    cri_failing: bool,
     /// This node's budgets of plugin log lines and events: in a process
     /// that runs many nodes (`simulate`), one node's plugins never spend
     /// another's.
@@ -124,7 +121,6 @@ impl Agent {
             client,
             plugins,
             facts,
-            cri_failing: false,
             guest_output: GuestOutputLimits::default(),
             rng,
             metrics,
@@ -432,6 +428,10 @@ impl Agent {
             Observation::NodeDeleted(gone) => {
                 m.node_deleted.set(i64::from(gone));
             }
+            Observation::ContainerRuntime(Err(e)) => tracing::warn!("container runtime: {e}"),
+            Observation::ContainerRuntime(Ok(runtime)) => {
+                tracing::info!("container runtime: {runtime} answers again")
+            }
         }
     }
 
@@ -450,7 +450,6 @@ impl Agent {
         let facts = Arc::new(Facts::new(self.facts.clone()));
         let cri = self.cri.clone();
         let metrics = self.metrics.clone();
-        let failing_before = self.cri_failing;
         let guest_output = self.guest_output.clone();
         let permits = self.pass_permits.clone();
         self.inflight.spawn(async move {
@@ -459,9 +458,15 @@ impl Agent {
                 None => None,
             };
             let container_runtime = match &cri {
-                Some(c) if c.present() => Some(Arc::new(read_runtime(c, failing_before).await)),
+                Some(c) if c.present() => {
+                    Some(Arc::new(c.facts().await.map_err(|e| e.to_string())))
+                }
                 _ => None,
             };
+            let answered = container_runtime.as_deref().map(|r| match r {
+                Ok(f) => Ok(format!("{} {}", f.name, f.version)),
+                Err(e) => Err(e.clone()),
+            });
             let ctx = CallContext {
                 facts,
                 node_problems: problems.into(),
@@ -475,7 +480,11 @@ impl Agent {
                 pipeline::pass(&runtime, &set, &base, &ctx, options)
             })
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())
+            .map(|(node, mut report)| {
+                report.container_runtime = answered;
+                (node, report)
+            });
             if let Ok((_, report)) = &result {
                 metrics.observe_pass(report, started.elapsed());
                 metrics.observe_cache(cache_runtime.cache());
@@ -485,23 +494,6 @@ impl Agent {
             Input::Answer(Answer::Pass(for_loop, result))
         });
     }
-}
-
-/// What the runtime said, logged when it stops answering and when it
-/// answers again.
-async fn read_runtime(
-    c: &crate::cri::Client,
-    failing_before: bool,
-) -> std::result::Result<RuntimeFacts, String> {
-    let answer = c.facts().await;
-    match (&answer, failing_before) {
-        (Err(e), false) => tracing::warn!("container runtime: {e}"),
-        (Ok(f), true) => {
-            tracing::info!("container runtime: {} {} answers again", f.name, f.version)
-        }
-        _ => {}
-    }
-    answer.map_err(|e| e.to_string())
 }
 
 /// Performs one API call.

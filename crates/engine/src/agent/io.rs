@@ -134,6 +134,9 @@ pub enum Observation {
     LoopError(&'static str, &'static str),
     /// Whether the node is found deleted.
     NodeDeleted(bool),
+    /// The container runtime stopped answering (`Err`, why), or answers
+    /// again (`Ok`, its name and version): once at each change.
+    ContainerRuntime(Result<String, String>),
 }
 
 /// An action [`State::step`](super::State::step) asks the driver for.

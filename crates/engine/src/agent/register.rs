@@ -134,7 +134,7 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
             Err(e) => Err(e.into()),
         },
         (Op::Pass, Answer::Pass(_, Ok((node, report)))) => {
-            s.note_failures(&report);
+            s.note_pass(&report, out);
             s.last_pass = Some(std::sync::Arc::new(report.clone()));
             match nodestatus_model::validate::node(&node) {
                 Err(problems) => Err(nodestatus_model::validate::Error::Refused(problems).into()),

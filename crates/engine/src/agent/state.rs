@@ -96,6 +96,9 @@ pub struct State {
     pub(super) shutting_down: bool,
     /// Consecutive failed passes of each plugin that affects readiness.
     pub(super) failures: BTreeMap<String, (u32, SetterError)>,
+    /// Whether the container runtime did not answer before the last pass
+    /// that asked it.
+    pub(super) runtime_failing: bool,
     /// `spec.unschedulable` as last seen by a status sync.
     pub(super) unschedulable: bool,
     pub(super) failing: BTreeMap<&'static str, Failing>,
@@ -129,6 +132,7 @@ impl State {
             checks_ran: false,
             shutting_down: false,
             failures: BTreeMap::new(),
+            runtime_failing: false,
             unschedulable: false,
             failing: BTreeMap::new(),
             last_sync_ok: None,
@@ -377,10 +381,25 @@ impl State {
         }
     }
 
+    /// Notes what one pass (not one try) found: its setters' failures
+    /// ([`State::note_failures`]), and whether the container runtime stopped
+    /// or started answering again, observed once at each change.
+    pub(super) fn note_pass(&mut self, report: &PassReport, out: &mut Vec<Action>) {
+        self.note_failures(report);
+        if let Some(answer) = &report.container_runtime
+            && answer.is_err() != self.runtime_failing
+        {
+            self.runtime_failing = answer.is_err();
+            out.push(Action::Observe(Observation::ContainerRuntime(
+                answer.clone(),
+            )));
+        }
+    }
+
     /// Counts one pass (not one try) of the setters: a plugin that affects
     /// readiness and failed adds one to its count; any other outcome clears
     /// it; a plugin that is gone no longer counts.
-    pub(super) fn note_failures(&mut self, report: &PassReport) {
+    fn note_failures(&mut self, report: &PassReport) {
         self.failures
             .retain(|name, _| report.setters.iter().any(|s| &s.plugin == name));
         for s in &report.setters {

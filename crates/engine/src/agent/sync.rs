@@ -312,7 +312,7 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
 fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mut Vec<Action>) {
     let pass = s.sync.pass.take().expect("a pass runs");
     if let Some(report) = pass.report {
-        s.note_failures(&report);
+        s.note_pass(&report, out);
         if result.is_ok() {
             s.pass_events(&report, ctx, out);
         }

@@ -511,3 +511,37 @@ fn events_of_one_step_have_names_of_their_own() {
     // The same event at the same instant is one object.
     assert_eq!(cordon, name("NodeNotSchedulable", None));
 }
+
+/// One sync pass whose container runtime answered `runtime`; the node is
+/// unchanged. Returns what the pass observed.
+fn pass_with_runtime(sim: &mut Sim, runtime: Result<&str, &str>) -> Vec<Observation> {
+    let a = sim.advance_to_next();
+    let base = pass_base(&a).expect("try 0 from the live copy");
+    let report = PassReport {
+        container_runtime: Some(runtime.map(str::to_owned).map_err(str::to_owned)),
+        ..Default::default()
+    };
+    observed(&sim.answer(sync_pass(base, report)))
+        .into_iter()
+        .filter(|o| matches!(o, Observation::ContainerRuntime(_)))
+        .collect()
+}
+
+/// A container runtime that stops answering is said once, however many
+/// passes it stays silent, and its return once too (the driver logs each:
+/// a warning, then "answers again").
+#[test]
+fn a_runtime_that_stops_answering_is_said_once_and_so_is_its_return() {
+    let mut sim = steady("");
+    let gone = || Observation::ContainerRuntime(Err("socket is gone".into()));
+    let back = || Observation::ContainerRuntime(Ok("containerd 2.4.0".into()));
+    assert_eq!(pass_with_runtime(&mut sim, Ok("containerd 2.4.0")), []);
+    assert_eq!(pass_with_runtime(&mut sim, Err("socket is gone")), [gone()]);
+    assert_eq!(pass_with_runtime(&mut sim, Err("socket is gone")), []);
+    assert_eq!(
+        pass_with_runtime(&mut sim, Ok("containerd 2.4.0")),
+        [back()]
+    );
+    assert_eq!(pass_with_runtime(&mut sim, Ok("containerd 2.4.0")), []);
+    assert_eq!(pass_with_runtime(&mut sim, Err("socket is gone")), [gone()]);
+}
