@@ -266,10 +266,7 @@ pub fn agent_via(
             client_config(server, &token),
             name,
             traffic.clone(),
-            nodestatus_engine::agent::client::call_deadline(
-                cfg.node_status_update_frequency,
-                cfg.node_lease_duration_seconds,
-            ),
+            nodestatus_engine::agent::client::call_deadline(&cfg),
         )
         .unwrap(),
     };

@@ -287,11 +287,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     }
     let stop_watch = Arc::new(AtomicBool::new(false));
     let watcher = plugins.watch(stop_watch.clone())?;
-    // Every call's deadline: min(nodeStatusUpdateFrequency, nodeLeaseDuration).
-    let deadline = nodestatus_engine::agent::client::call_deadline(
-        cfg.node_status_update_frequency,
-        cfg.node_lease_duration_seconds,
-    );
+    let deadline = nodestatus_engine::agent::client::call_deadline(&cfg);
     let node_client = NodeClient::from_config(
         kube_config,
         &cfg.node_name,

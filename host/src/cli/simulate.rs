@@ -278,10 +278,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         flapping = fleet.template.flapping_count(),
         "simulating"
     );
-    let deadline = nodestatus_engine::agent::client::call_deadline(
-        base.node_status_update_frequency,
-        base.node_lease_duration_seconds,
-    );
+    let deadline = nodestatus_engine::agent::client::call_deadline(&base);
     let configs: Vec<Arc<Config>> = fleet
         .machines
         .iter()

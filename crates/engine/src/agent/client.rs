@@ -242,10 +242,11 @@ impl Error {
     }
 }
 
-/// The deadline of every API call for these periods: min(update frequency,
-/// lease duration), as the kubelet's heartbeat client.
-pub fn call_deadline(update_frequency: Duration, lease_duration_seconds: i32) -> Duration {
-    update_frequency.min(Duration::from_secs(lease_duration_seconds.max(1) as u64))
+/// The deadline of every API call under `cfg`: min(nodeStatusUpdateFrequency,
+/// nodeLeaseDurationSeconds), as the kubelet's heartbeat client.
+pub fn call_deadline(cfg: &crate::config::Config) -> Duration {
+    let lease = Duration::from_secs(cfg.node_lease_duration_seconds.max(1) as u64);
+    cfg.node_status_update_frequency.min(lease)
 }
 
 /// Convenience alias.
