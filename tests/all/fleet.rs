@@ -99,25 +99,34 @@ fn simulate(cluster: &EmbeddedApiserver, dir: &Path, nodes: usize, flags: &[&str
         cluster.kubeconfig_yaml(SIMULATOR_USER, SIMULATOR_TOKEN),
     )
     .unwrap();
+    let mut c = simulator(&kubeconfig, &plugins, dir, nodes);
+    c.args(flags)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("simulate.log")).unwrap());
+    c.spawn().expect("starting nodestatus simulate")
+}
+
+/// `nodestatus simulate` of `nodes` nodes with the credential of
+/// `kubeconfig` and the setters in `plugins`, its machines in
+/// `dir/machines`, dying with the test. No --config: it takes the config
+/// that scripts/run.sh gives `run`, looked for in `dir/xdg` (a test writes
+/// one there, or none), never the user's.
+pub fn simulator(kubeconfig: &Path, plugins: &Path, dir: &Path, nodes: usize) -> Command {
     let mut c = Command::new(exe());
     c.args(["simulate", "--nodes", &nodes.to_string()])
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .arg("--plugin-dir")
-        .arg(&plugins)
+        .arg(plugins)
         .args(["--cache-dir", built::TEST_CACHE_DIR])
         .arg("--state-dir")
         .arg(dir.join("machines"))
-        .args(flags)
         .env("RUST_LOG", "info")
-        // No --config: the config that scripts/run.sh gives `run`, found
-        // here (a test writes one there, or none).
+        .env_remove("KUBECONFIG")
         .env_remove("NODESTATUS_RUN_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("xdg"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("simulate.log")).unwrap());
+        .env("XDG_CONFIG_HOME", dir.join("xdg"));
     nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
-    c.spawn().expect("starting nodestatus simulate")
+    c
 }
 
 /// The nodestatus binary: this build's, or `NODESTATUS_BIN` (another
@@ -331,7 +340,10 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     // simulate takes without --config.
     let run_config = dir.path().join("xdg/nodestatus/config.yaml");
     std::fs::create_dir_all(run_config.parent().unwrap()).unwrap();
-    let default = Command::new(exe()).args(["config", "default"]).output().unwrap();
+    let default = Command::new(exe())
+        .args(["config", "default"])
+        .output()
+        .unwrap();
     assert!(default.status.success());
     let mut text = String::from_utf8(default.stdout).unwrap();
     text.push_str("nodeLabels:\n  nodestatus.test/config: run\n");
@@ -711,18 +723,10 @@ fn a_node_credential_is_refused() {
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     drop_plugin(&plugins, "ready.wasm", Path::new(built::READY));
-    let mut c = Command::new(exe());
-    c.args(["simulate", "--nodes", "3", "--ramp", "0s"])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin-dir")
-        .arg(&plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .arg("--state-dir")
-        .arg(dir.path().join("machines"))
+    let mut c = simulator(&kubeconfig, &plugins, dir.path(), 3);
+    c.args(["--ramp", "0s"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("log")).unwrap());
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
     let mut child = c.spawn().unwrap();
     let started = Instant::now();
     let status = loop {

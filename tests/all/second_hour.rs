@@ -410,20 +410,10 @@ fn readme_makes_the_simulators_kubeconfig_from_a_token() {
         drop_plugin(&plugins, file, Path::new(src));
     }
     let log = tmp.path().join("simulate.log");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodestatus"));
-    c.args(["simulate", "--nodes", "1", "--name-prefix", "second-hour"])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin-dir")
-        .arg(&plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
-        .arg("--state-dir")
-        .arg(tmp.path().join("machines"))
-        .env("RUST_LOG", "info")
-        .env_remove("KUBECONFIG")
+    let mut c = crate::fleet::simulator(&kubeconfig, &plugins, tmp.path(), 1);
+    c.args(["--name-prefix", "second-hour"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
     let mut simulator = c.spawn().unwrap();
     wait_until(90, &log, "the simulated node never registered", || {
         assert!(
