@@ -9,9 +9,10 @@
 //! - What can change live: the plugins' sections (grants, limits, order,
 //!   config, fields, pins, enabled, images), `registries`,
 //!   `nodeStatusUpdateFrequency`,
-//!   `nodeStatusReportFrequency` and `nodeStatusMaxImages`. Every plugin is
-//!   loaded again under the new settings; one that they refuse stops (its
-//!   old grants are not kept).
+//!   `nodeStatusReportFrequency` and `nodeStatusMaxImages`. The plugins
+//!   whose settings changed are loaded again under the new ones (the others
+//!   run on untouched: [`PluginDir::set_settings`]); one that they refuse
+//!   stops (its old grants are not kept).
 //! - What cannot ([`restart_only_changes`]): the node's identity and
 //!   registration, the directories, the cache, compilation, the runtime
 //!   endpoint, the lease duration and companion mode. A change to any of

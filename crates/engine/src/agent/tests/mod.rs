@@ -3,8 +3,9 @@
 //! inputs and answers, and reads the actions. No API server, no timer, no
 //! thread: minutes of the loops take microseconds.
 //!
-//! Each rule of `shared/reference/kubelet-node-status.md` that the loops
-//! own has a test named after it, in the module of its loop.
+//! Each rule of the kubelet's node status that the loops own
+//! (`pkg/kubelet/kubelet_node_status.go`, `pkg/kubelet/nodelease`) has a
+//! test named after it, in the module of its loop.
 
 mod fleet;
 mod health;
