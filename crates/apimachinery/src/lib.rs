@@ -6,13 +6,19 @@
 //! - [`quantity`]: `resource.Quantity` (`2`, `1500m`, `16Gi`);
 //! - [`time`]: `metav1.Time` and `MicroTime`, RFC 3339;
 //! - [`names`]: qualified names, label values, DNS subdomains;
-//! - [`MAX_NODE_BYTES`]: the largest Node nodestatus writes.
+//! - [`MAX_NODE_BYTES`]: the largest Node nodestatus writes;
+//! - [`Metadata`]: the WIT's `metadata` record, built by a setter and read
+//!   back by the host.
 //!
-//! No dependencies, so it builds for `wasm32-wasip2` inside every setter.
+//! No dependencies (serde only with the `serde` feature, for the record's
+//! JSON), so it builds for `wasm32-wasip2` inside every setter.
 
+mod metadata;
 pub mod names;
 pub mod quantity;
 pub mod time;
+
+pub use metadata::Metadata;
 
 /// The largest node, as compact JSON, that nodestatus writes or accepts from
 /// a setter. etcd refuses requests over 1.5 MiB (`--max-request-bytes`

@@ -102,5 +102,5 @@ pub enum Ungranted {
 }
 
 /// A plugin's description of itself, validated at load: the SDK's
-/// [`nodestatus_sdk::Metadata`], the WIT's `metadata` record.
-pub use nodestatus_sdk::Metadata;
+/// [`nodestatus_apimachinery::Metadata`], the WIT's `metadata` record.
+pub use nodestatus_apimachinery::Metadata;
