@@ -57,6 +57,9 @@ fn standalone_manifest(repo: &Path, member: &str) -> String {
             .unwrap_or_else(|| panic!("no `{key} = ...` in the workspace's Cargo.toml"))
     };
     let mut out = String::new();
+    // The workspace's lints are this repository's business, not a
+    // vendor's build: `[lints] workspace = true` is left out.
+    let sdk = sdk.replace("[lints]\nworkspace = true\n", "");
     for line in sdk.lines() {
         match line.trim().strip_suffix(".workspace = true") {
             Some(key) => writeln!(

@@ -31,7 +31,8 @@
 # root or cgroups).
 #
 # Style is checked with warnings denied: `cargo fmt --check` first
-# (seconds); `cargo clippy --workspace --all-targets` and `cargo doc
+# (seconds); `cargo clippy --workspace --all-targets` (then over the
+# setters' own workspace, plugins/, into target/style/plugins) and `cargo doc
 # --workspace --no-deps` from the start, beside the set-up and the tests,
 # at the lowest CPU priority (nice 19: it takes the CPU the build leaves
 # idle, a core while one large crate compiles or links), in cargo profile
@@ -94,6 +95,8 @@ build=$!
 # Clippy and rustdoc, on the CPU the others leave idle.
 (
   nice -n 19 cargo clippy --profile style --workspace --all-targets -- -D warnings &&
+    nice -n 19 cargo clippy --manifest-path plugins/Cargo.toml --target-dir target/style/plugins \
+      --workspace --all-targets -- -D warnings &&
     RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --profile style --workspace --no-deps
 ) >"$logs/style.log" 2>&1 &
 style_job=$!

@@ -39,8 +39,11 @@ impl Default for Options {
 
 /// A running registry.
 pub struct Registry {
+    /// Its storage, certificates and config.
     pub dir: tempfile::TempDir,
+    /// Where it listens.
     pub addr: SocketAddr,
+    /// How it was started.
     pub options: Options,
     child: Option<Child>,
 }

@@ -38,6 +38,8 @@
 //!
 //! Run with `cargo bench -p nodestatus --bench '*'`; the results are in
 //! docs/benchmarks.md.
+// criterion_group! and criterion_main! write public functions without docs.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};

@@ -20,6 +20,8 @@
 //! Run with `cargo bench -p nodestatus --bench '*'` (every benchmark:
 //! `exec/kernel-check` needs the `exec_plugin` bench target that command
 //! builds); the results are in docs/benchmarks.md.
+// criterion_group! and criterion_main! write public functions without docs.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::io::{Read, Write};

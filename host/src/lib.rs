@@ -5,7 +5,5 @@
 //! [`nodestatus_engine`], the sandbox [`nodestatus_runtime`], and the Node
 //! model with its rules [`nodestatus_model`].
 
-#![warn(missing_docs)]
-
 pub mod cli;
 pub mod scaffold;

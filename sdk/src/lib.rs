@@ -42,8 +42,6 @@
 //! Build it with `cargo build --release --target wasm32-wasip2` and drop
 //! `target/wasm32-wasip2/release/<name>.wasm` into the plugin directory.
 
-#![warn(missing_docs)]
-
 pub mod condition;
 pub mod host;
 pub mod node;

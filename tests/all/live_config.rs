@@ -209,7 +209,11 @@ fn new_settings_that_refuse_a_running_plugin_stop_it() {
     dir.set_settings(crate::common::settings(|_| PluginSettings::default()));
     let events = dir.rescan();
     assert!(dir.current().contains("kernel-check"), "{events:?}");
-    assert_eq!(events, [], "a plugin whose settings did not change was reloaded");
+    assert_eq!(
+        events,
+        [],
+        "a plugin whose settings did not change was reloaded"
+    );
     // Another plugin's settings: neither.
     dir.set_settings(crate::common::settings(|name| match name {
         "kernel-check" => PluginSettings::default(),
@@ -226,7 +230,13 @@ fn new_settings_that_refuse_a_running_plugin_stop_it() {
     }));
     let events = dir.rescan();
     assert!(
-        matches!(&events[..], [ReloadEvent::Reloaded { because: "settings", .. }]),
+        matches!(
+            &events[..],
+            [ReloadEvent::Reloaded {
+                because: "settings",
+                ..
+            }]
+        ),
         "{events:?}"
     );
     // Disabled, or pinned to another build: it stops; the version loaded

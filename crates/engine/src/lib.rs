@@ -33,8 +33,6 @@
 //! and pulled from OCI registries by [`oci`] into the same load path;
 //! the [`config`] is read once and again while running ([`live_config`]).
 
-#![warn(missing_docs)]
-
 pub mod agent;
 pub mod config;
 pub mod cri;

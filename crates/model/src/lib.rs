@@ -14,8 +14,6 @@
 //!   hard limits, NodeRestriction).
 //! - [`ownership`]: which plugin owns which field, recorded on the node.
 
-#![warn(missing_docs)]
-
 pub mod node;
 pub mod ownership;
 pub mod policy;

@@ -138,8 +138,6 @@
 //! | a tampered cache file | [`cache::Error::Tampered`] (removed; [`Fetcher::fetch`] pulls again) | `cache` |
 //! | offline, not cached | [`fetch::Error::NotCached`] | `not-cached` |
 
-#![warn(missing_docs)]
-
 pub mod artifact;
 pub mod cache;
 pub mod client;

@@ -80,8 +80,6 @@
 //!   log, and each plugin has a budget of log lines and events per time
 //!   window (see [`GuestOutputLimits`]), not per call.
 
-#![warn(missing_docs)]
-
 pub mod bridge;
 mod cache;
 mod call_thread;

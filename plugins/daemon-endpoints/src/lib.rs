@@ -31,6 +31,8 @@ pub fn endpoints(current: Option<&Value>, port: i64) -> Result<Value> {
     Ok(v)
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct DaemonEndpoints;
 
 impl Setter for DaemonEndpoints {

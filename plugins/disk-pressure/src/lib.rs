@@ -111,7 +111,9 @@ pub const PRESSURE: PressureCondition = PressureCondition {
 /// The statistics of the node filesystem and of the image filesystem, or
 /// the error reading each.
 pub struct Filesystems<'a> {
+    /// The node filesystem's (`nodefsPath`).
     pub nodefs: std::result::Result<&'a FsStats, String>,
+    /// The image filesystem's (`imagefsPath`, else the node filesystem's).
     pub imagefs: std::result::Result<&'a FsStats, String>,
 }
 
@@ -144,6 +146,8 @@ pub fn evaluate(fs: Filesystems<'_>, config: &Config) -> Result<Outcome> {
     Ok(PRESSURE.outcome(met))
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct DiskPressure;
 
 impl Setter for DiskPressure {

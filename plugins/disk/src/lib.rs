@@ -344,6 +344,8 @@ pub fn apply(node: &mut Node, r: &Report, now: &str) -> Option<(&'static str, St
         .then(|| (READ_ONLY_REASON, r.message.clone()))
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct Disk;
 
 impl Setter for Disk {

@@ -425,6 +425,8 @@ pub fn apply(node: &mut Node, inv: &Inventory, config: &Config, now: &str) {
     node.set_condition_at(CONDITION, status, reason, &message, now);
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct Gpu;
 
 impl Setter for Gpu {

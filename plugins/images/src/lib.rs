@@ -42,8 +42,11 @@ impl Default for Config {
 #[derive(serde::Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Image {
+    /// The image's id.
     pub id: String,
+    /// Its `repo:tag` names.
     pub repo_tags: Option<Vec<String>>,
+    /// Its `repo@digest` names.
     pub repo_digests: Option<Vec<String>>,
     /// A uint64, which the CRI's JSON writes as a string.
     #[serde(deserialize_with = "size")]
@@ -130,6 +133,8 @@ pub fn apply(node: &mut Node, list: Vec<Value>) {
     }
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct Images;
 
 impl Setter for Images {

@@ -15,6 +15,8 @@ fn version(s: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct KernelCheck;
 
 impl Setter for KernelCheck {

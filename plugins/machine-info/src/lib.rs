@@ -241,6 +241,8 @@ pub fn apply(node: &mut Node, facts: &Facts, config: &Config) -> Result<Option<S
     Ok(rebooted)
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct MachineInfo;
 
 impl Setter for MachineInfo {

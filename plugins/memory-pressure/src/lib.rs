@@ -63,6 +63,8 @@ pub fn evaluate(meminfo: std::result::Result<&str, String>, config: &Config) -> 
     Ok(PRESSURE.outcome(u128::from(available) < threshold.amount(total.into())))
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct MemoryPressure;
 
 impl Setter for MemoryPressure {

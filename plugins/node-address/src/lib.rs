@@ -202,6 +202,8 @@ pub fn addresses(
     Ok(out)
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct NodeAddress;
 
 impl Setter for NodeAddress {

@@ -40,6 +40,8 @@ pub fn apply(node: &mut Node, machine: &str) -> Result<()> {
     Ok(())
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct OsArch;
 
 impl Setter for OsArch {

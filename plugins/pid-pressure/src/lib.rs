@@ -112,6 +112,8 @@ fn read(path: &str) -> std::result::Result<String, String> {
     host::read_file(path).map_err(|e| e.to_string())
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct PidPressure;
 
 impl Setter for PidPressure {

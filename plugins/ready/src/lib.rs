@@ -8,6 +8,8 @@
 //! `NodeNotReady` are recorded only on a flip.
 use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Result, Setter, host};
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct Ready;
 
 /// The container runtime's problems, in the kubelet's words: the runtime
@@ -85,13 +87,11 @@ impl Setter for Ready {
             .and_then(|c| c.as_array())
             .and_then(|l| l.last())
             .is_some_and(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"));
-        if !is_last {
-            if let Some(old) = node.condition("Ready") {
-                node.remove_condition("Ready");
-                let list = node.status_mut("conditions", || serde_json::Value::Array(Vec::new()));
-                if let Some(l) = list.as_array_mut() {
-                    l.push(serde_json::to_value(old).map_err(|e| e.to_string())?);
-                }
+        if !is_last && let Some(old) = node.condition("Ready") {
+            node.remove_condition("Ready");
+            let list = node.status_mut("conditions", || serde_json::Value::Array(Vec::new()));
+            if let Some(l) = list.as_array_mut() {
+                l.push(serde_json::to_value(old).map_err(|e| e.to_string())?);
             }
         }
         let t = node.set_condition("Ready", status, reason, &message);

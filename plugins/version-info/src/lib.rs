@@ -21,10 +21,15 @@ pub struct Config {
 /// The versions the setter writes, by `nodeInfo` field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versions {
+    /// `nodeInfo.kernelVersion`.
     pub kernel_version: String,
+    /// `nodeInfo.osImage`.
     pub os_image: String,
+    /// `nodeInfo.containerRuntimeVersion`.
     pub container_runtime_version: String,
+    /// `nodeInfo.kubeletVersion`.
     pub kubelet_version: String,
+    /// `nodeInfo.kubeProxyVersion` (deprecated: written only when set).
     pub kube_proxy_version: Option<String>,
 }
 
@@ -115,6 +120,8 @@ pub fn apply(node: &mut Node, v: &Versions) {
     }
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct VersionInfo;
 
 impl Setter for VersionInfo {

@@ -66,6 +66,8 @@ pub fn apply(node: &mut Node, config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// The setter (its [`Setter`](nodestatus_sdk::Setter) implementation is
+/// what the component exports).
 pub struct Volumes;
 
 impl Setter for Volumes {

@@ -438,9 +438,8 @@ impl PluginDir {
             &mut *self.settings.write().expect("settings lock"),
             settings.clone(),
         );
-        let changed = |file: &Path| {
-            name_of_file(file).is_none_or(|name| old(&name) != settings(&name))
-        };
+        let changed =
+            |file: &Path| name_of_file(file).is_none_or(|name| old(&name) != settings(&name));
         // Loads under the old settings of a changed plugin are discarded
         // when they end.
         self.loading
