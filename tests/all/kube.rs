@@ -53,6 +53,7 @@ const NODES: &[&str] = &[
     "registry-node",
     "registry-restart-node",
     "untrusted-node",
+    "untrusted-restart-node",
     "tiered-rss",
 ];
 

@@ -456,7 +456,7 @@ async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
 
     let node = "untrusted-node";
     let addr = free_addr();
-    let mut engine = engine(d, node, &config, addr);
+    let mut first = engine(d, node, &config, addr);
     let log = d.join(format!("{node}.log"));
     assert!(
         until(60, || async {
@@ -523,8 +523,34 @@ async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
         get(addr, "/readyz").await,
         ready(node).await
     );
-    engine.kill().unwrap();
-    engine.wait().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    // A restart with the registry down and a key that signed nothing in
+    // the cache: the cached version does not start, and the plugin counts
+    // as failing.
+    registry.stop();
+    let (_, third_pub) = key_pair(d, "third");
+    std::fs::copy(&third_pub, &key).unwrap();
+    let node = "untrusted-restart-node";
+    let addr = free_addr();
+    let mut second = engine(d, node, &config, addr);
+    assert!(
+        until(60, || async {
+            ready(node)
+                .await
+                .is_some_and(|(s, m)| s == "False" && m.contains("probe"))
+        })
+        .await,
+        "Ready did not follow the plugin's affectsReadiness at a start: {:?} {}",
+        ready(node).await,
+        std::fs::read_to_string(d.join(format!("{node}.log"))).unwrap_or_default()
+    );
+    assert_eq!(label(node).await, None);
+    let (_, body) = get(addr, "/readyz").await;
+    assert!(body.contains("plugin probe:"), "{body}");
+    second.kill().unwrap();
+    second.wait().unwrap();
 }
 
 /// `plugin pull` by tag, with a config whose plugin pins a digest of that

@@ -389,7 +389,28 @@ impl Puller {
             if let Err(e) = result {
                 // Whatever an earlier run left there is not this image.
                 let _ = std::fs::remove_file(&self.slots[&name].file);
+                let untrusted = e.is_untrusted();
                 let report = self.failed(&name, e, now);
+                if untrusted {
+                    // The version cached is signed by no key the policy
+                    // trusts: it does not run, and the plugin counts as
+                    // failing (its metadata unknown: the config's
+                    // affectsReadiness decides) until one that is loads.
+                    let affects_readiness = cfg
+                        .plugins
+                        .get(&name)
+                        .and_then(|p| p.affects_readiness)
+                        .unwrap_or(false);
+                    self.plugins.set_withheld(
+                        &name,
+                        Some(crate::pipeline::Withheld {
+                            plugin: name.clone(),
+                            version: String::new(),
+                            affects_readiness,
+                            reason: report.message(),
+                        }),
+                    );
+                }
                 self.pending.push(report);
             }
         }
