@@ -475,3 +475,44 @@ fn a_load_killed_in_its_compiler_is_tried_again_and_a_refusal_is_not() {
     );
     assert!(dir.rescan().is_empty());
 }
+
+/// Whether this process maps `path` (a line of /proc/self/maps).
+fn mapped(path: &Path) -> bool {
+    let path = path.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|l| l.ends_with(path))
+}
+
+/// A plugin's code runs from a mapping of its precompile cache entry,
+/// whether the load compiled it (in the child) or found it there: never
+/// from a copy in the engine's own memory, which for a Python or
+/// JavaScript setter was 35 to 37 MB of anonymous memory each
+/// (docs/deployment.md, "Memory").
+#[test]
+fn a_plugins_code_is_mapped_from_its_cache_entry_not_copied() {
+    let (tmp, plugins) = with_kernel_check();
+    let cache = tmp.path().join("cache");
+    let file = plugins.join("kernel-check.wasm");
+    let sha = sha256_hex(&std::fs::read(&file).unwrap());
+    for (what, expect_compile) in [("compiled in the child", 1), ("from the cache", 0)] {
+        let runtime = child_runtime(&cache, Duration::from_secs(120));
+        let entry = runtime.cache().unwrap().entry_path(&sha);
+        let plugin =
+            nodestatus_runtime::Plugin::load_file(&runtime, &file, &|_| Default::default())
+                .unwrap();
+        assert_eq!(
+            runtime.load_stats().compiles.load(Ordering::Relaxed),
+            expect_compile,
+            "{what}"
+        );
+        assert!(
+            mapped(&entry),
+            "{what}: the code is a copy, not a mapping of {}",
+            entry.display()
+        );
+        drop(plugin);
+        drop(runtime);
+    }
+}

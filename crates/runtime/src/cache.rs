@@ -13,12 +13,29 @@
 //! - an entry is written `0600` by write-then-rename, and read back only if
 //!   it is a regular file owned by the engine's user, with no permission
 //!   bits for group or others and a single link;
-//! - an entry starts with a header that records the sha256 of the component
-//!   it was compiled from and the sha256 of the code that follows; the
-//!   loader checks both against the component being loaded and the bytes it
-//!   read, and deserializes from those same bytes (no second open). An entry
-//!   renamed, copied or planted under another component's key, or torn, is
-//!   refused, removed and compiled afresh.
+//! - an entry is the code followed by a trailer that records the sha256 of
+//!   the component it was compiled from and the sha256 of the code before
+//!   it; the loader checks both against the component being loaded and the
+//!   file it opened, and maps that same file (the inode it checked, through
+//!   `/proc/self/fd`, never the path again). An entry renamed, copied or
+//!   planted under another component's key, or torn, is refused, removed
+//!   and compiled afresh.
+//!
+//! # Mapped, not copied
+//!
+//! A loaded entry's code runs from a read-only mapping of the entry's file
+//! ([`Component::deserialize_file`]), and the guest's initial linear memory
+//! is mapped copy-on-write from the same file: both are clean pages of the
+//! page cache, resident only where they are used and given back by the
+//! kernel under memory pressure. A copy (`Component::deserialize` of the
+//! bytes read) held all of it as the process's anonymous memory, plus a
+//! `memfd` copy of the initial memory: about 50 MB for CPython, 40 MB for
+//! SpiderMonkey (docs/deployment.md, "Memory"). That is why the trailer
+//! comes after the code: wasmtime maps a file from its first byte. A code
+//! just compiled goes to the cache and is mapped from there too
+//! ([`PrecompileCache::load_stored`]). Entries are never written in place
+//! (write-then-rename), so a mapped entry never changes under the engine;
+//! one evicted or replaced while mapped stays readable through its mapping.
 //!
 //! What this does not stop is a process running as the engine's own user,
 //! which could as well write the engine's memory.
@@ -44,10 +61,15 @@ use wasmtime::component::Component;
 
 use super::{Error, Result};
 
-/// The first bytes of an entry.
-const MAGIC: &[u8; 8] = b"NSCWASM1";
-/// Header: magic, sha256 of the component, sha256 of the code.
-const HEADER: usize = 8 + 32 + 32;
+/// The last bytes of an entry. (Format 1 had a header in front of the
+/// code, which kept it from being mapped as it is.)
+const MAGIC: &[u8; 8] = b"NSCWASM2";
+/// Trailer after the code: sha256 of the component, sha256 of the code,
+/// magic.
+const TRAILER: usize = 32 + 32 + 8;
+/// Mixed into the engine key, so that a build that writes another entry
+/// format never looks at this one's entries (they go as another build's).
+const FORMAT: &[u8] = b"nodestatus-cache-format-2";
 /// Largest entry read (CPython's is about 100 MB).
 const MAX_ENTRY_BYTES: u64 = 1 << 30;
 
@@ -158,6 +180,7 @@ impl PrecompileCache {
         check_dir(&dir)?;
         let mut hasher = ShaHasher(Sha256::new());
         std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut hasher);
+        hasher.write(FORMAT);
         let key = hex::encode(hasher.0.finalize());
         let cache = Self {
             dir,
@@ -274,43 +297,67 @@ impl PrecompileCache {
     }
 
     /// Loads the component for `sha256` from the cache, if an entry is
-    /// present, safe and bound to that component. Anything else is logged,
-    /// removed, and `None` is returned, so the caller compiles afresh.
+    /// present, safe and bound to that component, its code mapped from the
+    /// entry's file. Anything else is logged, removed, and `None` is
+    /// returned, so the caller compiles afresh.
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.entry_path(sha256);
-        let code = match read_entry(&path, sha256) {
-            Ok(Some(code)) => code,
-            Ok(None) => {
-                self.stats.misses.fetch_add(1, Ordering::Relaxed);
-                return None;
-            }
-            Err(reason) => {
-                tracing::warn!(path = %path.display(), "refusing precompile cache entry: {reason}; compiling the component instead");
-                let _ = std::fs::remove_file(&path);
-                self.stats.misses.fetch_add(1, Ordering::Relaxed);
-                return None;
-            }
-        };
-        // SAFETY: the bytes come from a file that only the engine's user
-        // could write (checked above: directory and file ownership and
-        // modes), whose header binds them to this component's sha256 and
-        // whose code hash matches; entries are only written by `store`
-        // below from `Engine::precompile_component`.
-        match unsafe { Component::deserialize(engine, &code[HEADER..]) } {
-            Ok(component) => {
+        match self.map_entry(engine, &path, sha256) {
+            Ok(Some(component)) => {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
                 // Recently used: the last to be evicted.
                 let _ = std::fs::File::open(&path)
                     .and_then(|f| f.set_modified(std::time::SystemTime::now()));
                 Some(component)
             }
-            Err(err) => {
-                tracing::warn!(path = %path.display(), error = %err, "discarding unusable precompile cache entry");
+            Ok(None) => {
+                self.stats.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), "refusing precompile cache entry: {reason}; compiling the component instead");
                 let _ = std::fs::remove_file(&path);
                 self.stats.misses.fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
+    }
+
+    /// The component whose code was just compiled and [stored](Self::store)
+    /// for `sha256`, mapped from its entry (not counted as a hit): a
+    /// compile ends with the same memory as a load from the cache. `None`
+    /// when the entry cannot be mapped (the caller keeps its copy).
+    pub(crate) fn load_stored(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+        let path = self.entry_path(sha256);
+        match self.map_entry(engine, &path, sha256) {
+            Ok(component) => component,
+            Err(reason) => {
+                tracing::debug!(path = %path.display(), "the code just stored cannot be mapped ({reason}); running a copy");
+                None
+            }
+        }
+    }
+
+    /// Opens and checks the entry at `path` (`Ok(None)`: none) and
+    /// deserializes the component from a mapping of the file checked.
+    fn map_entry(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        sha256: &str,
+    ) -> Result<Option<Component>, String> {
+        let Some((file, code_len)) = open_entry(path, sha256)? else {
+            return Ok(None);
+        };
+        // SAFETY: the file is one that only the engine's user could write
+        // (checked by `open_entry`: directory and file ownership and modes,
+        // one link), whose trailer binds it to this component's sha256 and
+        // whose code hash matches; entries are only written by `store`
+        // below, from `Engine::precompile_component`'s output, by
+        // write-then-rename, so the file mapped never changes while mapped.
+        unsafe { deserialize_open(engine, &file, code_len) }
+            .map(Some)
+            .map_err(|e| format!("cannot deserialize it: {e:#}"))
     }
 
     /// Stores precompiled code for `sha256`. Failures are logged, not
@@ -321,10 +368,10 @@ impl PrecompileCache {
             let component = hex::decode(sha256)
                 .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
             let mut tmp = tempfile_in(&self.dir)?;
-            tmp.1.write_all(MAGIC)?;
+            tmp.1.write_all(code)?;
             tmp.1.write_all(&component)?;
             tmp.1.write_all(&Sha256::digest(code))?;
-            tmp.1.write_all(code)?;
+            tmp.1.write_all(MAGIC)?;
             tmp.1.sync_all()?;
             std::fs::rename(&tmp.0, &path)
         })();
@@ -337,13 +384,25 @@ impl PrecompileCache {
     }
 }
 
-/// Reads and checks an entry: `Ok(None)` when there is none, `Err(why)`
-/// when there is one that must not be used.
 /// Reads a file of the cache directory that only the engine's user can
+/// have written: `Ok(None)` when there is none, `Err(why)` when there is one
+/// that must not be used (see [`open_private`]).
+pub(crate) fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+    let Some(file) = open_private(path, max)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len()) as usize);
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(bytes))
+}
+
+/// Opens a file of the cache directory that only the engine's user can
 /// have written: `Ok(None)` when there is none, `Err(why)` when there is one
 /// that must not be used (not a regular file, another owner, group or
 /// others' permission bits, more than one link, larger than `max`).
-pub(crate) fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+fn open_private(path: &Path, max: u64) -> Result<Option<std::fs::File>, String> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = match std::fs::OpenOptions::new()
         .read(true)
@@ -373,11 +432,7 @@ pub(crate) fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, Str
     if meta.len() > max {
         return Err(format!("it is {} bytes", meta.len()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    Ok(Some(bytes))
+    Ok(Some(file))
 }
 
 /// Writes `bytes` to `path` in the cache directory `dir`, owner-only, by
@@ -389,23 +444,77 @@ pub(crate) fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::R
     std::fs::rename(&tmp.0, path)
 }
 
-fn read_entry(path: &Path, sha256: &str) -> Result<Option<Vec<u8>>, String> {
-    let Some(bytes) = read_private(path, MAX_ENTRY_BYTES)? else {
+/// Opens and checks an entry: its file and the length of the code before
+/// the trailer, `Ok(None)` when there is none, `Err(why)` when there is one
+/// that must not be used. The code is hashed through the file's pages in
+/// the page cache, read in pieces: nothing of it is copied into the heap.
+fn open_entry(path: &Path, sha256: &str) -> Result<Option<(std::fs::File, usize)>, String> {
+    use std::os::unix::fs::FileExt;
+    let Some(file) = open_private(path, MAX_ENTRY_BYTES)? else {
         return Ok(None);
     };
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err("it has no nodestatus cache header".into());
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut trailer = [0u8; TRAILER];
+    if len < TRAILER as u64
+        || file
+            .read_exact_at(&mut trailer, len - TRAILER as u64)
+            .is_err()
+        || &trailer[64..] != MAGIC
+    {
+        return Err("it has no nodestatus cache trailer".into());
     }
-    if hex::encode(&bytes[8..40]) != sha256 {
+    if hex::encode(&trailer[..32]) != sha256 {
         return Err(format!(
             "it was compiled from component {}, not {sha256}",
-            hex::encode(&bytes[8..40])
+            hex::encode(&trailer[..32])
         ));
     }
-    if bytes[40..HEADER] != Sha256::digest(&bytes[HEADER..])[..] {
-        return Err("its code does not match the hash in its header".into());
+    let code_len = len - TRAILER as u64;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < code_len {
+        let n = buf.len().min((code_len - at) as usize);
+        file.read_exact_at(&mut buf[..n], at)
+            .map_err(|e| e.to_string())?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
     }
-    Ok(Some(bytes))
+    if trailer[32..64] != hasher.finalize()[..] {
+        return Err("its code does not match the hash in its trailer".into());
+    }
+    Ok(Some((file, code_len as usize)))
+}
+
+/// The component in `file`, an entry checked by [`open_entry`] whose code
+/// is its first `code_len` bytes: mapped from the file, reopened through
+/// `/proc/self/fd` so that it is the inode checked and not whatever the
+/// path names now. Where that reopening is not possible (no `/proc`), the
+/// code is read from `file` and copied.
+///
+/// # Safety
+///
+/// As [`Component::deserialize_file`]: the file holds code that this
+/// engine's configuration wrote, and is not changed while it is mapped.
+unsafe fn deserialize_open(
+    engine: &Engine,
+    file: &std::fs::File,
+    code_len: usize,
+) -> wasmtime::Result<Component> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    use std::os::unix::io::AsRawFd;
+    let fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let checked = file.metadata()?;
+    let same =
+        std::fs::metadata(&fd).is_ok_and(|m| m.dev() == checked.dev() && m.ino() == checked.ino());
+    if same {
+        // SAFETY: the caller's.
+        return unsafe { Component::deserialize_file(engine, &fd) };
+    }
+    let mut code = vec![0u8; code_len];
+    file.read_exact_at(&mut code, 0)?;
+    // SAFETY: the caller's.
+    unsafe { Component::deserialize(engine, &code) }
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
@@ -426,4 +535,87 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
         .mode(0o600)
         .open(&path)?;
     Ok((path, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tier;
+
+    /// The smallest component: its preamble.
+    const EMPTY_COMPONENT: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    /// Whether this process maps `path` (a line of /proc/self/maps).
+    fn mapped(path: &Path) -> bool {
+        let path = path.to_str().unwrap();
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .any(|l| l.ends_with(path))
+    }
+
+    fn cache_with_entry() -> (tempfile::TempDir, Engine, PrecompileCache, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = Engine::new(&crate::tier::engine_config(Tier::Optimized)).unwrap();
+        let cache =
+            PrecompileCache::open(tmp.path().join("c"), &engine, DEFAULT_MAX_BYTES).unwrap();
+        let sha = crate::sha256_hex(EMPTY_COMPONENT);
+        let code = engine.precompile_component(EMPTY_COMPONENT).unwrap();
+        cache.store(&sha, &code);
+        (tmp, engine, cache, sha)
+    }
+
+    #[test]
+    fn a_hit_maps_the_entry_instead_of_copying_it() {
+        let (_tmp, engine, cache, sha) = cache_with_entry();
+        let entry = cache.entry_path(&sha);
+        let component = cache.load(&engine, &sha).expect("a hit");
+        assert!(
+            mapped(&entry),
+            "the code of a hit is a copy, not a mapping of {}",
+            entry.display()
+        );
+        // The mapping is the component's, for as long as it lives.
+        drop(component);
+        assert!(!mapped(&entry));
+        // A compile maps what it stored as well.
+        let stored = cache.load_stored(&engine, &sha).expect("stored");
+        assert!(mapped(&entry));
+        drop(stored);
+        assert_eq!(cache.stats().hits.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_torn_or_rebound_entry_is_refused_and_removed() {
+        let (_tmp, engine, cache, sha) = cache_with_entry();
+        let entry = cache.entry_path(&sha);
+        let good = std::fs::read(&entry).unwrap();
+        let write = |bytes: &[u8]| {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&entry)
+                .unwrap();
+            f.write_all(bytes).unwrap();
+        };
+        let mut torn = good.clone();
+        torn.remove(10);
+        let mut other = good.clone();
+        let at = good.len() - TRAILER;
+        other[at] ^= 1;
+        for (what, bytes) in [
+            ("torn", torn),
+            ("bound to another component", other),
+            ("code alone", good[..at].to_vec()),
+        ] {
+            write(&bytes);
+            assert!(cache.load(&engine, &sha).is_none(), "{what}");
+            assert!(!entry.exists(), "{what}: not removed");
+        }
+        write(&good);
+        assert!(cache.load(&engine, &sha).is_some());
+    }
 }

@@ -83,8 +83,8 @@ pub fn log_config_warnings(config: &nodestatus_engine::config::Config) {
     }
 }
 
-/// Caps glibc's malloc at two arenas, for the long-lived engine (`run`),
-/// before it starts a thread.
+/// Tunes glibc's malloc for the long-lived engine (`run`), before it starts
+/// a thread: at most two arenas, and a fixed mmap threshold.
 ///
 /// glibc gives each thread that allocates an arena of its own, up to eight
 /// per core, and an arena keeps what is allocated in it scattered over its
@@ -95,17 +95,39 @@ pub fn log_config_warnings(config: &nodestatus_engine::config::Config) {
 /// The engine's threads allocate little and seldom at once: the default
 /// pass's benchmark with `MALLOC_ARENA_MAX=2` took 1.63 and 1.83 ms against
 /// 1.84 and 1.67 ms with glibc's default (interleaved, docs/benchmarks.md).
-/// An operator's `MALLOC_ARENA_MAX` is left to decide.
+///
+/// glibc also raises its mmap threshold to the size of each large block
+/// freed (up to 32 MiB): once a load had freed a Python plugin's 18 MB of
+/// WebAssembly, the next blocks of that size came from an arena, whose free
+/// top `malloc_trim` does not give back, and a start that compiled a Python
+/// and a JavaScript setter held 18 MB more than one from the cache for as
+/// long as it ran (docs/deployment.md, "Memory"). A fixed threshold
+/// ([`MMAP_THRESHOLD`]) keeps every block above it a mapping of its own,
+/// unmapped when freed. An operator's `MALLOC_ARENA_MAX` and
+/// `MALLOC_MMAP_THRESHOLD_` are left to decide.
 pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt sets a parameter of the allocator under its own
-        // lock; arenas made before it are kept.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
+    {
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            // SAFETY: mallopt sets a parameter of the allocator under its
+            // own lock; arenas made before it are kept.
+            unsafe {
+                libc::mallopt(libc::M_ARENA_MAX, 2);
+            }
+        }
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            // SAFETY: as above; setting it turns glibc's dynamic threshold
+            // off.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+            }
         }
     }
 }
+
+/// The engine's malloc mmap threshold: a block of this size or more is a
+/// mapping of its own (glibc's starting value is 128 KiB).
+pub const MMAP_THRESHOLD: libc::c_int = 256 << 10;
 
 /// Runs a long-lived command (`run`, `simulate`) on a multi-threaded tokio
 /// runtime until it returns.

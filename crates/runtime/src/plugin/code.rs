@@ -180,7 +180,14 @@ fn compile_tier(
             let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
             if let Some((cache, sha)) = cache {
                 match component.serialize() {
-                    Ok(code) => cache.store(sha, &code),
+                    Ok(code) => {
+                        cache.store(sha, &code);
+                        drop(code);
+                        // Run the cached code, mapped, and drop this copy.
+                        if let Some(mapped) = cache.load_stored(engine, sha) {
+                            return Ok(mapped);
+                        }
+                    }
                     Err(e) => tracing::warn!("cannot serialize compiled code for the cache: {e:#}"),
                 }
             }
@@ -197,6 +204,12 @@ fn compile_tier(
             )?;
             if let Some((cache, sha)) = cache {
                 cache.store(sha, &code);
+                // The code runs mapped from the entry just written, as it
+                // does after a restart, not from a copy of `code`
+                // (`cache`'s docs, "Mapped, not copied").
+                if let Some(mapped) = cache.load_stored(engine, sha) {
+                    return Ok(mapped);
+                }
             }
             // SAFETY: `code` was produced just now by this tier's engine
             // configuration, by the engine's own binary in a child process
