@@ -254,6 +254,13 @@ impl Machine {
         if !cfg.register_with_taints.contains(&taint) {
             cfg.register_with_taints.push(taint);
         }
+        // A simulated machine has no container runtime: the one that
+        // answers at the default socket is the host's, and every node would
+        // report it (and change when it comes or goes). An endpoint the
+        // operator names is used as named.
+        if cfg.container_runtime_defaulted {
+            cfg.container_runtime_endpoint = None;
+        }
         cfg
     }
 
@@ -479,6 +486,31 @@ mod tests {
             flap_period: Duration::from_secs(60),
             flap_from: Duration::ZERO,
         }
+    }
+
+    /// The host's container runtime, at the default socket, is not a
+    /// simulated machine's; one the operator names is.
+    #[test]
+    fn a_simulated_machine_asks_no_runtime_unless_one_is_named() {
+        let parse = |yaml: &str| {
+            crate::config::ConfigFile::parse(yaml, Path::new("test.yaml"))
+                .and_then(crate::config::ConfigFile::validate)
+                .unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = Fleet::create(template(1, 0.0), dir.path()).unwrap();
+        let machine = &fleet.machines[0];
+        let default = parse("{}");
+        assert!(
+            default.cri_client().is_some(),
+            "the default asks the host's"
+        );
+        assert!(machine.config(&default).cri_client().is_none());
+        let named = parse("containerRuntimeEndpoint: unix:///run/simulated.sock\n");
+        assert_eq!(
+            machine.config(&named).container_runtime_endpoint.as_deref(),
+            Some("unix:///run/simulated.sock")
+        );
     }
 
     #[test]
