@@ -62,6 +62,14 @@ mkdir -p "$logs"
 log "set-up, side by side: control plane, guest setters, Rust build (logs in $logs)"
 scripts/ensure-apiserver.sh >"$logs/apiserver.log" 2>&1 &
 apiserver=$!
+# The real cosign, v2 and v3, for tests/all/cosign.rs: built once from their
+# Go modules into the cache (scripts/ensure-cosign.sh; about 5 to 8 minutes
+# of CPU cold, for both, and nothing once cached).
+(
+  scripts/ensure-cosign.sh v2 >"$logs/cosign-v2.path" &&
+    scripts/ensure-cosign.sh v3 >"$logs/cosign-v3.path"
+) 2>"$logs/cosign.log" &
+cosign=$!
 (
   scripts/guests/python.sh target/guest-plugins &&
     scripts/guests/js.sh target/guest-plugins &&
@@ -101,7 +109,7 @@ build=$!
 ) >"$logs/style.log" 2>&1 &
 style_job=$!
 failed=0
-for job in "apiserver:$apiserver" "guests:$guests" "build:$build"; do
+for job in "apiserver:$apiserver" "cosign:$cosign" "guests:$guests" "build:$build"; do
   name=${job%%:*}
   if wait "${job#*:}"; then
     log "$name: done"
@@ -114,6 +122,9 @@ done
 [ "$failed" = 0 ] || { kill "$style_job" $aot 2>/dev/null; exit 1; }
 NODESTATUS_APISERVER="$(tail -n 1 "$logs/apiserver.log")"
 export NODESTATUS_APISERVER
+NODESTATUS_COSIGN_V2="$(tail -n 1 "$logs/cosign-v2.path")"
+NODESTATUS_COSIGN_V3="$(tail -n 1 "$logs/cosign-v3.path")"
+export NODESTATUS_COSIGN_V2 NODESTATUS_COSIGN_V3
 # kubectl (and etcd) of the same build, first on PATH for the tests.
 PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
 export PATH

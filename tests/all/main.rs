@@ -7,6 +7,7 @@ mod agent_loops;
 mod cli;
 mod common;
 mod config;
+mod cosign;
 mod cri;
 mod fleet;
 mod grants;

@@ -1,0 +1,557 @@
+//! Signatures as vendors make them today: the real cosign (v2 and v3, built
+//! from their Go modules by `scripts/ensure-cosign.sh`) against a real
+//! registry (Debian's `docker-registry` 2.8, TLS and htpasswd) and the real
+//! `nodestatus` binary, both ways:
+//!
+//! - `cosign verify --key` accepts what `nodestatus plugin sign` writes, and
+//!   refuses it with another key;
+//! - `nodestatus plugin pull --key` accepts what `cosign sign --key` writes
+//!   (alone, or appended to nodestatus's own signature), with the public key
+//!   of a `cosign generate-key-pair`, and refuses it with another key.
+//!
+//! Both run offline: `--tlog-upload=false` and `--insecure-ignore-tlog=true`
+//! (no Rekor), and for v3 the classic `.sig` layout
+//! (`--new-bundle-format=false --use-signing-config=false`). What v3 does by
+//! default (a Sigstore bundle as an OCI 1.1 referrer, which nodestatus does
+//! not read) is pinned by its own test, so that a change on either side is
+//! seen.
+//!
+//! A cosign that is not built fails the test with the command that builds
+//! it; `scripts/test.sh` builds both and names them in
+//! `NODESTATUS_COSIGN_V2` and `NODESTATUS_COSIGN_V3`.
+//!
+//! Needs `scripts/ensure-packages.sh docker-registry apache2-utils openssl`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nodestatus_registry::PublicKey;
+use nodestatus_registry::signature::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE};
+use nodestatus_tests::built;
+use nodestatus_tests::registry::{PASSWORD, Registry, USER, key_pair};
+
+const REPO: &str = "vendor/probe";
+
+/// The version `scripts/ensure-cosign.sh MAJOR` builds by default.
+fn default_version(major: &str) -> &'static str {
+    match major {
+        "v2" => "2.6.5",
+        "v3" => "3.1.3",
+        _ => unreachable!("cosign {major}"),
+    }
+}
+
+/// The cosign binary of `major` (`v2`, `v3`): `$NODESTATUS_COSIGN_V2` (or
+/// `_V3`), else the one `scripts/ensure-cosign.sh` leaves in the cache. A
+/// missing one fails the test with the command that builds it.
+fn cosign_binary(major: &str) -> PathBuf {
+    let var = format!("NODESTATUS_COSIGN_{}", major.to_uppercase());
+    let path = match std::env::var_os(&var) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("NODESTATUS_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/nodestatus")
+                });
+            cache
+                .join(format!("cosign-{}", default_version(major)))
+                .join("cosign")
+        }
+    };
+    assert!(
+        path.is_file(),
+        "cosign {major} is missing at {} (${var}): build it with scripts/ensure-cosign.sh {major} (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// One cosign, run offline against one registry: its CA in
+/// `SSL_CERT_FILE`, the credentials in a docker `config.json` of its own,
+/// and a `HOME` of its own (cosign keeps a TUF cache there).
+struct Cosign {
+    binary: PathBuf,
+    home: PathBuf,
+    ca: PathBuf,
+}
+
+impl Cosign {
+    fn new(major: &str, dir: &Path, registry: &Registry) -> Self {
+        let home = dir.join(format!("cosign-{major}-home"));
+        let docker = home.join(".docker");
+        std::fs::create_dir_all(&docker).unwrap();
+        std::fs::copy(
+            registry.auth_file(USER, PASSWORD),
+            docker.join("config.json"),
+        )
+        .unwrap();
+        Self {
+            binary: cosign_binary(major),
+            home,
+            ca: registry.ca(),
+        }
+    }
+
+    /// `cosign ARGS` in `dir`.
+    fn run(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(&self.binary)
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", &self.home)
+            .env("DOCKER_CONFIG", self.home.join(".docker"))
+            .env("SSL_CERT_FILE", &self.ca)
+            .env("TUF_ROOT", self.home.join(".sigstore/root"))
+            .env("COSIGN_PASSWORD", "cosign-test-password")
+            .env_remove("SIGSTORE_ROOT_FILE")
+            .output()
+            .unwrap()
+    }
+
+    /// `cosign ARGS`; its stdout, or a panic with both outputs.
+    fn ok(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.run(dir, args);
+        assert!(
+            out.status.success(),
+            "cosign {args:?} failed: {}",
+            shown(&out)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `cosign ARGS`, which must fail; its stderr.
+    fn fails(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.run(dir, args);
+        assert!(
+            !out.status.success(),
+            "cosign {args:?} succeeded: {}",
+            shown(&out)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+fn shown(out: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `nodestatus ARGS`.
+fn nodestatus(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+/// `nodestatus ARGS`; its stdout, or a panic with its stderr.
+fn nodestatus_ok(args: &[&str]) -> String {
+    let out = nodestatus(args);
+    assert!(
+        out.status.success(),
+        "nodestatus {args:?} failed: {}",
+        shown(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A registry, a config with its CA and credentials, and two plugins pushed
+/// (`probe` as `:1.0.0` and its second version as `:2.0.0`), by digest.
+struct Setup {
+    dir: tempfile::TempDir,
+    registry: Registry,
+    config: PathBuf,
+    first: String,
+    second: String,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::start();
+        let d = dir.path();
+        let auth = d.join("auth.json");
+        std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+        let config = d.join("publish.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "registries:\n  {}:\n    ca: {}\n    auth: {}\n",
+                registry.host(),
+                registry.ca().display(),
+                auth.display()
+            ),
+        )
+        .unwrap();
+        let push = |file: &str, tag: &str| {
+            let reference = format!("{}/{REPO}:{tag}", registry.host());
+            let pinned = nodestatus_ok(&[
+                "plugin",
+                "push",
+                file,
+                &reference,
+                "--config",
+                config.to_str().unwrap(),
+            ]);
+            pinned.trim().to_owned()
+        };
+        let first = push(built::PROBE, "1.0.0");
+        // A plugin is named by its file.
+        let v2 = d.join("v2/probe.wasm");
+        std::fs::create_dir_all(v2.parent().unwrap()).unwrap();
+        std::fs::copy(built::PROBE_V2, &v2).unwrap();
+        let second = push(v2.to_str().unwrap(), "2.0.0");
+        assert_ne!(first, second);
+        Self {
+            first,
+            second,
+            dir,
+            registry,
+            config,
+        }
+    }
+
+    fn d(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn config(&self) -> &str {
+        self.config.to_str().unwrap()
+    }
+
+    /// `nodestatus plugin pull REFERENCE --key KEY`: the signature's JSON
+    /// when it verifies, else the error it was refused with.
+    fn pull(&self, reference: &str, key: &Path) -> Result<serde_json::Value, String> {
+        let out = nodestatus(&[
+            "plugin",
+            "pull",
+            reference,
+            "--key",
+            key.to_str().unwrap(),
+            "--config",
+            self.config(),
+        ]);
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let pulled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        Ok(pulled["signature"].clone())
+    }
+
+    /// The tags of the repository, from the registry's storage.
+    fn tags(&self) -> Vec<String> {
+        let dir = self.registry.tag_dir(REPO, "");
+        let mut tags: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        tags.sort();
+        tags
+    }
+
+    /// The manifest a tag names, from the registry's storage.
+    fn manifest(&self, tag: &str) -> serde_json::Value {
+        let link = self.registry.tag_dir(REPO, tag).join("current/link");
+        self.blob(std::fs::read_to_string(link).unwrap().trim())
+    }
+
+    /// A JSON blob (or manifest) by digest, from the registry's storage.
+    fn blob(&self, digest: &str) -> serde_json::Value {
+        let bytes = std::fs::read(self.registry.blob_file(&digest.parse().unwrap())).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+}
+
+/// `sha256-<hex>` of a pinned reference `HOST/repo@sha256:<hex>`.
+fn digest_tag(pinned: &str) -> String {
+    let (_, digest) = pinned.split_once('@').unwrap();
+    digest.replace(':', "-")
+}
+
+/// A cosign key pair made by `cosign generate-key-pair` in `dir`.
+fn cosign_key_pair(cosign: &Cosign, dir: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    cosign.ok(dir, &["generate-key-pair"]);
+    (dir.join("cosign.key"), dir.join("cosign.pub"))
+}
+
+/// The flags that make cosign sign with a key, offline, in the classic
+/// `.sig` layout.
+fn classic_sign_flags(major: &str) -> &'static [&'static str] {
+    match major {
+        "v2" => &["--tlog-upload=false", "--yes"],
+        _ => &[
+            "--tlog-upload=false",
+            "--new-bundle-format=false",
+            "--use-signing-config=false",
+            "--yes",
+        ],
+    }
+}
+
+fn interop(major: &str) {
+    let s = Setup::new();
+    let d = s.d();
+    let cosign = Cosign::new(major, d, &s.registry);
+    let version = cosign.ok(d, &["version"]);
+    eprintln!("{version}");
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    let (_, other_pub) = key_pair(d, "other");
+
+    // nodestatus signs; cosign verifies with the key, and refuses another.
+    nodestatus_ok(&[
+        "plugin",
+        "sign",
+        &s.first,
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        s.config(),
+    ]);
+    let verified = cosign.ok(d, &verify(&vendor_pub, &s.first));
+    let (_, digest) = s.first.split_once('@').unwrap();
+    assert!(
+        verified.contains(digest),
+        "cosign verify printed {verified}"
+    );
+    let refused = cosign.fails(d, &verify(&other_pub, &s.first));
+    assert!(
+        refused.contains("no matching signatures"),
+        "cosign verify with another key: {refused}"
+    );
+
+    // A cosign key pair: nodestatus reads its public key; its private key
+    // is cosign's encrypted format, refused by `plugin sign` with a
+    // message saying so.
+    let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
+    PublicKey::read(&cosign_pub).unwrap();
+    let out = nodestatus(&[
+        "plugin",
+        "sign",
+        &s.second,
+        "--key",
+        cosign_key.to_str().unwrap(),
+        "--config",
+        s.config(),
+    ]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("cosign's encrypted key format"),
+        "{}",
+        shown(&out)
+    );
+
+    // cosign signs the second artifact alone: nodestatus verifies it with
+    // cosign's public key, and refuses it with another key.
+    let sign = |reference: &str| {
+        let mut args = vec!["sign", "--key", cosign_key.to_str().unwrap()];
+        args.extend(classic_sign_flags(major));
+        args.push(reference);
+        cosign.ok(d, &args);
+    };
+    sign(&s.second);
+    let sig_tag = format!("{}.sig", digest_tag(&s.second));
+    let manifest = s.manifest(&sig_tag);
+    assert_eq!(
+        manifest["layers"][0]["mediaType"], SIMPLE_SIGNING_MEDIA_TYPE,
+        "{manifest}"
+    );
+    assert!(
+        manifest["layers"][0]["annotations"][SIGNATURE_ANNOTATION].is_string(),
+        "{manifest}"
+    );
+    let signature = s.pull(&s.second, &cosign_pub).unwrap();
+    assert_eq!(signature["verified"], true, "{signature}");
+    let refused = s.pull(&s.second, &other_pub).unwrap_err();
+    assert!(
+        refused.contains("none of the 1 signature(s)") && refused.contains("other.pub"),
+        "{refused}"
+    );
+
+    // cosign signs the first one too: its signature is appended to
+    // nodestatus's, over the same payload byte for byte (one blob), and
+    // each key verifies, on both sides.
+    sign(&s.first);
+    let manifest = s.manifest(&format!("{}.sig", digest_tag(&s.first)));
+    assert_eq!(
+        manifest["layers"].as_array().unwrap().len(),
+        2,
+        "{manifest}"
+    );
+    assert_eq!(
+        manifest["layers"][0]["digest"], manifest["layers"][1]["digest"],
+        "{manifest}"
+    );
+    for key in [&vendor_pub, &cosign_pub] {
+        let signature = s.pull(&s.first, key).unwrap();
+        assert_eq!(signature["verified"], true, "{signature}");
+        cosign.ok(d, &verify(key, &s.first));
+    }
+    let refused = s.pull(&s.first, &other_pub).unwrap_err();
+    assert!(refused.contains("none of the 2 signature(s)"), "{refused}");
+
+    // And nodestatus appends to what cosign wrote: the second one, signed
+    // by cosign alone, is signed by the vendor key too; cosign verifies
+    // both.
+    nodestatus_ok(&[
+        "plugin",
+        "sign",
+        &s.second,
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        s.config(),
+    ]);
+    let manifest = s.manifest(&sig_tag);
+    assert_eq!(
+        manifest["layers"].as_array().unwrap().len(),
+        2,
+        "{manifest}"
+    );
+    for key in [&vendor_pub, &cosign_pub] {
+        cosign.ok(d, &verify(key, &s.second));
+        let signature = s.pull(&s.second, key).unwrap();
+        assert_eq!(signature["verified"], true, "{signature}");
+    }
+}
+
+/// `cosign verify` with a key, offline (no Rekor).
+fn verify<'a>(key: &'a Path, reference: &'a str) -> [&'a str; 5] {
+    [
+        "verify",
+        "--key",
+        key.to_str().unwrap(),
+        "--insecure-ignore-tlog=true",
+        reference,
+    ]
+}
+
+#[test]
+fn cosign_v2_verifies_what_nodestatus_signs_and_the_reverse() {
+    interop("v2");
+}
+
+#[test]
+fn cosign_v3_verifies_what_nodestatus_signs_and_the_reverse() {
+    interop("v3");
+}
+
+/// What cosign v3 does by default, pinned so that a change on either side
+/// is seen. Its default (`--new-bundle-format`, `--use-signing-config`)
+/// needs Sigstore's TUF repository and Rekor, so it is run here in its
+/// offline form, `--use-signing-config=false --tlog-upload=false`, which
+/// writes the same layout: a Sigstore bundle (a DSSE envelope of an in-toto
+/// statement) as an OCI 1.1 referrer of the artifact. docker-registry 2.8
+/// has no referrers API, so cosign lists it in an index under the
+/// referrers tag `sha256-<hex>`; no `.sig` tag is written. nodestatus does
+/// not read bundles: the artifact is refused as unsigned. cosign v3's own
+/// verify then looks at the bundles only, so a nodestatus signature beside
+/// one verifies only with `--new-bundle-format=false`.
+#[test]
+fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatus_does_not_read() {
+    let s = Setup::new();
+    let d = s.d();
+    let cosign = Cosign::new("v3", d, &s.registry);
+    let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
+    let key = cosign_key.to_str().unwrap();
+
+    // `--tlog-upload=false` alone is refused: it goes with a signing config.
+    let refused = cosign.fails(
+        d,
+        &[
+            "sign",
+            "--key",
+            key,
+            "--tlog-upload=false",
+            "--yes",
+            &s.first,
+        ],
+    );
+    assert!(
+        refused.contains(
+            "--tlog-upload=false is not supported with --signing-config or --use-signing-config"
+        ),
+        "{refused}"
+    );
+
+    cosign.ok(
+        d,
+        &[
+            "sign",
+            "--key",
+            key,
+            "--use-signing-config=false",
+            "--tlog-upload=false",
+            "--yes",
+            &s.first,
+        ],
+    );
+    let (_, digest) = s.first.split_once('@').unwrap();
+    let referrers_tag = digest_tag(&s.first);
+    assert_eq!(s.tags(), ["1.0.0", "2.0.0", referrers_tag.as_str()]);
+    let index = s.manifest(&referrers_tag);
+    assert_eq!(
+        index["mediaType"], "application/vnd.oci.image.index.v1+json",
+        "{index}"
+    );
+    let bundle_type = "application/vnd.dev.sigstore.bundle.v0.3+json";
+    assert_eq!(
+        index["manifests"][0]["artifactType"], bundle_type,
+        "{index}"
+    );
+    let referrer = s.blob(index["manifests"][0]["digest"].as_str().unwrap());
+    assert_eq!(referrer["artifactType"], bundle_type, "{referrer}");
+    assert_eq!(
+        referrer["config"]["mediaType"], "application/vnd.oci.empty.v1+json",
+        "{referrer}"
+    );
+    assert_eq!(
+        referrer["layers"][0]["mediaType"], bundle_type,
+        "{referrer}"
+    );
+    assert_eq!(referrer["subject"]["digest"], digest, "{referrer}");
+    assert_eq!(
+        referrer["annotations"]["dev.sigstore.bundle.content"], "dsse-envelope",
+        "{referrer}"
+    );
+    let bundle = s.blob(referrer["layers"][0]["digest"].as_str().unwrap());
+    assert_eq!(
+        bundle["dsseEnvelope"]["payloadType"], "application/vnd.in-toto+json",
+        "{bundle}"
+    );
+    assert!(
+        bundle["verificationMaterial"]["publicKey"].is_object(),
+        "{bundle}"
+    );
+
+    // cosign verifies its bundle offline; nodestatus finds no signature.
+    cosign.ok(d, &verify(&cosign_pub, &s.first));
+    let refused = s.pull(&s.first, &cosign_pub).unwrap_err();
+    assert!(
+        refused.contains("is not signed") && refused.contains(&format!("{referrers_tag}.sig")),
+        "{refused}"
+    );
+
+    // A nodestatus signature beside the bundle: cosign v3 checks only the
+    // bundles unless told otherwise.
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    nodestatus_ok(&[
+        "plugin",
+        "sign",
+        &s.first,
+        "--key",
+        vendor_key.to_str().unwrap(),
+        "--config",
+        s.config(),
+    ]);
+    assert_eq!(s.pull(&s.first, &vendor_pub).unwrap()["verified"], true);
+    cosign.fails(d, &verify(&vendor_pub, &s.first));
+    let mut classic = verify(&vendor_pub, &s.first).to_vec();
+    classic.insert(1, "--new-bundle-format=false");
+    cosign.ok(d, &classic);
+}
