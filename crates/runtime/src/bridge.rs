@@ -5,9 +5,11 @@
 //! - [`block_on`] drives a future to completion from any caller, async
 //!   runtime or not.
 //!
-//! Every place in the engine that crosses between the two goes through one
-//! of these (the guest calls, the CRI client of the one-shot commands, the
-//! config file's reload).
+//! Every synchronous caller of async code, and every async caller that
+//! runs blocking code in place, goes through one of these (the guest calls,
+//! the CRI client of the one-shot commands, the CLI's registry commands).
+//! Async code that hands blocking work to a thread of its own uses tokio's
+//! `spawn_blocking`.
 
 use std::future::Future;
 use std::sync::OnceLock;

@@ -177,15 +177,7 @@ mod registry {
     use nodestatus_engine::config::{Config, Layers};
     use nodestatus_engine::pipeline::Setter;
     use nodestatus_registry::{Client, Digest, PrivateKey, PublicKey, PushMeta, Reference};
-    use nodestatus_runtime::Plugin;
-
-    fn block_on<T>(f: impl std::future::Future<Output = T>) -> anyhow::Result<T> {
-        Ok(tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("starting the tokio runtime")?
-            .block_on(f))
-    }
+    use nodestatus_runtime::{Plugin, block_on};
 
     fn client(config: &Config) -> anyhow::Result<Client> {
         Client::new(config.registries.clone()).context("the registries settings")
@@ -226,7 +218,7 @@ mod registry {
             exports: vec![nodestatus_runtime::SETTER_EXPORT.to_owned()],
             imports: Vec::new(),
         };
-        let digest = block_on(client(&config)?.push(&reference, &bytes, &meta))??;
+        let digest = block_on(client(&config)?.push(&reference, &bytes, &meta))?;
         println!("{}", pinned(&reference, &digest));
         Ok(ExitCode::SUCCESS)
     }
@@ -235,7 +227,7 @@ mod registry {
         let config = layers.load()?;
         let reference = Reference::parse(reference)?;
         let key = PrivateKey::read(key)?;
-        let digest = block_on(client(&config)?.sign(&reference, &key))??;
+        let digest = block_on(client(&config)?.sign(&reference, &key))?;
         println!("{}", pinned(&reference, &digest));
         Ok(ExitCode::SUCCESS)
     }
@@ -292,7 +284,7 @@ mod registry {
                 None => None,
             };
             anyhow::Ok((artifact, verified))
-        })?;
+        });
         let (artifact, verified) = match fetched {
             Ok(f) => f,
             Err(e) => {
