@@ -435,8 +435,13 @@ async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
     std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
     let image = format!("{}/{REPO}:stable", registry.host());
     let config = write_config(d, &registry, &auth, &key, &image);
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("    affectsReadiness: true\n");
+    // A cache of its own: the active file of a plugin `probe` is
+    // `<cacheDir>/registry-plugins/probe.wasm`, which the test beside it
+    // writes too.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(built::TEST_CACHE_DIR, d.join("cache").to_str().unwrap())
+        + "    affectsReadiness: true\n";
     std::fs::write(&config, text).unwrap();
     std::fs::copy(built::READY, d.join("plugins/ready.wasm")).unwrap();
     let cfg = config.to_str().unwrap();
