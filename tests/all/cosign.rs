@@ -12,9 +12,9 @@
 //! Both run offline: `--tlog-upload=false` and `--insecure-ignore-tlog=true`
 //! (no Rekor), and for v3 the classic `.sig` layout
 //! (`--new-bundle-format=false --use-signing-config=false`). What v3 does by
-//! default (a Sigstore bundle as an OCI 1.1 referrer, which nodestatus does
-//! not read) is pinned by its own test, so that a change on either side is
-//! seen.
+//! default (a Sigstore bundle as an OCI 1.1 referrer, which nodestatus
+//! verifies with the key too) has its own test, as has v2's
+//! `--new-bundle-format`, so that a change on either side is seen.
 //!
 //! A cosign that is not built fails the test with the command that builds
 //! it; `scripts/test.sh` builds both and names them in
@@ -367,6 +367,7 @@ fn interop(major: &str) {
     );
     let signature = s.pull(&s.second, &cosign_pub).unwrap();
     assert_eq!(signature["verified"], true, "{signature}");
+    assert_eq!(signature["format"], "cosign-sig", "{signature}");
     let refused = s.pull(&s.second, &other_pub).unwrap_err();
     assert!(
         refused.contains("none of the 1 signature(s)") && refused.contains("other.pub"),
@@ -448,17 +449,21 @@ fn cosign_v3_verifies_what_nodestatus_signs_and_the_reverse() {
 /// writes the same layout: a Sigstore bundle (a DSSE envelope of an in-toto
 /// statement) as an OCI 1.1 referrer of the artifact. docker-registry 2.8
 /// has no referrers API, so cosign lists it in an index under the
-/// referrers tag `sha256-<hex>`; no `.sig` tag is written. nodestatus does
-/// not read bundles: the artifact is refused as unsigned. cosign v3's own
-/// verify then looks at the bundles only, so a nodestatus signature beside
-/// one verifies only with `--new-bundle-format=false`.
+/// referrers tag `sha256-<hex>`; no `.sig` tag is written. nodestatus reads
+/// that bundle and verifies it with the key (and refuses another key);
+/// what it verified is cached, so a start with the registry down verifies
+/// it again. cosign v3's own verify then looks at the bundles only, so a
+/// nodestatus signature beside one verifies only with
+/// `--new-bundle-format=false`.
 #[test]
-fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatus_does_not_read() {
-    let s = Setup::new();
-    let d = s.d();
+fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatus_verifies() {
+    let mut s = Setup::new();
+    let dir = s.d().to_owned();
+    let d = dir.as_path();
     let cosign = Cosign::new("v3", d, &s.registry);
     let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
     let key = cosign_key.to_str().unwrap();
+    let (_, other_pub) = key_pair(d, "other");
 
     // `--tlog-upload=false` alone is refused: it goes with a signing config.
     let refused = cosign.fails(
@@ -491,54 +496,32 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
             &s.first,
         ],
     );
-    let (_, digest) = s.first.split_once('@').unwrap();
     let referrers_tag = digest_tag(&s.first);
     assert_eq!(s.tags(), ["1.0.0", "2.0.0", referrers_tag.as_str()]);
-    let index = s.manifest(&referrers_tag);
-    assert_eq!(
-        index["mediaType"], "application/vnd.oci.image.index.v1+json",
-        "{index}"
-    );
-    let bundle_type = "application/vnd.dev.sigstore.bundle.v0.3+json";
-    assert_eq!(
-        index["manifests"][0]["artifactType"], bundle_type,
-        "{index}"
-    );
-    let referrer = s.blob(index["manifests"][0]["digest"].as_str().unwrap());
-    assert_eq!(referrer["artifactType"], bundle_type, "{referrer}");
-    assert_eq!(
-        referrer["config"]["mediaType"], "application/vnd.oci.empty.v1+json",
-        "{referrer}"
-    );
-    assert_eq!(
-        referrer["layers"][0]["mediaType"], bundle_type,
-        "{referrer}"
-    );
-    assert_eq!(referrer["subject"]["digest"], digest, "{referrer}");
-    assert_eq!(
-        referrer["annotations"]["dev.sigstore.bundle.content"], "dsse-envelope",
-        "{referrer}"
-    );
-    let bundle = s.blob(referrer["layers"][0]["digest"].as_str().unwrap());
-    assert_eq!(
-        bundle["dsseEnvelope"]["payloadType"], "application/vnd.in-toto+json",
-        "{bundle}"
-    );
-    assert!(
-        bundle["verificationMaterial"]["publicKey"].is_object(),
-        "{bundle}"
-    );
+    check_bundle_layout(&s, BUNDLE_MEDIA_TYPE);
 
-    // cosign verifies its bundle offline; nodestatus finds no signature.
+    // cosign verifies its bundle offline; so does nodestatus, with the key
+    // only, and refuses another key naming what it checked.
     cosign.ok(d, &verify(&cosign_pub, &s.first));
-    let refused = s.pull(&s.first, &cosign_pub).unwrap_err();
+    let signature = s.pull(&s.first, &cosign_pub).unwrap();
+    assert_eq!(signature["verified"], true, "{signature}");
+    assert_eq!(signature["format"], "sigstore-bundle", "{signature}");
+    let refused = s.pull(&s.first, &other_pub).unwrap_err();
     assert!(
-        refused.contains("is not signed") && refused.contains(&format!("{referrers_tag}.sig")),
+        refused.contains("none of the 1 signature(s)")
+            && refused.contains("0 in the cosign .sig tag, 1 in Sigstore bundles")
+            && refused.contains("other.pub"),
         "{refused}"
     );
+    // The same bundle does not sign the second artifact.
+    let refused = s.pull(&s.second, &cosign_pub).unwrap_err();
+    assert!(refused.contains("is not signed"), "{refused}");
+
+    // Verified once, cached, and verified again with the registry down.
+    fetch_then_offline(&mut s, &cosign_pub, &other_pub);
 
     // A nodestatus signature beside the bundle: cosign v3 checks only the
-    // bundles unless told otherwise.
+    // bundles unless told otherwise; nodestatus reads both.
     let (vendor_key, vendor_pub) = key_pair(d, "vendor");
     nodestatus_ok(&[
         "plugin",
@@ -550,8 +533,129 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
         s.config(),
     ]);
     assert_eq!(s.pull(&s.first, &vendor_pub).unwrap()["verified"], true);
+    assert_eq!(s.pull(&s.first, &cosign_pub).unwrap()["verified"], true);
+    let refused = s.pull(&s.first, &other_pub).unwrap_err();
+    assert!(
+        refused.contains("none of the 2 signature(s)")
+            && refused.contains("1 in the cosign .sig tag, 1 in Sigstore bundles"),
+        "{refused}"
+    );
     cosign.fails(d, &verify(&vendor_pub, &s.first));
     let mut classic = verify(&vendor_pub, &s.first).to_vec();
     classic.insert(1, "--new-bundle-format=false");
     cosign.ok(d, &classic);
+}
+
+/// cosign v2 writes the same bundle with `--new-bundle-format` (but labels
+/// the referrers index entry with the empty config's type): nodestatus
+/// verifies it too. (cosign v2's own verify of it needs Sigstore's trusted
+/// root, from the internet.)
+#[test]
+fn cosign_v2_new_bundle_format_is_verified_too() {
+    let mut s = Setup::new();
+    let d = s.d();
+    let cosign = Cosign::new("v2", d, &s.registry);
+    let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
+    let (_, other_pub) = key_pair(d, "other");
+    cosign.ok(
+        d,
+        &[
+            "sign",
+            "--key",
+            cosign_key.to_str().unwrap(),
+            "--new-bundle-format=true",
+            "--tlog-upload=false",
+            "--yes",
+            &s.first,
+        ],
+    );
+    check_bundle_layout(&s, "application/vnd.oci.empty.v1+json");
+    let signature = s.pull(&s.first, &cosign_pub).unwrap();
+    assert_eq!(signature["verified"], true, "{signature}");
+    assert_eq!(signature["format"], "sigstore-bundle", "{signature}");
+    let refused = s.pull(&s.first, &other_pub).unwrap_err();
+    assert!(
+        refused.contains("0 in the cosign .sig tag, 1 in Sigstore bundles"),
+        "{refused}"
+    );
+    fetch_then_offline(&mut s, &cosign_pub, &other_pub);
+}
+
+const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+
+/// The referrers index at `sha256-<hex>` of the first artifact, its one
+/// entry (labelled `entry_type`), the referrer manifest and its bundle, as
+/// cosign writes them.
+fn check_bundle_layout(s: &Setup, entry_type: &str) {
+    let (_, digest) = s.first.split_once('@').unwrap();
+    let index = s.manifest(&digest_tag(&s.first));
+    assert_eq!(
+        index["mediaType"], "application/vnd.oci.image.index.v1+json",
+        "{index}"
+    );
+    assert_eq!(index["manifests"][0]["artifactType"], entry_type, "{index}");
+    let referrer = s.blob(index["manifests"][0]["digest"].as_str().unwrap());
+    assert_eq!(referrer["artifactType"], BUNDLE_MEDIA_TYPE, "{referrer}");
+    assert_eq!(
+        referrer["config"]["mediaType"], "application/vnd.oci.empty.v1+json",
+        "{referrer}"
+    );
+    assert_eq!(
+        referrer["layers"][0]["mediaType"], BUNDLE_MEDIA_TYPE,
+        "{referrer}"
+    );
+    assert_eq!(referrer["subject"]["digest"], digest, "{referrer}");
+    assert_eq!(
+        referrer["annotations"]["dev.sigstore.bundle.content"], "dsse-envelope",
+        "{referrer}"
+    );
+    assert_eq!(
+        referrer["annotations"]["dev.sigstore.bundle.predicateType"],
+        "https://sigstore.dev/cosign/sign/v1",
+        "{referrer}"
+    );
+    let bundle = s.blob(referrer["layers"][0]["digest"].as_str().unwrap());
+    assert_eq!(bundle["mediaType"], BUNDLE_MEDIA_TYPE, "{bundle}");
+    assert_eq!(
+        bundle["dsseEnvelope"]["payloadType"], "application/vnd.in-toto+json",
+        "{bundle}"
+    );
+    assert!(bundle.get("messageSignature").is_none(), "{bundle}");
+    assert!(
+        bundle["verificationMaterial"]["publicKey"].is_object(),
+        "{bundle}"
+    );
+}
+
+/// The library's `Fetcher` on the first artifact: fetched and verified by
+/// its bundle, then, with the registry stopped, served from the cache and
+/// verified again offline (refused with another key).
+fn fetch_then_offline(s: &mut Setup, key: &Path, other: &Path) {
+    use nodestatus_registry::{Cache, Client, Fetcher, Reference};
+    let fetcher = Fetcher::new(
+        Client::new(s.registry.registries()).unwrap(),
+        Cache::open(s.d().join("cache")).unwrap(),
+    );
+    let reference = Reference::parse(&s.first).unwrap();
+    let key = PublicKey::read(key).unwrap();
+    let other = PublicKey::read(other).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let fetched = rt
+        .block_on(fetcher.fetch(&reference, 64 << 20, Some(&key)))
+        .unwrap();
+    assert!(fetched.verified.is_some());
+    s.registry.stop();
+    let offline = fetcher
+        .fetch_cached(&reference, 64 << 20, Some(&key))
+        .unwrap();
+    assert_eq!(offline.origin, nodestatus_registry::Origin::Cache);
+    assert_eq!(offline.verified, fetched.verified);
+    let refused = fetcher
+        .fetch_cached(&reference, 64 << 20, Some(&other))
+        .unwrap_err();
+    assert_eq!(refused.kind(), "bad-signature", "{refused}");
+    s.registry.restart();
 }

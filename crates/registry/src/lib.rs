@@ -64,9 +64,13 @@
 //! Cosign-compatible, with a key pair (ECDSA P-256): [`Client::sign`]
 //! writes the signature of a digest at the tag `sha256-<hex>.sig` beside
 //! it, appending to the signatures there; [`Client::verify`] requires one
-//! that checks with the public key and names the digest. The
-//! [`signature`] module says which key files are accepted and what is not
-//! supported (cosign's encrypted keys, keyless signing).
+//! that checks with the public key and names the digest: one in that tag,
+//! else a Sigstore bundle attached as an OCI 1.1 referrer, what cosign v3
+//! writes by default ([`bundle`]: found through the referrers API or the
+//! referrers tag `sha256-<hex>`; a DSSE envelope of an in-toto statement,
+//! checked offline with the key). The [`signature`] module says which key
+//! files are accepted and what is not supported (cosign's encrypted keys,
+//! keyless signing, the transparency log).
 //!
 //! ```no_run
 //! # async fn sign(client: nodestatus_registry::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -139,6 +143,7 @@
 //! | offline, not cached | [`fetch::Error::NotCached`] | `not-cached` |
 
 pub mod artifact;
+pub mod bundle;
 pub mod cache;
 pub mod client;
 pub mod fetch;

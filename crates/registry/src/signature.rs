@@ -15,6 +15,11 @@
 //! that digest. `cosign verify --key` accepts what [`Client::sign`] writes,
 //! and [`Client::verify`] what `cosign sign --key` writes.
 //!
+//! cosign v3's default, a Sigstore bundle (a DSSE envelope of an in-toto
+//! statement) attached as an OCI 1.1 referrer, is read too, after the
+//! `.sig` tag: see the [`bundle`] module. Both are checked
+//! with the key alone, offline; no transparency log is consulted.
+//!
 //! Keys are PEM: the public key as `PUBLIC KEY` (SubjectPublicKeyInfo, what
 //! `cosign generate-key-pair` and `openssl pkey -pubout` write), the private
 //! key as unencrypted PKCS#8 `PRIVATE KEY` (what `openssl genpkey -algorithm
@@ -41,6 +46,7 @@ use p256::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _};
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::{Descriptor, Manifest, OCI_MANIFEST_MEDIA_TYPE};
+use crate::bundle::{self, IN_TOTO_PAYLOAD_TYPE};
 use crate::client::{self, Client};
 use crate::reference::{Digest, Reference};
 
@@ -88,8 +94,9 @@ pub enum Error {
         /// What to use instead.
         instead: &'static str,
     },
-    /// No signature at all: no `.sig` tag, or no signature layer in it.
-    #[error("{reference}: {digest} is not signed (no cosign signature at {signature_tag}); required by the key {}", key.display())]
+    /// No signature at all: no `.sig` tag (or no signature layer in it) and
+    /// no Sigstore bundle among its referrers.
+    #[error("{reference}: {digest} is not signed (no cosign signature at {signature_tag}, no Sigstore bundle referring to it); required by the key {}", key.display())]
     Unsigned {
         /// The reference.
         reference: Reference,
@@ -100,15 +107,20 @@ pub enum Error {
         /// The key required.
         key: PathBuf,
     },
-    /// Signatures exist, but none checks with the key.
-    #[error("{reference}: none of the {count} signature(s) of {digest} was made by the key {}", key.display())]
+    /// Signatures exist, but none checks with the key (or every bundle
+    /// was skipped as unreadable).
+    #[error("{reference}: none of the {count} signature(s) of {digest} ({} in the cosign .sig tag, {bundles} in Sigstore bundles) was made by the key {}{}", count - bundles, key.display(), skipped_text(skipped))]
     WrongKey {
         /// The reference.
         reference: Reference,
         /// The digest.
         digest: Digest,
-        /// How many signatures were checked.
+        /// How many signatures were checked (classic and bundles).
         count: usize,
+        /// How many of them came from Sigstore bundles.
+        bundles: usize,
+        /// The bundles skipped, each with why.
+        skipped: Vec<String>,
         /// The key.
         key: PathBuf,
     },
@@ -164,6 +176,17 @@ impl Error {
             }
             Error::Registry { source, .. } => source.kind(),
         }
+    }
+}
+
+fn skipped_text(skipped: &[String]) -> String {
+    match skipped {
+        [] => String::new(),
+        _ => format!(
+            "; {} Sigstore bundle(s) skipped: {}",
+            skipped.len(),
+            skipped.join("; ")
+        ),
     }
 }
 
@@ -308,7 +331,7 @@ impl PrivateKey {
         }
     }
 
-    fn sign_b64(&self, payload: &[u8]) -> String {
+    pub(crate) fn sign_b64(&self, payload: &[u8]) -> String {
         let signature: Signature = self.key.sign(payload);
         let der: DerSignature = signature.to_der();
         base64::engine::general_purpose::STANDARD.encode(der.as_bytes())
@@ -326,11 +349,36 @@ impl fmt::Debug for PrivateKey {
 /// it again offline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredSignature {
-    /// The simple-signing payload's bytes.
+    /// The simple-signing payload's bytes, or a bundle's in-toto statement.
     #[serde(with = "base64_bytes")]
     pub payload: Vec<u8>,
-    /// The base64 DER signature of `payload`.
+    /// The base64 DER signature of `payload` (of its DSSE encoding, for a
+    /// bundle).
     pub signature: String,
+    /// Which of cosign's formats it came in (absent in cache files written
+    /// before bundles were read: the classic one).
+    #[serde(default, skip_serializing_if = "SignatureFormat::is_simple_signing")]
+    pub format: SignatureFormat,
+}
+
+/// The format of a [`StoredSignature`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureFormat {
+    /// A layer of the `sha256-<hex>.sig` manifest: the signature is over the
+    /// simple-signing payload itself.
+    #[default]
+    SimpleSigning,
+    /// A Sigstore bundle's DSSE envelope: the signature is over
+    /// [`bundle::pae`] of [`IN_TOTO_PAYLOAD_TYPE`] and the in-toto
+    /// statement.
+    Dsse,
+}
+
+impl SignatureFormat {
+    fn is_simple_signing(&self) -> bool {
+        *self == SignatureFormat::SimpleSigning
+    }
 }
 
 mod base64_bytes {
@@ -429,6 +477,16 @@ enum Check {
 }
 
 fn check(signature: &StoredSignature, digest: &Digest, key: &PublicKey) -> Check {
+    if signature.format == SignatureFormat::Dsse {
+        let signed = bundle::pae(IN_TOTO_PAYLOAD_TYPE, &signature.payload);
+        if !key.verifies(&signed, &signature.signature) {
+            return Check::NotByKey;
+        }
+        return match bundle::check_statement(&signature.payload, digest) {
+            Ok(()) => Check::Valid,
+            Err(signed) => Check::Other(signed),
+        };
+    }
     if !key.verifies(&signature.payload, &signature.signature) {
         return Check::NotByKey;
     }
@@ -447,6 +505,19 @@ pub fn verify_signatures(
     key: &PublicKey,
     signatures: &[StoredSignature],
     keyless: usize,
+) -> Result<Verified> {
+    verify_found(reference, digest, key, signatures, keyless, &[])
+}
+
+/// [`verify_signatures`], naming the bundles that were `skipped` as
+/// unreadable when none verifies.
+pub(crate) fn verify_found(
+    reference: &Reference,
+    digest: &Digest,
+    key: &PublicKey,
+    signatures: &[StoredSignature],
+    keyless: usize,
+    skipped: &[String],
 ) -> Result<Verified> {
     let mut other = None;
     for signature in signatures {
@@ -469,13 +540,13 @@ pub fn verify_signatures(
             signed,
             key,
         },
-        None if signatures.is_empty() && keyless == 0 => Error::Unsigned {
+        None if signatures.is_empty() && keyless == 0 && skipped.is_empty() => Error::Unsigned {
             reference: reference.clone(),
             digest: digest.clone(),
             signature_tag: signature_tag(reference, digest),
             key,
         },
-        None if keyless == signatures.len() => Error::Keyless {
+        None if keyless == signatures.len() && keyless > 0 => Error::Keyless {
             reference: reference.clone(),
             digest: digest.clone(),
             key,
@@ -484,6 +555,11 @@ pub fn verify_signatures(
             reference: reference.clone(),
             digest: digest.clone(),
             count: signatures.len(),
+            bundles: signatures
+                .iter()
+                .filter(|s| s.format == SignatureFormat::Dsse)
+                .count(),
+            skipped: skipped.to_vec(),
             key,
         },
     })
@@ -512,8 +588,9 @@ fn signature_config(layers: &[Descriptor]) -> Vec<u8> {
 
 impl Client {
     /// Checks that `digest` (in `reference`'s repository) has a cosign
-    /// signature by `key`: fetches the `.sig` manifest and its payloads
-    /// (each under the deadline) and checks them.
+    /// signature by `key`: fetches the `.sig` manifest and its payloads,
+    /// then the Sigstore bundles that refer to the digest (all under the
+    /// deadline), and checks them.
     pub async fn verify(
         &self,
         reference: &Reference,
@@ -553,14 +630,28 @@ impl Client {
                     signatures.push(StoredSignature {
                         payload,
                         signature: signature.clone(),
+                        format: SignatureFormat::SimpleSigning,
                     });
                 }
                 Ok(Some((signatures, keyless)))
             })
             .await
             .map_err(registry_error)?;
-        let (signatures, keyless) = fetched.unwrap_or_default();
-        verify_signatures(reference, digest, key, &signatures, keyless)
+        let (mut signatures, mut keyless) = fetched.unwrap_or_default();
+        // A classic signature that verifies needs no bundle.
+        if let Ok(verified) = verify_signatures(reference, digest, key, &signatures, keyless) {
+            return Ok(verified);
+        }
+        let found = self
+            .deadline(reference, async {
+                let s = self.session(reference)?;
+                s.bundles(reference, digest).await
+            })
+            .await
+            .map_err(registry_error)?;
+        signatures.extend(found.signatures);
+        keyless += found.keyless;
+        verify_found(reference, digest, key, &signatures, keyless, &found.skipped)
     }
 
     /// Signs what `reference` names now (its digest, or what its tag
@@ -652,6 +743,7 @@ mod tests {
             StoredSignature {
                 signature: k.sign_b64(&payload),
                 payload,
+                format: SignatureFormat::SimpleSigning,
             }
         };
         let public = key.public_key();

@@ -313,9 +313,14 @@ mod registry {
             "bytes": artifact.bytes.len(),
             "sha256": nodestatus_runtime::sha256_hex(&artifact.bytes),
             "signature": match (&verified, &key) {
-                (Some(_), Some(key)) => serde_json::json!({
+                (Some(v), Some(key)) => serde_json::json!({
                     "key": key.path().display().to_string(),
                     "verified": true,
+                    // Where the signature that checked was found.
+                    "format": match v.signature.format {
+                        nodestatus_registry::signature::SignatureFormat::SimpleSigning => "cosign-sig",
+                        nodestatus_registry::signature::SignatureFormat::Dsse => "sigstore-bundle",
+                    },
                 }),
                 _ => serde_json::json!({
                     "key": null,

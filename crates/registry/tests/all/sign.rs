@@ -217,6 +217,7 @@ async fn a_signature_made_by_another_signer_verifies_and_keyless_ones_are_named(
         let signature = StoredSignature {
             payload: payload.clone(),
             signature: openssl_sign(keys.path(), &private, &payload),
+            format: Default::default(),
         };
         signature::verify_signatures(&tag, &digest, &key, &[signature], 0).unwrap();
     }
