@@ -284,10 +284,9 @@ impl Machine {
                     std::fs::create_dir_all(parent)?;
                 }
                 // Written aside and renamed, so that a pass never reads half
-                // a file.
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, text)?;
-                std::fs::rename(&tmp, &path)
+                // a file; not flushed: the machine is written anew at each
+                // start.
+                nodestatus_files::replace(&path, text.as_bytes())
             };
             write().map_err(|source| Error::Write {
                 path: path.clone(),

@@ -826,8 +826,9 @@ fn read_key(source: &ImageSource) -> Result<Option<PublicKey>> {
         .map_err(|e| Error::Fetch(e.into()))
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, so that a
-/// rescan never reads half a file.
+/// Writes `bytes` to `path` (its directory made owner-only if missing),
+/// atomically and durably ([`nodestatus_files::write_atomic`]), so that a
+/// rescan never reads half a file and a crash leaves a whole one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let err = |source| Error::Write {
         path: path.to_owned(),
@@ -837,10 +838,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
         .create(dir)
         .map_err(err)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
-    std::io::Write::write_all(&mut tmp, bytes).map_err(err)?;
-    tmp.persist(path).map_err(|e| err(e.error))?;
-    Ok(())
+    nodestatus_files::write_atomic(path, bytes).map_err(err)
 }
 
 /// The image plugins' files, for tests and tools: `<name>.wasm` in the

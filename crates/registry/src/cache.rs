@@ -29,10 +29,8 @@
 //!
 //! What this does not stop is a process running as the engine's own user.
 
-use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -125,11 +123,6 @@ struct TagEntry {
     digest: String,
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_owned(),
@@ -137,31 +130,16 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Checks that only the engine's user can write `dir`.
+/// Checks that only the engine's user can write `dir`
+/// ([`nodestatus_files::check_private_dir`]).
 fn check_dir(dir: &Path) -> Result<()> {
-    let unsafe_dir = |reason: String| Error::Unsafe {
-        path: dir.to_owned(),
-        reason,
-    };
-    let meta = std::fs::symlink_metadata(dir).map_err(io(dir))?;
-    if !meta.file_type().is_dir() {
-        return Err(unsafe_dir("it is not a directory (a symlink?)".into()));
-    }
-    if meta.uid() != euid() {
-        return Err(unsafe_dir(format!(
-            "it is owned by uid {}, not by the engine's uid {}; create it as the engine's user",
-            meta.uid(),
-            euid()
-        )));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(unsafe_dir(format!(
-            "its mode {:o} lets group or others write it; run `chmod 700 {}`",
-            meta.mode() & 0o7777,
-            dir.display()
-        )));
-    }
-    Ok(())
+    nodestatus_files::check_private_dir(dir).map_err(|e| match e {
+        nodestatus_files::DirError::Io(source) => io(dir)(source),
+        nodestatus_files::DirError::Unsafe(reason) => Error::Unsafe {
+            path: dir.to_owned(),
+            reason,
+        },
+    })
 }
 
 impl Cache {
@@ -183,7 +161,7 @@ impl Cache {
                 .create(&sub)
                 .map_err(io(&sub))?;
             check_dir(&sub)?;
-            remove_stale_tmp(&sub);
+            nodestatus_files::remove_stale_tmp(&sub, STALE_TMP);
         }
         Ok(Self { dir })
     }
@@ -323,113 +301,35 @@ fn check_digest(path: &Path, expected: &Digest, bytes: &[u8]) -> Result<()> {
     })
 }
 
-/// Reads a cache file if it exists and passes the checks: not a link, a
-/// regular file of the engine's user, no permission for group or others,
-/// one link, at most `max` bytes.
+/// Reads a cache file if it exists and passes the checks of
+/// [`nodestatus_files::read_private`]: not a link, a regular file of the
+/// engine's user, no permission for group or others, one link, at most
+/// `max` bytes.
 fn read_checked(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let mut file = match file {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Error::UnsafeEntry {
-                path: path.to_owned(),
-                reason: "it is a symlink".into(),
-            });
-        }
-        Err(e) => return Err(io(path)(e)),
-    };
-    let meta = file.metadata().map_err(io(path))?;
-    let refuse = |reason: String| {
-        Err(Error::UnsafeEntry {
+    use nodestatus_files::FileError;
+    nodestatus_files::read_private(path, max).map_err(|e| match e {
+        FileError::Io(source) => io(path)(source),
+        FileError::TooLarge { size, limit } => Error::TooLarge {
             path: path.to_owned(),
-            reason,
-        })
-    };
-    if !meta.file_type().is_file() {
-        return refuse("it is not a regular file".into());
-    }
-    if meta.uid() != euid() {
-        return refuse(format!("it is owned by uid {}, not {}", meta.uid(), euid()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return refuse(format!(
-            "its mode {:o} gives group or others access",
-            meta.mode() & 0o7777
-        ));
-    }
-    if meta.nlink() != 1 {
-        return refuse(format!("it has {} links", meta.nlink()));
-    }
-    if meta.len() > max {
-        return Err(Error::TooLarge {
+            size,
+            limit,
+        },
+        other => Error::UnsafeEntry {
             path: path.to_owned(),
-            size: meta.len(),
-            limit: max,
-        });
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::io::Read::take(&mut file, max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io(path))?;
-    if bytes.len() as u64 > max {
-        return Err(Error::TooLarge {
-            path: path.to_owned(),
-            size: bytes.len() as u64,
-            limit: max,
-        });
-    }
-    Ok(Some(bytes))
+            reason: other.to_string(),
+        },
+    })
 }
 
-/// Writes `bytes` to `path` (`0600`) through a temporary file in the same
-/// directory and a rename.
+/// Writes `bytes` to `path` (`0600`), atomically and durably
+/// ([`nodestatus_files::write_atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().expect("cache paths have a parent");
-    let tmp = dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(io(path))
-}
-
-fn remove_stale_tmp(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let stale = e.file_name().to_string_lossy().starts_with(".tmp-")
-            && e.metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_TMP));
-        if stale {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
+    nodestatus_files::write_atomic(path, bytes).map_err(io(path))
 }
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
     use super::*;
     use crate::artifact::{CNCF_CONFIG_MEDIA_TYPE, CNCF_LAYER_MEDIA_TYPE, Descriptor, Layout};

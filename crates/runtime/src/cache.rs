@@ -50,7 +50,7 @@
 //! and evictions are counted ([`CacheStats`]).
 
 use std::hash::Hasher;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,11 +122,6 @@ impl Hasher for ShaHasher {
     }
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
 fn unsafe_dir(path: &Path, reason: String) -> Error {
     Error::CacheUnsafe {
         path: path.to_owned(),
@@ -134,37 +129,16 @@ fn unsafe_dir(path: &Path, reason: String) -> Error {
     }
 }
 
-/// Checks that only the engine's user can write `dir`.
+/// Checks that only the engine's user can write `dir`
+/// ([`nodestatus_files::check_private_dir`]).
 fn check_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir).map_err(|source| Error::Cache {
-        path: dir.to_owned(),
-        source,
-    })?;
-    if !meta.file_type().is_dir() {
-        return Err(unsafe_dir(dir, "it is not a directory (a symlink?)".into()));
-    }
-    if meta.uid() != euid() {
-        return Err(unsafe_dir(
-            dir,
-            format!(
-                "it is owned by uid {}, not by the engine's uid {}; create it as the engine's user",
-                meta.uid(),
-                euid()
-            ),
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(unsafe_dir(
-            dir,
-            format!(
-                "its mode {:o} lets group or others write it; run `chmod 700 {}`",
-                meta.mode() & 0o7777,
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
+    nodestatus_files::check_private_dir(dir).map_err(|e| match e {
+        nodestatus_files::DirError::Io(source) => Error::Cache {
+            path: dir.to_owned(),
+            source,
+        },
+        nodestatus_files::DirError::Unsafe(reason) => unsafe_dir(dir, reason),
+    })
 }
 
 impl PrecompileCache {
@@ -367,13 +341,12 @@ impl PrecompileCache {
         let result = (|| -> std::io::Result<()> {
             let component = hex::decode(sha256)
                 .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-            let mut tmp = tempfile_in(&self.dir)?;
-            tmp.1.write_all(code)?;
-            tmp.1.write_all(&component)?;
-            tmp.1.write_all(&Sha256::digest(code))?;
-            tmp.1.write_all(MAGIC)?;
-            tmp.1.sync_all()?;
-            std::fs::rename(&tmp.0, &path)
+            nodestatus_files::write_atomic_with(&path, |f| {
+                f.write_all(code)?;
+                f.write_all(&component)?;
+                f.write_all(&Sha256::digest(code))?;
+                f.write_all(MAGIC)
+            })
         })();
         match result {
             Ok(()) => self.evict(Some(&path)),
@@ -386,62 +359,15 @@ impl PrecompileCache {
 
 /// Reads a file of the cache directory that only the engine's user can
 /// have written: `Ok(None)` when there is none, `Err(why)` when there is one
-/// that must not be used (see [`open_private`]).
+/// that must not be used ([`nodestatus_files::read_private`]).
 pub(crate) fn read_private(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
-    let Some(file) = open_private(path, max)? else {
-        return Ok(None);
-    };
-    let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len()) as usize);
-    file.take(max)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    Ok(Some(bytes))
+    nodestatus_files::read_private(path, max).map_err(|e| e.to_string())
 }
 
-/// Opens a file of the cache directory that only the engine's user can
-/// have written: `Ok(None)` when there is none, `Err(why)` when there is one
-/// that must not be used (not a regular file, another owner, group or
-/// others' permission bits, more than one link, larger than `max`).
-fn open_private(path: &Path, max: u64) -> Result<Option<std::fs::File>, String> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot open it: {e}")),
-    };
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.file_type().is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if meta.uid() != euid() {
-        return Err(format!(
-            "it is owned by uid {}, not the engine's",
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!("its mode {:o} is not 0600", meta.mode() & 0o7777));
-    }
-    if meta.nlink() != 1 {
-        return Err(format!("it has {} links", meta.nlink()));
-    }
-    if meta.len() > max {
-        return Err(format!("it is {} bytes", meta.len()));
-    }
-    Ok(Some(file))
-}
-
-/// Writes `bytes` to `path` in the cache directory `dir`, owner-only, by
-/// write-then-rename.
-pub(crate) fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(bytes)?;
-    tmp.1.sync_all()?;
-    std::fs::rename(&tmp.0, path)
+/// Writes `bytes` to `path` in the cache directory, owner-only, atomically
+/// and durably ([`nodestatus_files::write_atomic`]).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    nodestatus_files::write_atomic(path, bytes)
 }
 
 /// Opens and checks an entry: its file and the length of the code before
@@ -450,7 +376,9 @@ pub(crate) fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::R
 /// the page cache, read in pieces: nothing of it is copied into the heap.
 fn open_entry(path: &Path, sha256: &str) -> Result<Option<(std::fs::File, usize)>, String> {
     use std::os::unix::fs::FileExt;
-    let Some(file) = open_private(path, MAX_ENTRY_BYTES)? else {
+    let Some(file) =
+        nodestatus_files::open_private(path, MAX_ENTRY_BYTES).map_err(|e| e.to_string())?
+    else {
         return Ok(None);
     };
     let len = file.metadata().map_err(|e| e.to_string())?.len();
@@ -523,18 +451,6 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-}
-
-fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let name = format!(".tmp-{}-{}", std::process::id(), rand::random::<u64>());
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    Ok((path, file))
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(crate) struct RefusedMemo {
     entries: Mutex<BTreeMap<String, Entry>>,
-    file: Option<(PathBuf, PathBuf)>,
+    file: Option<PathBuf>,
 }
 
 fn as_pair(limits: CompileLimits) -> (u64, u64) {
@@ -71,7 +71,7 @@ impl RefusedMemo {
         };
         Self {
             entries: Mutex::new(entries),
-            file: Some((cache.dir().to_owned(), path)),
+            file: Some(path),
         }
     }
 
@@ -120,10 +120,10 @@ impl RefusedMemo {
                 .expect("not empty");
             entries.remove(&oldest);
         }
-        if let Some((dir, path)) = &self.file {
+        if let Some(path) = &self.file {
             let written = serde_json::to_vec(&*entries)
                 .map_err(std::io::Error::other)
-                .and_then(|bytes| crate::cache::write_private(dir, path, &bytes));
+                .and_then(|bytes| crate::cache::write_private(path, &bytes));
             if let Err(e) = written {
                 tracing::warn!(path = %path.display(), error = %e, "cannot write the memo of refused plugins");
             }
