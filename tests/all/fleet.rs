@@ -18,14 +18,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ListParams, PostParams};
-use nodestatus_engine::embedded_apiserver::{
-    EmbeddedApiserver, Extras, SIMULATOR_TOKEN, SIMULATOR_USER,
-};
+use nodestatus_controlplane::{EmbeddedApiserver, Extras, SIMULATOR_TOKEN, SIMULATOR_USER};
 use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
 use serde_json::Value;
 
 /// The node lifecycle controller's grace period (its default since 1.32).
-const GRACE: Duration = nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE;
+const GRACE: Duration = nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE;
 
 /// Seconds since the epoch, now.
 fn epoch() -> f64 {
@@ -125,7 +123,7 @@ pub fn simulator(kubeconfig: &Path, plugins: &Path, dir: &Path, nodes: usize) ->
         .env_remove("KUBECONFIG")
         .env_remove("NODESTATUS_RUN_CONFIG")
         .env("XDG_CONFIG_HOME", dir.join("xdg"));
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    nodestatus_controlplane::kill_with_parent(&mut c);
     c
 }
 

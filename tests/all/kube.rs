@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use nodestatus_controlplane::EmbeddedApiserver;
 use nodestatus_engine::agent::client::{NodeClient, RequestKind, Traffic};
 use nodestatus_engine::agent::{Agent, AgentHandle, SyncOutcome};
 use nodestatus_engine::config::ConfigFile;
-use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -120,7 +120,7 @@ pub fn write_node_kubeconfig(dir: &Path, node: &str) -> std::path::PathBuf {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
-        kubeconfig_yaml(&nodestatus_engine::embedded_apiserver::node_token(node)),
+        kubeconfig_yaml(&nodestatus_controlplane::node_token(node)),
     )
     .unwrap();
     kubeconfig
@@ -161,7 +161,7 @@ pub fn engine_command_with(
         .stderr(std::fs::File::create(&log).unwrap());
     // A test that fails before it stops the engine must not leave it
     // running (it would keep writing its node).
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    nodestatus_controlplane::kill_with_parent(&mut c);
     (c, log)
 }
 
@@ -260,7 +260,7 @@ pub fn agent_via(
     );
     let (cfg, plugins) = crate::common::configured(&yaml, dir.path());
     let traffic = Arc::new(Traffic::default());
-    let token = nodestatus_engine::embedded_apiserver::node_token(identity);
+    let token = nodestatus_controlplane::node_token(identity);
     let nc = match server {
         None => NodeClient::new(client(&token), name, traffic.clone()),
         Some(server) => NodeClient::from_config(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
+use nodestatus_controlplane::EmbeddedApiserver;
 use nodestatus_tests::{built, drop_plugin};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -64,7 +64,7 @@ fn engine(dir: &Path, node: &str, config: &Path, addr: SocketAddr) -> Child {
         .env("RUST_LOG", "info,nodestatus_engine::oci=debug")
         .stdout(std::process::Stdio::null())
         .stderr(log);
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    nodestatus_controlplane::kill_with_parent(&mut c);
     c.spawn().unwrap()
 }
 

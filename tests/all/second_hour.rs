@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
+use nodestatus_controlplane::EmbeddedApiserver;
 use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
 
 use crate::process::wait_until;

@@ -248,7 +248,7 @@ fn engine_rss(
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
-    nodestatus_engine::embedded_apiserver::kill_with_parent(&mut c);
+    nodestatus_controlplane::kill_with_parent(&mut c);
     let mut child = c.spawn().unwrap();
     let ok = wait_for(180, || {
         settled(&std::fs::read_to_string(&log).unwrap_or_default())

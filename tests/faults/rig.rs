@@ -14,7 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use nodestatus_engine::embedded_apiserver::{EmbeddedApiserver, Extras, node_token};
+use nodestatus_controlplane::{EmbeddedApiserver, Extras, node_token};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::json;
 
@@ -22,7 +22,7 @@ use crate::proxy::{FaultProxy, tls_acceptor};
 
 /// The node lifecycle controller's `--node-monitor-grace-period`: its own
 /// default since Kubernetes 1.32.
-pub const GRACE: Duration = nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE;
+pub const GRACE: Duration = nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE;
 /// How soon after a fault ends the lease must be renewed (issue 10).
 pub const LEASE_RECOVERY: Duration = Duration::from_secs(25);
 /// How soon after a fault ends Ready must be right again: one update period

@@ -40,7 +40,7 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node as KNode, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodestatus_engine::embedded_apiserver::{EmbeddedApiserver, Extras, NodeParts, node_token};
+use nodestatus_controlplane::{EmbeddedApiserver, Extras, NodeParts, node_token};
 use serde_json::{Value, json};
 
 use audit::{TEST_AGENT, Writer};
@@ -122,8 +122,7 @@ fn preflight() -> anyhow::Result<PathBuf> {
             || Path::new("/sys/fs/cgroup/cgroup.controllers").is_file(),
         "no cgroup hierarchy under /sys/fs/cgroup: the kubelet cannot run here (set NODESTATUS_SKIP_REALNODE=1 to skip)"
     );
-    let kubelet =
-        nodestatus_engine::embedded_apiserver::apiserver_binary().with_file_name("kubelet");
+    let kubelet = nodestatus_controlplane::apiserver_binary().with_file_name("kubelet");
     ensure!(
         kubelet.exists(),
         "no kubelet at {}: run scripts/ensure-apiserver.sh (it builds it with the apiserver)",
@@ -674,9 +673,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         true,
         Extras {
             audit_log: true,
-            node_lifecycle_grace: Some(
-                nodestatus_engine::embedded_apiserver::DEFAULT_NODE_MONITOR_GRACE,
-            ),
+            node_lifecycle_grace: Some(nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE),
         },
         NodeParts {
             more_controllers: vec![

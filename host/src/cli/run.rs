@@ -15,10 +15,10 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use nodestatus_controlplane::EmbeddedApiserver;
 use nodestatus_engine::agent::Agent;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
 use nodestatus_engine::config::Layers;
-use nodestatus_engine::embedded_apiserver::EmbeddedApiserver;
 use nodestatus_engine::plugin_dir::{PluginDir, ReloadEvent};
 
 /// Register this node and keep its status and lease current.
@@ -126,8 +126,7 @@ async fn connect(
     eprintln!("local kube-apiserver at {}", cluster.server);
     // The kubectl of the control plane's own build when there is one (a
     // fresh machine has no other), else the one on PATH.
-    let kubectl =
-        nodestatus_engine::embedded_apiserver::apiserver_binary().with_file_name("kubectl");
+    let kubectl = nodestatus_controlplane::apiserver_binary().with_file_name("kubectl");
     let kubectl = if kubectl.exists() {
         kubectl.display().to_string()
     } else {
