@@ -519,7 +519,7 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     // Status: nothing between reports on idle nodes; the flips of the
     // flapping ones.
     let patches = by_node(&reqs, "patch", "nodes/status", from, to);
-    let template = nodestatus_engine::fleet::Template {
+    let template = nodestatus_fleet::Template {
         nodes: n,
         name_prefix: "nodestatus-sim".into(),
         seed: 1,

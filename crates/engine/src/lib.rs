@@ -37,7 +37,6 @@ pub mod agent;
 pub mod config;
 pub mod cri;
 pub mod dir_watch;
-pub mod fleet;
 pub mod http;
 pub mod live_config;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! `nodestatus simulate --nodes N`: N simulated nodes in one process
 //! against one apiserver, each a full agent (its own name, lease, loops,
 //! jitter and ownership) whose setters are the real plugins, run over the
-//! facts of a simulated machine ([`nodestatus_engine::fleet`]).
+//! facts of a simulated machine ([`nodestatus_fleet`]).
 //!
 //! All agents share one wasmtime engine, one plugin set (with its
 //! precompile cache) and one API client (one connection pool); each has its
@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 use nodestatus_engine::agent::Agent;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
 use nodestatus_engine::config::{Config, GoDuration, Layers};
-use nodestatus_engine::fleet::{Fleet, Template};
 use nodestatus_engine::plugin_dir::PluginDir;
+use nodestatus_fleet::{Fleet, Template};
 
 /// Run N simulated nodes in one process against one apiserver.
 ///

@@ -38,8 +38,8 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Random;
-use crate::config::{Config, Taint};
+use nodestatus_engine::agent::Random;
+use nodestatus_engine::config::{Config, Taint};
 use nodestatus_runtime::facts::{FactSource, IpAddress, NetworkInterface, SystemInfo};
 
 /// The label (and taint key) of every simulated node.
@@ -492,8 +492,8 @@ mod tests {
     #[test]
     fn a_simulated_machine_asks_no_runtime_unless_one_is_named() {
         let parse = |yaml: &str| {
-            crate::config::ConfigFile::parse(yaml, Path::new("test.yaml"))
-                .and_then(crate::config::ConfigFile::validate)
+            nodestatus_engine::config::ConfigFile::parse(yaml, Path::new("test.yaml"))
+                .and_then(nodestatus_engine::config::ConfigFile::validate)
                 .unwrap()
         };
         let dir = tempfile::tempdir().unwrap();
