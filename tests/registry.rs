@@ -263,6 +263,17 @@ impl Registry {
         path
     }
 
+    /// The `registries:` section of an engine config for this registry:
+    /// its CA and the credentials in `auth` (a file of [`Registry::auth_file`]).
+    pub fn config_yaml(&self, auth: &Path) -> String {
+        format!(
+            "registries:\n  {}:\n    ca: {}\n    auth: {}\n",
+            self.host(),
+            self.ca().display(),
+            auth.display()
+        )
+    }
+
     /// This registry's settings as the config would give them: its CA, the
     /// right credentials, `insecure` without TLS.
     pub fn settings(&self) -> RegistrySettings {

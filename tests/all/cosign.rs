@@ -178,16 +178,7 @@ impl Setup {
         let auth = d.join("auth.json");
         std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
         let config = d.join("publish.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "registries:\n  {}:\n    ca: {}\n    auth: {}\n",
-                registry.host(),
-                registry.ca().display(),
-                auth.display()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&config, registry.config_yaml(&auth)).unwrap();
         let push = |file: &str, tag: &str| {
             let reference = format!("{}/{REPO}:{tag}", registry.host());
             let pinned = nodestatus_ok(&[

@@ -75,12 +75,10 @@ fn write_config(dir: &Path, registry: &Registry, auth: &Path, key: &Path, image:
     std::fs::create_dir_all(&plugins).unwrap();
     let path = dir.join("config.yaml");
     let text = format!(
-        "pluginDir: {}\ncacheDir: {}\nregistries:\n  {}:\n    ca: {}\n    auth: {}\nverify:\n  key: {}\nplugins:\n  probe:\n    image: {image}\n    pullInterval: 1s\n",
+        "pluginDir: {}\ncacheDir: {}\n{}verify:\n  key: {}\nplugins:\n  probe:\n    image: {image}\n    pullInterval: 1s\n",
         plugins.display(),
         built::TEST_CACHE_DIR,
-        registry.host(),
-        registry.ca().display(),
-        auth.display(),
+        registry.config_yaml(auth),
         key.display(),
     );
     // Write, then rename: the engine reads it live.
@@ -571,16 +569,7 @@ fn a_pull_by_tag_checks_the_signature_with_the_key_of_the_plugin_that_pins_it() 
     std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
     let tag = format!("{}/{REPO}:1.0.0", registry.host());
     let bare = d.join("bare.yaml");
-    std::fs::write(
-        &bare,
-        format!(
-            "registries:\n  {}:\n    ca: {}\n    auth: {}\n",
-            registry.host(),
-            registry.ca().display(),
-            auth.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&bare, registry.config_yaml(&auth)).unwrap();
     let pinned = cli(&[
         "plugin",
         "push",
