@@ -42,7 +42,10 @@ enum Command {
     ///
     /// The node comes from --node, or is a fresh initial node named after
     /// --node-name (default: this machine's hostname). What each plugin
-    /// changed, or why it failed, goes to stderr.
+    /// changed, or why it failed, goes to stderr. The config's plugins with
+    /// an `image:` run beside the plugin directory's, taken as `run` takes
+    /// them (cache, else registry, signatures verified); one that cannot be
+    /// had fails the command.
     Once(Box<cli::once::Args>),
     /// Check configuration, or print the embedded default.
     #[command(subcommand)]

@@ -54,6 +54,10 @@ const NODES: &[&str] = &[
     "registry-restart-node",
     "untrusted-node",
     "untrusted-restart-node",
+    "pull-policy-node",
+    "pull-policy-restart-node",
+    "failure-open-node",
+    "failure-closed-node",
     "tiered-rss",
 ];
 

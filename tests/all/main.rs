@@ -24,6 +24,7 @@ mod output;
 mod patch_props;
 mod process;
 mod registry;
+mod registry_policy;
 mod reporters;
 mod sandbox;
 mod scaffold;

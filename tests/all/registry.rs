@@ -20,11 +20,11 @@ use nodestatus_tests::{built, hostile};
 
 use crate::kube::{admin, http_get, metric, server_node, until, write_node_kubeconfig};
 
-const LABEL: &str = "probe.nodestatus.test/version";
-const REPO: &str = "vendor/probe";
+pub(crate) const LABEL: &str = "probe.nodestatus.test/version";
+pub(crate) const REPO: &str = "vendor/probe";
 
 /// Runs `nodestatus ARGS`; returns its stdout, or panics with its stderr.
-fn cli(args: &[&str]) -> String {
+pub(crate) fn cli(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_nodestatus"))
         .args(args)
         .env("NO_COLOR", "1")
@@ -39,7 +39,7 @@ fn cli(args: &[&str]) -> String {
 }
 
 /// A free port on 127.0.0.1.
-fn free_addr() -> SocketAddr {
+pub(crate) fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -48,7 +48,7 @@ fn free_addr() -> SocketAddr {
 
 /// `nodestatus run` for `node` with `config`, its HTTP endpoint at `addr`,
 /// its log in `dir`. Dies with the test.
-fn engine(dir: &Path, node: &str, config: &Path, addr: SocketAddr) -> Child {
+pub(crate) fn engine(dir: &Path, node: &str, config: &Path, addr: SocketAddr) -> Child {
     let kubeconfig = write_node_kubeconfig(dir, node);
     let log = std::fs::File::create(dir.join(format!("{node}.log"))).unwrap();
     let mut c = Command::new(env!("CARGO_BIN_EXE_nodestatus"));
@@ -69,13 +69,14 @@ fn engine(dir: &Path, node: &str, config: &Path, addr: SocketAddr) -> Child {
 }
 
 /// The config of a node: the registry's CA and credentials, the key, the
-/// plugin `probe` from `image`, checked every second.
+/// plugin `probe` from `image`, checked every second (`pullPolicy:
+/// Always`: a tag is resolved again at each check).
 fn write_config(dir: &Path, registry: &Registry, auth: &Path, key: &Path, image: &str) -> PathBuf {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     let path = dir.join("config.yaml");
     let text = format!(
-        "pluginDir: {}\ncacheDir: {}\n{}verify:\n  key: {}\nplugins:\n  probe:\n    image: {image}\n    pullInterval: 1s\n",
+        "pluginDir: {}\ncacheDir: {}\n{}verify:\n  key: {}\nplugins:\n  probe:\n    image: {image}\n    pullInterval: 1s\n    pullPolicy: Always\n",
         plugins.display(),
         built::TEST_CACHE_DIR,
         registry.config_yaml(auth),
@@ -90,7 +91,7 @@ fn write_config(dir: &Path, registry: &Registry, auth: &Path, key: &Path, image:
 
 /// The component with a custom section appended: the same plugin, another
 /// digest.
-fn variant(component: &[u8], tag: &str) -> Vec<u8> {
+pub(crate) fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     let name = b"nodestatus-test";
     let mut payload = vec![name.len() as u8];
     payload.extend(name);
@@ -102,20 +103,20 @@ fn variant(component: &[u8], tag: &str) -> Vec<u8> {
     out
 }
 
-async fn label(node: &str) -> Option<String> {
+pub(crate) async fn label(node: &str) -> Option<String> {
     server_node(node)
         .await
         .and_then(|n| n["metadata"]["labels"][LABEL].as_str().map(str::to_owned))
 }
 
-async fn get(addr: SocketAddr, path: &'static str) -> (u16, String) {
+pub(crate) async fn get(addr: SocketAddr, path: &'static str) -> (u16, String) {
     tokio::task::spawn_blocking(move || http_get(addr, path))
         .await
         .unwrap()
 }
 
 /// How many checks of `probe` ended with `result`.
-async fn pulls(addr: SocketAddr, result: &str) -> f64 {
+pub(crate) async fn pulls(addr: SocketAddr, result: &str) -> f64 {
     let (_, text) = get(addr, "/metrics").await;
     metric(
         &text,
@@ -123,7 +124,8 @@ async fn pulls(addr: SocketAddr, result: &str) -> f64 {
     )
 }
 
-async fn warnings(node: &str) -> Vec<String> {
+/// The `FailedPluginPull` Warning events of `node`.
+pub(crate) async fn warnings(node: &str) -> Vec<String> {
     Api::<Event>::namespaced(admin(), "default")
         .list(&Default::default())
         .await
@@ -405,7 +407,7 @@ async fn a_plugin_by_reference_is_pulled_verified_swapped_and_kept_through_every
 }
 
 /// A node's Ready condition: its status and message.
-async fn ready(node: &str) -> Option<(String, String)> {
+pub(crate) async fn ready(node: &str) -> Option<(String, String)> {
     let n = server_node(node).await?;
     let c = crate::kube::condition(&n, "Ready")?;
     Some((

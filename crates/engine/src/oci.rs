@@ -9,8 +9,12 @@
 //!   ran last (recorded beside it), else the digest its tag last resolved
 //!   to. A node that restarts while the registry is down runs what it ran.
 //! - **Then** ([`Puller::tick`]) each plugin is checked when due: a
-//!   digest reference once (once cached and loaded, never again), a tag
-//!   every `pullInterval`. A new digest is pulled under the plugin file cap
+//!   digest reference once (once cached and loaded, never again); a tag
+//!   with `pullPolicy: Always` (the default for `latest`) every
+//!   `pullInterval`; a tag with `pullPolicy: IfNotPresent` (the default
+//!   for any other tag) only while the registry cache holds no version of
+//!   it that loads: once one runs, no request is made for it again, at a
+//!   start either. A new digest is pulled under the plugin file cap
 //!   ([`nodestatus_runtime::MAX_PLUGIN_BYTES`], refused while it streams),
 //!   its digests checked, its signature verified with the `verify` key, and
 //!   only then handed to the plugin directory's own load path
@@ -31,6 +35,19 @@
 //!   readiness follows its `affects-readiness` as for a setter that fails,
 //!   and a `PluginUntrusted` Warning event says why. A registry that cannot
 //!   be reached says nothing about trust: the running version stays.
+//! - **A plugin never pulled** (none in the cache, none that loads) follows
+//!   its `failurePolicy`: `open` (the default), the node goes on without
+//!   it and says so (below); `closed`, it is withheld from each pass
+//!   ([`crate::pipeline::Withheld`]) until a version loads, so that the
+//!   node's Ready follows its `affectsReadiness` (true unless the section
+//!   says false: its metadata is not known before a pull).
+//! - **The cache is bounded and aged** (`registryCacheMaxSize`,
+//!   `registryCacheMaxAge`): after a round that wrote a version, and at
+//!   least hourly, [`nodestatus_registry::Cache::collect`] removes the
+//!   versions no plugin uses ([`Puller::in_use`]: each version that runs
+//!   or is written for the loader, what each plugin's reference names in
+//!   the cache, and what ran last), unused past the expiry or least
+//!   recently used past the size.
 //! - **Reported**: each check counts in
 //!   `nodestatus_registry_pulls_total{plugin,result}`; a failure is logged,
 //!   shown in `/readyz` (the node stays ready: the last good version
@@ -55,7 +72,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentHandle;
-use crate::config::{Config, ImageSource};
+use crate::config::{Config, FailurePolicy, ImageSource, PullPolicy};
 use crate::plugin_dir::PluginDir;
 
 /// The deadline of each registry operation (resolve, pull, signature).
@@ -66,6 +83,9 @@ pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How often the puller looks at the config in force for changed images.
 pub const CONFIG_POLL: Duration = Duration::from_secs(1);
+/// How often the registry cache is collected when nothing is written to
+/// it.
+pub const COLLECT_EVERY: Duration = Duration::from_secs(3600);
 
 /// Why a plugin's image could not be had or loaded.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +190,8 @@ pub struct Report {
     /// Whether this failure is new (a first one, or another than the
     /// last): worth a Warning event.
     pub new_failure: bool,
+    /// What the node does while no version runs.
+    pub failure_policy: FailurePolicy,
 }
 
 impl Report {
@@ -180,7 +202,16 @@ impl Report {
                 "stopped {d}, which ran: the verification policy in force does not trust it"
             ),
             (None, Some(d)) => format!("keeping {d} running"),
-            (None, None) => "no version of it runs".to_owned(),
+            (None, None) => match self.failure_policy {
+                FailurePolicy::Open => {
+                    "no version of it runs (failurePolicy open: the node goes on without it)"
+                        .to_owned()
+                }
+                FailurePolicy::Closed => {
+                    "no version of it runs (failurePolicy closed: it counts as failing in each pass)"
+                        .to_owned()
+                }
+            },
         };
         match &self.error {
             Some(e) => format!("{e}; {running}; retrying"),
@@ -214,6 +245,19 @@ struct Slot {
     /// The version stopped because the policy in force does not trust it,
     /// until a version loads.
     stopped: Option<Digest>,
+    /// The section's `affectsReadiness`, for a plugin withheld before its
+    /// metadata is known.
+    affects_readiness: Option<bool>,
+}
+
+impl Slot {
+    /// Whether a plugin withheld before any version ran makes the node not
+    /// Ready: its section's `affectsReadiness`, else whether it fails
+    /// closed.
+    fn withheld_affects_readiness(&self) -> bool {
+        self.affects_readiness
+            .unwrap_or(self.source.failure_policy == FailurePolicy::Closed)
+    }
 }
 
 /// What the puller records beside each component it wrote and the loader
@@ -236,6 +280,10 @@ pub struct Puller {
     timeout: Duration,
     /// Reports made before [`Puller::run`] could send them.
     pending: Vec<Report>,
+    /// The registry cache's bounds in force.
+    limits: nodestatus_registry::cache::Limits,
+    /// When the cache was last collected.
+    collected: Option<Instant>,
 }
 
 impl Puller {
@@ -252,6 +300,8 @@ impl Puller {
             registries: cfg.registries.clone(),
             timeout: PULL_TIMEOUT,
             pending: Vec::new(),
+            limits: cfg.registry_cache,
+            collected: None,
         }
     }
 
@@ -264,6 +314,64 @@ impl Puller {
     /// Where the components handed to the loader are written.
     pub fn active_dir(&self) -> &Path {
         &self.active_dir
+    }
+
+    /// The same puller writing the components for the loader in `dir`
+    /// instead of `<cacheDir>/registry-plugins` (that of a `run` on this
+    /// machine): for a command that runs one pass beside it (`once`). The
+    /// registry cache is shared: its writes are atomic and by content.
+    pub fn with_active_dir(mut self, dir: PathBuf) -> Self {
+        self.active_dir = dir;
+        self
+    }
+
+    /// For a command that runs one pass and ends (`once`, `plugin list`):
+    /// each image plugin of `cfg` as `run` takes it at its start and its
+    /// first check. The version in the registry cache when the plugin is
+    /// pinned or its `pullPolicy` is `IfNotPresent` (no request); else, or
+    /// when the cache holds none, the registry's, pulled and verified (and
+    /// cached); with `Always` and the registry failing, the cached version,
+    /// as `run` keeps it. Each is written for the loader: the caller's
+    /// rescan loads it. One report per plugin: `cached`, `unchanged` or
+    /// `pulled` with the digest written in `running`, or the failure, with
+    /// `running` the version written anyway, if any.
+    pub async fn prepare(&mut self, cfg: &Config) -> Vec<Report> {
+        self.start_from_cache(cfg);
+        let now = Instant::now();
+        // A plugin not in the cache is asked of the registry below, which
+        // says why it cannot be had, if it cannot.
+        self.pending.clear();
+        let mut reports = Vec::new();
+        let names: Vec<String> = self.slots.keys().cloned().collect();
+        for name in names {
+            let slot = self.slots.get_mut(&name).expect("a slot");
+            // What is written counts as what runs: the loader's verdict is
+            // the caller's rescan's.
+            slot.running = slot.handed.clone();
+            let cached = slot.handed.is_some();
+            let asks = !cached
+                || (!slot.source.reference.is_pinned()
+                    && slot.source.pull_policy == PullPolicy::Always);
+            if !asks {
+                reports.push(self.succeeded(&name, "cached", now));
+                continue;
+            }
+            let report = match self.check(&name).await {
+                Ok(Some((fetched, result))) => match self.hand(&name, &fetched, result) {
+                    Ok(()) => {
+                        let slot = self.slots.get_mut(&name).expect("a slot");
+                        let same = slot.running == slot.handed;
+                        slot.running = slot.handed.clone();
+                        self.succeeded(&name, if same { "unchanged" } else { result }, now)
+                    }
+                    Err(e) => self.failed(&name, e, now),
+                },
+                Ok(None) => self.succeeded(&name, "unchanged", now),
+                Err(e) => self.failed(&name, e, now),
+            };
+            reports.push(report);
+        }
+        reports
     }
 
     fn cache(&mut self) -> Result<Cache> {
@@ -281,14 +389,18 @@ impl Puller {
     /// Brings the slots in line with `cfg`; returns whether a plugin went
     /// away (its file is removed: the next rescan unloads it).
     fn reconcile(&mut self, cfg: &Config, now: Instant) -> bool {
-        let wanted: BTreeMap<&String, &ImageSource> = cfg
+        let wanted: BTreeMap<&String, (&ImageSource, Option<bool>)> = cfg
             .plugins
             .iter()
             .filter(|(_, p)| p.enabled)
-            .filter_map(|(name, p)| p.image.as_ref().map(|i| (name, i)))
+            .filter_map(|(name, p)| p.image.as_ref().map(|i| (name, (i, p.affects_readiness))))
             .collect();
         let registries_changed = self.registries != cfg.registries;
         self.registries = cfg.registries.clone();
+        if self.limits != cfg.registry_cache {
+            self.limits = cfg.registry_cache;
+            self.collected = None;
+        }
         let gone: Vec<String> = self
             .slots
             .keys()
@@ -303,8 +415,11 @@ impl Puller {
             self.plugins.set_withheld(name, None);
         }
         let mut changed = !gone.is_empty();
-        for (name, source) in wanted {
+        for (name, (source, affects_readiness)) in wanted {
             let key_id = key_id(source);
+            if let Some(slot) = self.slots.get_mut(name) {
+                slot.affects_readiness = affects_readiness;
+            }
             match self.slots.get_mut(name) {
                 Some(slot) if slot.source == *source && slot.key_id == key_id => {
                     if registries_changed {
@@ -340,6 +455,7 @@ impl Puller {
                             failing: None,
                             key_id,
                             stopped: None,
+                            affects_readiness,
                         },
                     );
                 }
@@ -395,12 +511,9 @@ impl Puller {
                     // The version cached is signed by no key the policy
                     // trusts: it does not run, and the plugin counts as
                     // failing (its metadata unknown: the config's
-                    // affectsReadiness decides) until one that is loads.
-                    let affects_readiness = cfg
-                        .plugins
-                        .get(&name)
-                        .and_then(|p| p.affects_readiness)
-                        .unwrap_or(false);
+                    // affectsReadiness decides, else its failurePolicy)
+                    // until one that is loads.
+                    let affects_readiness = self.slots[&name].withheld_affects_readiness();
                     self.plugins.set_withheld(
                         &name,
                         Some(crate::pipeline::Withheld {
@@ -464,9 +577,25 @@ impl Puller {
             stopped_now: false,
             error: Some(error),
             new_failure,
+            failure_policy: slot.source.failure_policy,
         };
         self.plugins
             .set_source_problem(name, Some(report.message()));
+        if slot.running.is_none()
+            && slot.stopped.is_none()
+            && slot.source.failure_policy == FailurePolicy::Closed
+        {
+            // Never pulled, or no version loads: it fails closed.
+            self.plugins.set_withheld(
+                name,
+                Some(crate::pipeline::Withheld {
+                    plugin: name.to_owned(),
+                    version: String::new(),
+                    affects_readiness: slot.withheld_affects_readiness(),
+                    reason: report.message(),
+                }),
+            );
+        }
         report
     }
 
@@ -475,9 +604,11 @@ impl Puller {
         let slot = self.slots.get_mut(name).expect("a slot");
         slot.failing = None;
         slot.backoff = MIN_BACKOFF;
-        slot.due = match slot.source.reference.is_pinned() {
-            true => None,
-            false => Some(now + slot.source.pull_interval),
+        // A pinned digest never changes; a tag resolved once
+        // (`IfNotPresent`) is not asked again while a version of it runs.
+        slot.due = match (slot.source.reference.is_pinned(), slot.source.pull_policy) {
+            (true, _) | (false, PullPolicy::IfNotPresent) => None,
+            (false, PullPolicy::Always) => Some(now + slot.source.pull_interval),
         };
         slot.stopped = None;
         self.plugins.set_source_problem(name, None);
@@ -492,6 +623,7 @@ impl Puller {
             stopped_now: false,
             error: None,
             new_failure: false,
+            failure_policy: slot.source.failure_policy,
         }
     }
 
@@ -590,7 +722,7 @@ impl Puller {
             .collect();
         for name in due {
             match self.check(&name).await {
-                Ok(Some(fetched)) => match self.hand(&name, &fetched, "pulled") {
+                Ok(Some((fetched, result))) => match self.hand(&name, &fetched, result) {
                     Ok(()) => rescan = true,
                     Err(e) => reports.push(self.failed(&name, e, now)),
                 },
@@ -623,18 +755,95 @@ impl Puller {
                 let _ = tokio::task::spawn_blocking(move || plugins.rescan()).await;
             }
         }
+        let stale = self
+            .collected
+            .is_none_or(|at| now.duration_since(at) >= COLLECT_EVERY);
+        if rescan || stale {
+            self.collect(now).await;
+        }
         reports
+    }
+
+    /// The versions no collection of the cache removes: each that runs or
+    /// is written for the loader, each plugin's pinned digest, the digest
+    /// each plugin's tag last resolved to (what a start with the registry
+    /// down takes), and what each plugin ran last (its record in the
+    /// active directory).
+    pub fn in_use(&mut self) -> BTreeSet<Digest> {
+        let mut keep = BTreeSet::new();
+        let cache = self.cache().ok();
+        let names: Vec<String> = self.slots.keys().cloned().collect();
+        for name in names {
+            let slot = &self.slots[&name];
+            let reference = slot.source.reference.clone();
+            keep.extend(slot.running.iter().chain(&slot.handed).cloned());
+            keep.extend(reference.digest().cloned());
+            if let Some(d) = cache
+                .as_ref()
+                .and_then(|c| c.tag(&reference).ok().flatten())
+            {
+                keep.insert(d);
+            }
+            keep.extend(self.last_running(&name, &reference));
+        }
+        keep
+    }
+
+    /// Removes from the registry cache what no plugin uses, past the
+    /// bounds in force; logged, never failing the round.
+    async fn collect(&mut self, now: Instant) {
+        self.collected = Some(now);
+        let Ok(cache) = self.cache() else { return };
+        let keep = self.in_use();
+        let limits = self.limits;
+        let done = tokio::task::spawn_blocking(move || {
+            cache.collect(&keep, &limits, std::time::SystemTime::now())
+        })
+        .await;
+        match done {
+            Ok(Ok(c)) if !c.removed.is_empty() => tracing::info!(
+                removed = c.removed.len(),
+                freed = c.freed,
+                kept = c.kept,
+                "registry cache: removed the versions no plugin uses, past registryCacheMaxAge or registryCacheMaxSize"
+            ),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(
+                "registry cache: cannot collect: {}",
+                nodestatus_runtime::error_chain(&e)
+            ),
+            Err(e) => tracing::warn!("registry cache: the collection failed: {e}"),
+        }
     }
 
     /// Checks `name`'s image: `None` when it names the running version (or
     /// one the loader refused: that is an error again), else the new
-    /// version, pulled and verified.
-    async fn check(&mut self, name: &str) -> Result<Option<Fetched>> {
+    /// version, verified, and whether it was `pulled` or taken from the
+    /// cache (`cached`: a tag resolved once, `IfNotPresent`).
+    async fn check(&mut self, name: &str) -> Result<Option<(Fetched, &'static str)>> {
         let source = self.slots[name].source.clone();
         let cache = self.cache()?;
         let key = read_key(&source)?;
         let fetcher = Fetcher::new(self.client(&source.reference)?, cache);
         let reference = &source.reference;
+        let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
+        if source.pull_policy == PullPolicy::IfNotPresent && !reference.is_pinned() {
+            // The version of the tag the cache holds, with no request,
+            // unless the loader refused it: then the registry is asked.
+            let slot = &self.slots[name];
+            if let Ok(cached) = fetcher.fetch_cached(reference, cap, key.as_ref())
+                && slot
+                    .refused
+                    .as_ref()
+                    .is_none_or(|(d, _)| *d != cached.artifact.digest)
+            {
+                let digest = &cached.artifact.digest;
+                if slot.running.as_ref() == Some(digest) && slot.handed.as_ref() == Some(digest) {
+                    return Ok(None);
+                }
+                return Ok(Some((cached, "cached")));
+            }
+        }
         // Resolve first: a tag that still names the running digest costs
         // one request and no cache read.
         let bound = self.timeout * 4;
@@ -659,7 +868,6 @@ impl Puller {
             });
         }
         let pinned = reference.with_digest(&digest);
-        let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
         let fetched = tokio::time::timeout(bound, fetcher.fetch(&pinned, cap, key.as_ref()))
             .await
             .map_err(|_| Error::Deadline {
@@ -670,7 +878,7 @@ impl Puller {
             // What a start with the registry down takes.
             let _ = fetcher.cache().put_tag(reference, &digest);
         }
-        Ok(Some(fetched))
+        Ok(Some((fetched, "pulled")))
     }
 
     /// Whether the verification policy in force trusts the version that

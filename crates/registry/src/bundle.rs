@@ -244,42 +244,44 @@ impl Session {
     ) -> client::Result<Found> {
         let mut found = Found::default();
         let mut entries: Vec<(String, i64)> = Vec::new();
-        let subject = reference.with_digest(digest);
-        // pull_referrers does not log in by itself.
-        self.oci
-            .store_auth_if_needed(subject.oci().resolve_registry(), &self.auth)
-            .await;
-        // oci-client asks `?artifactType=`; on a 404 it reads the tag
-        // scheme itself, keeping only entries labelled with the bundle
-        // type.
+        // The referrers API, asked `?artifactType=`, its index read under
+        // the bound of a referrer manifest.
+        let url = self.referrers_url(reference, digest);
         match self
-            .oci
-            .pull_referrers(subject.oci(), Some(BUNDLE_MEDIA_TYPE))
+            .read_bounded(
+                reference,
+                reqwest::Method::GET,
+                &url,
+                &[("artifactType", BUNDLE_MEDIA_TYPE)],
+                MAX_MANIFEST_BYTES as u64,
+            )
             .await
         {
-            Ok(index) => entries.extend(
-                index
-                    .manifests
-                    .into_iter()
-                    .filter(|e| e.artifact_type.as_deref() == Some(BUNDLE_MEDIA_TYPE))
-                    .map(|e| (e.digest, e.size)),
-            ),
-            // A 200 that is not an index: no referrers API.
-            Err(oci_client::errors::OciDistributionError::ManifestParsingError(_)) => {}
-            Err(e) => match self.error(e) {
-                client::Error::NotFound { .. } => {}
-                e => return Err(e),
-            },
+            Ok((_, body)) => {
+                // A 200 that is not an index: no referrers API.
+                if let Ok(index) = serde_json::from_slice::<Index>(&body) {
+                    entries.extend(
+                        index
+                            .manifests
+                            .into_iter()
+                            .filter(|e| e.artifact_type.as_deref() == Some(BUNDLE_MEDIA_TYPE))
+                            .map(|e| (e.digest, e.size)),
+                    )
+                }
+            }
+            // No referrers API: the tag scheme below.
+            Err(client::Error::NotFound { .. }) => {}
+            Err(e @ client::Error::ManifestTooLarge { .. }) => found.skipped.push(e.to_string()),
+            Err(e) => return Err(e),
         }
         if entries.is_empty() {
             // Read the tag scheme here too, bounded: cosign v2 labels its
             // entry with the empty config's type, which the above drops.
             let tag = reference.with_tag(&format!("sha256-{}", digest.hex()));
-            match self.manifest(&tag).await {
-                Ok((bytes, _)) if bytes.len() > MAX_MANIFEST_BYTES => found.skipped.push(format!(
-                    "the referrers index {tag} is {} bytes, over {MAX_MANIFEST_BYTES}",
-                    bytes.len()
-                )),
+            match self.manifest_within(&tag, MAX_MANIFEST_BYTES as u64).await {
+                Err(e @ client::Error::ManifestTooLarge { .. }) => {
+                    found.skipped.push(e.to_string())
+                }
                 Ok((bytes, _)) => match serde_json::from_slice::<Index>(&bytes) {
                     Ok(index)
                         if index
@@ -344,10 +346,17 @@ impl Session {
                 "its manifest is declared as {size} bytes, not 0 to {MAX_MANIFEST_BYTES}"
             )));
         }
-        let (bytes, _) = self.manifest(&reference.with_digest(&entry_digest)).await?;
-        if bytes.len() > MAX_MANIFEST_BYTES {
-            return Ok(Err(format!("its manifest is {} bytes", bytes.len())));
-        }
+        let (bytes, _) = match self
+            .manifest_within(
+                &reference.with_digest(&entry_digest),
+                MAX_MANIFEST_BYTES as u64,
+            )
+            .await
+        {
+            Ok(read) => read,
+            Err(e @ client::Error::ManifestTooLarge { .. }) => return Ok(Err(e.to_string())),
+            Err(e) => return Err(e),
+        };
         let referrer: Referrer = match serde_json::from_slice(&bytes) {
             Ok(r) => r,
             Err(e) => return Ok(Err(format!("its manifest is not an OCI manifest: {e}"))),

@@ -12,12 +12,21 @@
 //! TLS is rustls with the `ring` provider (no OpenSSL, no aws-lc), the
 //! system roots plus the registry's `ca`. Plain HTTP only where the
 //! registry's settings say `insecure: true`.
+//!
+//! Every read of a manifest or an index (a tag resolved, a manifest
+//! pulled, a signature's manifest, the referrers index) is bounded, as a
+//! blob is: by [`MAX_MANIFEST_BYTES`] or the caller's smaller bound, a
+//! declared `Content-Length` over it refused before the body is read, the
+//! body cut as it passes it ([`Error::ManifestTooLarge`]). oci-client reads
+//! a manifest's body whole, so these requests are made here, with its
+//! credentials: the bearer token its own flow gets, else the Basic ones.
 
 use std::error::Error as StdError;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use oci_client::RegistryOperation;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
@@ -34,6 +43,11 @@ use crate::settings::{self, Registries};
 /// The deadline of one operation unless [`Client::with_timeout`] says
 /// otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest manifest or index read: 1 MiB, the largest manifest the
+/// registry cache keeps ([`crate::cache`]). A Wasm plugin's manifest is
+/// under 1 KiB, a cosign `.sig` manifest about 1 KiB a signature.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Why an operation on a registry failed. Each variant names the reference;
 /// none holds a credential.
@@ -183,6 +197,26 @@ pub enum Error {
         /// What was read before the cut (at most one chunk past `limit`).
         received: u64,
     },
+    /// A manifest or index over its bound: refused before its body is
+    /// read when its length is declared, else cut where it passes the
+    /// bound.
+    #[error(
+        "{reference}: the registry serves a manifest or index of {}, over the bound of {limit} bytes on one: refused, not read whole (a Wasm plugin's manifest is under 1 KiB; this is not a plugin artifact, or the registry misbehaves)",
+        match declared {
+            Some(size) => format!("{size} bytes (declared)"),
+            None => format!("more than {received} bytes (cut there)"),
+        }
+    )]
+    ManifestTooLarge {
+        /// The reference.
+        reference: Reference,
+        /// The bound.
+        limit: u64,
+        /// The `Content-Length` the registry declared, when over the bound.
+        declared: Option<u64>,
+        /// What was read before the cut (at most one chunk past `limit`).
+        received: u64,
+    },
     /// The manifest is not a plugin artifact.
     #[error("{reference}: not a Wasm component artifact: {source}")]
     Layout {
@@ -235,7 +269,9 @@ impl Error {
             Error::DigestMismatch { .. }
             | Error::SizeMismatch { .. }
             | Error::UnsupportedDigest { .. } => "digest-mismatch",
-            Error::DeclaredTooLarge { .. } | Error::StreamTooLarge { .. } => "too-large",
+            Error::DeclaredTooLarge { .. }
+            | Error::StreamTooLarge { .. }
+            | Error::ManifestTooLarge { .. } => "too-large",
             Error::Layout { .. } | Error::ManifestJson { .. } => "layout",
             Error::PushNeedsTag { .. } => "invalid",
         }
@@ -264,13 +300,28 @@ pub struct Client {
     timeout: Duration,
 }
 
-/// One registry's oci-client and credentials, for one operation.
+/// One registry's oci-client and credentials, for one operation, and the
+/// HTTP client of its bounded reads (the same CA bundle and deadlines).
 pub(crate) struct Session {
     pub oci: oci_client::Client,
     pub auth: RegistryAuth,
     pub reference: Reference,
     pub timeout: Duration,
+    http: reqwest::Client,
+    scheme: &'static str,
+    /// The bearer token of this session's reads, once asked for.
+    token: tokio::sync::Mutex<Option<Option<String>>>,
 }
+
+/// The manifest media types asked for: the index types too, to refuse an
+/// index by name rather than by the registry's 404 for a type not
+/// accepted.
+const MANIFEST_TYPES: [&str; 4] = [
+    OCI_MANIFEST_MEDIA_TYPE,
+    DOCKER_MANIFEST_MEDIA_TYPE,
+    OCI_INDEX_MEDIA_TYPE,
+    DOCKER_MANIFEST_LIST_MEDIA_TYPE,
+];
 
 impl Client {
     /// A client with these settings (their keys checked) and
@@ -343,7 +394,19 @@ impl Client {
             user_agent: concat!("nodestatus/", env!("CARGO_PKG_VERSION")),
             ..ClientConfig::default()
         };
+        let bad_ca = |source| Error::BadCa {
+            reference: reference.clone(),
+            registry: registry.to_owned(),
+            source,
+        };
+        let mut http = reqwest::Client::builder()
+            .connect_timeout(self.timeout)
+            .read_timeout(self.timeout)
+            .user_agent(config.user_agent);
         for pem in settings.read_ca(registry).map_err(settings_error)? {
+            let cert = reqwest::Certificate::from_pem(&pem)
+                .map_err(|e| bad_ca(OciDistributionError::RequestError(e)))?;
+            http = http.tls_certs_merge([cert]);
             config
                 .extra_root_certificates
                 .push(oci_client::client::Certificate {
@@ -351,6 +414,9 @@ impl Client {
                     data: pem,
                 });
         }
+        let http = http
+            .build()
+            .map_err(|e| bad_ca(OciDistributionError::RequestError(e)))?;
         let auth = match settings
             .read_credentials(registry)
             .map_err(settings_error)?
@@ -358,16 +424,18 @@ impl Client {
             Some(c) => RegistryAuth::Basic(c.username, c.password.expose().to_owned()),
             None => RegistryAuth::Anonymous,
         };
-        let oci = oci_client::Client::try_from(config).map_err(|source| Error::BadCa {
-            reference: reference.clone(),
-            registry: registry.to_owned(),
-            source,
-        })?;
+        let oci = oci_client::Client::try_from(config).map_err(bad_ca)?;
         Ok(Session {
             oci,
             auth,
             reference: reference.clone(),
             timeout: self.timeout,
+            http,
+            scheme: match settings.insecure {
+                true => "http",
+                false => "https",
+            },
+            token: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -379,15 +447,7 @@ impl Client {
         }
         self.deadline(reference, async {
             let s = self.session(reference)?;
-            let digest = s
-                .oci
-                .fetch_manifest_digest(reference.oci(), &s.auth)
-                .await
-                .map_err(|e| s.error(e))?;
-            digest.parse().map_err(|_| Error::UnsupportedDigest {
-                reference: reference.clone(),
-                digest,
-            })
+            s.manifest_digest(reference).await
         })
         .await
     }
@@ -548,25 +608,23 @@ impl Session {
         }
     }
 
-    /// The raw manifest `reference` names, and its digest (the sha256 of
-    /// the bytes, checked against a pinned reference's digest).
+    /// The raw manifest `reference` names (at most
+    /// [`MAX_MANIFEST_BYTES`]), and its digest (the sha256 of the bytes,
+    /// checked against a pinned reference's digest).
     pub(crate) async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest)> {
-        let (body, _) = self
-            .oci
-            .pull_manifest_raw(
-                reference.oci(),
-                &self.auth,
-                // The index types too, to refuse an index by name rather
-                // than by the registry's 404 for a type not accepted.
-                &[
-                    OCI_MANIFEST_MEDIA_TYPE,
-                    DOCKER_MANIFEST_MEDIA_TYPE,
-                    OCI_INDEX_MEDIA_TYPE,
-                    DOCKER_MANIFEST_LIST_MEDIA_TYPE,
-                ],
-            )
-            .await
-            .map_err(|e| self.error(e))?;
+        self.manifest_within(reference, MAX_MANIFEST_BYTES).await
+    }
+
+    /// [`Session::manifest`] with a bound of `max` bytes.
+    pub(crate) async fn manifest_within(
+        &self,
+        reference: &Reference,
+        max: u64,
+    ) -> Result<(Vec<u8>, Digest)> {
+        let url = self.manifest_url(reference);
+        let (_, body) = self
+            .read_bounded(reference, reqwest::Method::GET, &url, &[], max)
+            .await?;
         let digest = Digest::of(&body);
         if let Some(expected) = reference.digest()
             && *expected != digest
@@ -577,7 +635,133 @@ impl Session {
                 actual: digest.to_string(),
             });
         }
-        Ok((body.to_vec(), digest))
+        Ok((body, digest))
+    }
+
+    /// The digest the registry says `reference`'s manifest has: its
+    /// `Docker-Content-Digest` to a HEAD, else the sha256 of the manifest
+    /// (a bounded GET).
+    async fn manifest_digest(&self, reference: &Reference) -> Result<Digest> {
+        let url = self.manifest_url(reference);
+        let (headers, _) = self
+            .read_bounded(reference, reqwest::Method::HEAD, &url, &[], 0)
+            .await?;
+        match headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(digest) => digest.parse().map_err(|_| Error::UnsupportedDigest {
+                reference: reference.clone(),
+                digest: digest.to_owned(),
+            }),
+            None => Ok(self.manifest(reference).await?.1),
+        }
+    }
+
+    /// `<scheme>://<registry>/v2/<repository>/manifests/<digest or tag>`.
+    fn manifest_url(&self, reference: &Reference) -> String {
+        let r = reference.oci();
+        format!(
+            "{}://{}/v2/{}/manifests/{}",
+            self.scheme,
+            r.resolve_registry(),
+            r.repository(),
+            match reference.digest() {
+                Some(d) => d.to_string(),
+                None => r.tag().unwrap_or("latest").to_owned(),
+            }
+        )
+    }
+
+    /// `<scheme>://<registry>/v2/<repository>/referrers/<digest>`.
+    pub(crate) fn referrers_url(&self, reference: &Reference, digest: &Digest) -> String {
+        let r = reference.oci();
+        format!(
+            "{}://{}/v2/{}/referrers/{digest}",
+            self.scheme,
+            r.resolve_registry(),
+            r.repository()
+        )
+    }
+
+    /// The bearer token for this session's reads: oci-client's own flow
+    /// (the registry's challenge, its token server), asked once; `None`
+    /// for a registry that takes Basic credentials or none.
+    async fn token(&self, reference: &Reference) -> Result<Option<String>> {
+        let mut token = self.token.lock().await;
+        if let Some(t) = &*token {
+            return Ok(t.clone());
+        }
+        let got = self
+            .oci
+            .auth(reference.oci(), &self.auth, RegistryOperation::Pull)
+            .await
+            .map_err(|e| self.error(e))?;
+        *token = Some(got.clone());
+        Ok(got)
+    }
+
+    /// A request for a manifest or an index at `url` with `query`, with
+    /// the manifest types accepted and the credentials; its headers and
+    /// body, at most `max` bytes of it (a `Content-Length` over `max` is
+    /// refused before the body is read; a body that passes it is cut). An
+    /// error status is the error oci-client would have made of it.
+    pub(crate) async fn read_bounded(
+        &self,
+        reference: &Reference,
+        method: reqwest::Method,
+        url: &str,
+        query: &[(&str, &str)],
+        max: u64,
+    ) -> Result<(http::HeaderMap, Vec<u8>)> {
+        let transport = |e| self.error(OciDistributionError::RequestError(e));
+        let mut request = self
+            .http
+            .request(method.clone(), url)
+            .query(query)
+            .header(http::header::ACCEPT, MANIFEST_TYPES.join(", "));
+        request = match (self.token(reference).await?, &self.auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let mut response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        if !status.is_success() {
+            // An error's body, for the registry's error codes: a few KiB.
+            let mut body = Vec::new();
+            while body.len() < 16 << 10 {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+            return Err(self.error(status_error(status, &body, url)));
+        }
+        let headers = response.headers().clone();
+        if method == reqwest::Method::HEAD {
+            return Ok((headers, Vec::new()));
+        }
+        let too_large = |declared, received| Error::ManifestTooLarge {
+            reference: reference.clone(),
+            limit: max,
+            declared,
+            received,
+        };
+        if let Some(declared) = response.content_length()
+            && declared > max
+        {
+            return Err(too_large(Some(declared), 0));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            let received = (body.len() + chunk.len()) as u64;
+            if received > max {
+                return Err(too_large(None, received));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((headers, body))
     }
 
     pub(crate) fn parse_manifest(&self, bytes: &[u8]) -> Result<Manifest> {
@@ -721,6 +905,29 @@ impl Session {
     }
 }
 
+/// The error oci-client makes of an error status: 401, the registry's
+/// error codes, else the status with the body's text.
+fn status_error(status: reqwest::StatusCode, body: &[u8], url: &str) -> OciDistributionError {
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        return OciDistributionError::UnauthorizedError {
+            url: url.to_owned(),
+        };
+    }
+    match serde_json::from_slice::<oci_client::errors::OciEnvelope>(body) {
+        Ok(envelope) if status.is_client_error() && !envelope.errors.is_empty() => {
+            OciDistributionError::RegistryError {
+                envelope,
+                url: url.to_owned(),
+            }
+        }
+        _ => OciDistributionError::ServerError {
+            code: status.as_u16(),
+            url: url.to_owned(),
+            message: String::from_utf8_lossy(body).into_owned(),
+        },
+    }
+}
+
 fn http_header(value: &'static str) -> http::HeaderValue {
     http::HeaderValue::from_static(value)
 }
@@ -743,4 +950,107 @@ fn caused_by_tls(e: &(dyn StdError + 'static)) -> bool {
         next = e.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::settings::RegistrySettings;
+
+    /// A registry that answers `/v2/` and a HEAD of a manifest (with no
+    /// digest header), and serves every manifest as an endless chunked
+    /// body, with no `Content-Length`: counts what it sent.
+    fn endless_registry() -> (String, Arc<AtomicU64>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let sent = Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let sent = counter.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut request = String::new();
+                    reader.read_line(&mut request).unwrap();
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                        line.clear();
+                    }
+                    if !request.contains("/manifests/") || request.starts_with("HEAD") {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                        return;
+                    }
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+                    );
+                    let chunk = vec![b' '; 64 << 10];
+                    let head = format!("{:x}\r\n", chunk.len());
+                    loop {
+                        let ok = stream
+                            .write_all(head.as_bytes())
+                            .and_then(|()| stream.write_all(&chunk))
+                            .and_then(|()| stream.write_all(b"\r\n"));
+                        if ok.is_err() {
+                            return;
+                        }
+                        let total = sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        // A client that reads it whole is stopped here.
+                        if total > 1 << 30 {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (host, sent)
+    }
+
+    #[tokio::test]
+    async fn an_endless_manifest_is_cut_at_the_bound() {
+        let (host, sent) = endless_registry();
+        let settings = RegistrySettings {
+            insecure: true,
+            ..Default::default()
+        };
+        let client = Client::new(Registries([(host.clone(), settings)].into()))
+            .unwrap()
+            .with_timeout(Duration::from_secs(30));
+        let reference = Reference::parse(&format!("{host}/vendor/gpu:1")).unwrap();
+        // The tag resolved: no digest header, so the manifest is read.
+        let err = client.resolve(&reference).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::ManifestTooLarge {
+                    declared: None,
+                    limit: MAX_MANIFEST_BYTES,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.kind(), "too-large");
+        let text = err.to_string();
+        assert!(
+            text.contains(&reference.to_string()) && text.contains("over the bound of 1048576"),
+            "{text}"
+        );
+        let err = client.pull(&reference, 64 << 20).await.unwrap_err();
+        assert!(matches!(err, Error::ManifestTooLarge { .. }), "{err}");
+        // Cut near the bound, not read on: what the socket buffers hold
+        // past it at most.
+        let sent = sent.load(Ordering::Relaxed);
+        assert!(
+            sent < 2 * MAX_MANIFEST_BYTES + (32 << 20),
+            "{sent} bytes sent"
+        );
+    }
 }

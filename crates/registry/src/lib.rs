@@ -9,7 +9,8 @@
 //! # References
 //!
 //! `HOST[:PORT]/repo[:tag][@sha256:<hex>]`, always with the host
-//! ([`Reference::parse`]). A reference with a digest is *pinned*: it names
+//! ([`Reference::parse`]), after an optional `registry://` (Kubewarden) or
+//! `oci://` (Istio), which is dropped; any other scheme is refused. A reference with a digest is *pinned*: it names
 //! immutable content, which once cached is never asked of the registry
 //! again. A tag is resolved at each [`Fetcher::fetch`].
 //!
@@ -32,7 +33,8 @@
 //! Kubewarden writes it), and streams the layer under the caller's byte cap:
 //! refused before the download when the manifest declares more, cut while
 //! streaming when more comes. The layer's sha256 must be its digest. Every
-//! operation runs under one deadline ([`Client::with_timeout`], default
+//! manifest and index read is bounded too ([`client::MAX_MANIFEST_BYTES`]).
+//! Every operation runs under one deadline ([`Client::with_timeout`], default
 //! [`DEFAULT_TIMEOUT`]): a registry that accepts the connection and never
 //! answers costs that long, then [`client::Error::Timeout`].
 //!
@@ -91,7 +93,8 @@
 //! [`Fetcher`] puts the two together: [`Fetcher::fetch`] serves a cached
 //! pinned reference without the network and pulls, verifies and caches
 //! anything else; [`Fetcher::fetch_cached`] never touches the network, for
-//! a start with the registry down.
+//! a start with the registry down. [`Cache::collect`] bounds and ages the
+//! cache ([`cache::Limits`]), keeping what the caller says is in use.
 //!
 //! ```no_run
 //! # async fn fetch() -> Result<(), Box<dyn std::error::Error>> {
@@ -134,6 +137,7 @@
 //! | a tag that resolves to a digest other than sha256 | [`client::Error::UnsupportedDigest`] | `digest-mismatch` |
 //! | declared size over the cap | [`client::Error::DeclaredTooLarge`] | `too-large` |
 //! | streamed bytes past the cap | [`client::Error::StreamTooLarge`] | `too-large` |
+//! | a manifest or index over its bound | [`client::Error::ManifestTooLarge`] | `too-large` |
 //! | not a Wasm artifact (index, other media types) | [`client::Error::Layout`] | `layout` |
 //! | no signature | [`signature::Error::Unsigned`] | `unsigned` |
 //! | signed by another key | [`signature::Error::WrongKey`] | `bad-signature` |

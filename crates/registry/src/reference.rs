@@ -32,6 +32,18 @@ pub enum Error {
         /// The text given.
         input: String,
     },
+    /// The reference starts with a scheme other than `registry://` or
+    /// `oci://` (the prefixes Kubewarden and Istio write, accepted and
+    /// dropped).
+    #[error("`{input}` starts with {scheme}://, which is not a registry reference: {advice}")]
+    UnsupportedScheme {
+        /// The text given.
+        input: String,
+        /// The scheme written.
+        scheme: String,
+        /// What to write instead.
+        advice: &'static str,
+    },
     /// The digest is not `sha256:` followed by 64 lowercase hex digits.
     #[error("`{input}` is not a sha256 digest (sha256:<64 lowercase hex digits>)")]
     InvalidDigest {
@@ -109,8 +121,11 @@ struct Parts {
 
 impl Reference {
     /// Parses `HOST[:PORT]/repo[:tag][@sha256:...]`. Without a tag or a
-    /// digest the tag is `latest`, as everywhere in OCI.
+    /// digest the tag is `latest`, as everywhere in OCI. A `registry://` or
+    /// `oci://` prefix, as Kubewarden's and Istio's WasmPlugin's references
+    /// carry, is dropped ([`strip_scheme`]); any other scheme is refused.
     pub fn parse(input: &str) -> Result<Self> {
+        let input = strip_scheme(input)?;
         let host = input.split_once('/').map(|(host, _)| host);
         if !host.is_some_and(|h| h.contains(['.', ':']) || h == "localhost") {
             return Err(Error::NoRegistry {
@@ -186,6 +201,40 @@ impl Reference {
     }
 }
 
+/// The schemes accepted before a reference, and dropped: Kubewarden writes
+/// `registry://`, Istio's WasmPlugin `oci://`.
+pub const ACCEPTED_SCHEMES: [&str; 2] = ["registry", "oci"];
+
+/// `input` without a `registry://` or `oci://` prefix; a reference with
+/// another scheme (`http://`, `https://`, `file://`) is refused, saying
+/// what to write instead.
+pub fn strip_scheme(input: &str) -> Result<&str> {
+    let Some((scheme, rest)) = input.split_once("://") else {
+        return Ok(input);
+    };
+    if ACCEPTED_SCHEMES.contains(&scheme) {
+        return Ok(rest);
+    }
+    let advice = match scheme.to_ascii_lowercase().as_str() {
+        "registry" | "oci" => "write the scheme in lowercase (registry:// or oci://), or none",
+        "http" => {
+            "write HOST[:PORT]/repo:tag without a scheme; a registry that speaks plain HTTP is set with registries.HOST[:PORT].insecure: true"
+        }
+        "https" => {
+            "write HOST[:PORT]/repo:tag without a scheme (HTTPS is the default); a plugin is pulled from an OCI registry, not downloaded from a URL"
+        }
+        "file" => {
+            "a plugin file goes in pluginDir (its name is the plugin's); image: names an OCI registry reference"
+        }
+        _ => "write HOST[:PORT]/repo:tag, with no scheme or registry:// or oci://",
+    };
+    Err(Error::UnsupportedScheme {
+        input: input.to_owned(),
+        scheme: scheme.to_owned(),
+        advice,
+    })
+}
+
 impl FromStr for Reference {
     type Err = Error;
 
@@ -249,6 +298,38 @@ mod tests {
         ));
         assert!(Reference::parse("example.com/gpu@sha256:abc").is_err());
         assert!(Reference::parse(&format!("example.com/gpu@sha512:{HEX}{HEX}")).is_err());
+    }
+
+    #[test]
+    fn a_registry_or_oci_prefix_is_dropped_and_other_schemes_are_refused() {
+        let plain = Reference::parse("127.0.0.1:5000/vendor/gpu:1.4").unwrap();
+        for prefixed in [
+            "registry://127.0.0.1:5000/vendor/gpu:1.4",
+            "oci://127.0.0.1:5000/vendor/gpu:1.4",
+        ] {
+            let r = Reference::parse(prefixed).unwrap();
+            assert_eq!(r, plain, "{prefixed}");
+            assert_eq!(r.to_string(), "127.0.0.1:5000/vendor/gpu:1.4");
+        }
+        let pinned = Reference::parse(&format!("oci://ghcr.io/v/gpu@sha256:{HEX}")).unwrap();
+        assert_eq!(pinned.digest().unwrap().hex(), HEX);
+        for (bad, says) in [
+            ("http://127.0.0.1:5000/vendor/gpu:1.4", "insecure: true"),
+            ("https://ghcr.io/vendor/gpu:1.4", "HTTPS is the default"),
+            ("file:///opt/gpu.wasm", "pluginDir"),
+            ("OCI://ghcr.io/vendor/gpu:1.4", "lowercase"),
+            ("s3://bucket/gpu:1", "registry:// or oci://"),
+        ] {
+            let err = Reference::parse(bad).unwrap_err();
+            assert!(
+                matches!(err, Error::UnsupportedScheme { .. }),
+                "{bad}: {err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(bad) && text.contains(says), "{text}");
+        }
+        // A double prefix is not a reference.
+        assert!(Reference::parse("oci://registry://ghcr.io/v/gpu:1").is_err());
     }
 
     #[test]

@@ -17,7 +17,11 @@ use nodestatus_runtime::CallContext;
 ///
 /// The node comes from --node, or is a fresh initial node named after
 /// nodeName (default: this machine's hostname). What each plugin changed,
-/// or why it failed, goes to stderr.
+/// or why it failed, goes to stderr. Beside the plugin directory's, the
+/// config's plugins pulled from a registry (`image:`) run too, taken as
+/// `run` takes them (the registry cache, else the registry, each signature
+/// verified, `pullPolicy` followed); one that cannot be had fails the
+/// command. --plugin files given alone run alone.
 #[derive(clap::Args)]
 pub struct Args {
     /// A plugin file to run; repeatable, beside or instead of the plugin
@@ -58,6 +62,11 @@ impl Args {
         }
         let plugins =
             PluginDir::open_for_one_pass(&cfg, Some(set.dir().to_owned()), super::compiler_exe())?;
+        // The image plugins run beside the directory's, as on a node.
+        let _images = match dir {
+            Some(_) => take_images(&cfg, &plugins, &mut std::io::stderr())?,
+            None => None,
+        };
         let node = match &self.node {
             Some(p) => read_node(p)?,
             None => nodestatus_model::node::kubelet::initial_node(
@@ -91,6 +100,78 @@ impl Args {
             ExitCode::SUCCESS
         })
     }
+}
+
+/// Why a command that runs one pass stops: an image plugin of the config
+/// that it cannot get.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "plugin {plugin} (image: {image}) cannot be had: {error}. No pass runs without it, since it would not be the node's (a node goes on with its failurePolicy, {policy}): make the registry reachable (the registries settings), or set enabled: false in plugins.{plugin} to run the pass without it"
+)]
+pub struct ImageUnavailable {
+    /// The plugin.
+    pub plugin: String,
+    /// Its image.
+    pub image: String,
+    /// Why, with every cause.
+    pub error: String,
+    /// Its `failurePolicy`.
+    pub policy: &'static str,
+}
+
+/// Takes the config's image plugins for a command that runs one pass, as
+/// `run` takes them ([`nodestatus_engine::oci::Puller::prepare`]), and
+/// hands them to `plugins` (loaded by its next rescan). Each is written in
+/// a private directory, which lives as long as the value returned (`None`
+/// when the config has no image plugin); what each came from goes to
+/// `out`. One that cannot be had is an error ([`ImageUnavailable`]); one
+/// kept at its cached version while the registry fails is said on `out`.
+pub fn take_images(
+    cfg: &nodestatus_engine::config::Config,
+    plugins: &Arc<PluginDir>,
+    out: &mut dyn Write,
+) -> anyhow::Result<Option<tempfile::TempDir>> {
+    let any = cfg.plugins.values().any(|p| p.enabled && p.image.is_some());
+    if !any {
+        return Ok(None);
+    }
+    let tmp = tempfile::tempdir()?;
+    let mut puller = nodestatus_engine::oci::Puller::new(cfg, plugins.clone())
+        .with_active_dir(tmp.path().join("registry-plugins"));
+    let reports = nodestatus_runtime::block_on(puller.prepare(cfg));
+    for r in &reports {
+        let digest = r.running.as_ref().map(ToString::to_string);
+        match (&r.error, digest) {
+            (None, digest) => writeln!(
+                out,
+                "plugin {} from {}: {} ({})",
+                r.plugin,
+                r.reference,
+                digest.unwrap_or_default(),
+                r.result
+            )?,
+            (Some(e), Some(digest)) => writeln!(
+                out,
+                "warning: plugin {} from {}: {e}; the cached {digest} runs, as on a node",
+                r.plugin, r.reference
+            )?,
+            (Some(e), None) => {
+                let policy = cfg
+                    .plugins
+                    .get(&r.plugin)
+                    .and_then(|p| p.image.as_ref())
+                    .map_or("open", |i| i.failure_policy.as_str());
+                return Err(ImageUnavailable {
+                    plugin: r.plugin.clone(),
+                    image: r.reference.to_string(),
+                    error: e.clone(),
+                    policy,
+                }
+                .into());
+            }
+        }
+    }
+    Ok(Some(tmp))
 }
 
 /// The context of a one-shot pass: this machine's facts, and the container

@@ -21,8 +21,9 @@ pub enum Command {
         #[command(flatten)]
         layers: Layers,
     },
-    /// Load a plugin directory and list its plugins in run order, with
-    /// versions, hashes and grants, and every file that would be refused.
+    /// Load a plugin directory and the config's image plugins (taken as
+    /// `run` takes them) and list them in run order, with versions, hashes
+    /// and grants, and every file that would be refused.
     List {
         /// The settings, pluginDir included.
         #[command(flatten)]
@@ -130,6 +131,8 @@ fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
 fn list(layers: &Layers) -> anyhow::Result<ExitCode> {
     let config = Arc::new(layers.load()?);
     let dir = PluginDir::open_for_one_pass(&config, None, super::compiler_exe())?;
+    // The image plugins are listed as a node would run them.
+    let _images = super::once::take_images(&config, &dir, &mut std::io::stderr())?;
     let events = dir.rescan();
     println!(
         "{:>6}  {:<20} {:<10} {:<14} grants",

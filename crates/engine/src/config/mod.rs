@@ -21,8 +21,8 @@ mod warnings;
 
 pub use parse::{MAX_YAML_VALUES, closest};
 pub use plugins::{
-    DEFAULT_PULL_INTERVAL, FieldsFile, ImageSource, PROTECTED_PATHS, PathFile, PluginConfig,
-    PluginFile, SettingsFn, VerifyFile, protected_root,
+    DEFAULT_PULL_INTERVAL, FailurePolicy, FieldsFile, ImageSource, PROTECTED_PATHS, PathFile,
+    PluginConfig, PluginFile, PullPolicy, SettingsFn, VerifyFile, protected_root,
 };
 pub use settings::{Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, top_keys};
 pub use values::{GoDuration, Labels, MAX_DURATION, Taint, Taints, yaml_to_json};
@@ -154,6 +154,9 @@ pub struct Config {
     pub registries: nodestatus_registry::Registries,
     /// The top-level `verify.key`: the key of every image without its own.
     pub verify_key: Option<PathBuf>,
+    /// The registry cache's bounds (`registryCacheMaxSize`,
+    /// `registryCacheMaxAge`).
+    pub registry_cache: nodestatus_registry::cache::Limits,
 }
 
 /// The node's hostname: `hostnameOverride`, else the kernel's hostname

@@ -81,9 +81,16 @@ pub struct PluginFile {
     /// An OCI reference the plugin is pulled from (`HOST[:PORT]/repo:tag`
     /// or `...@sha256:<hex>`), instead of a file in the plugin directory.
     pub image: Option<String>,
-    /// How often a tag is resolved again (5m); a digest is never pulled
-    /// again once cached.
+    /// How often a tag is resolved again (5m) with `pullPolicy: Always`;
+    /// the longest wait between retries after a failure. A digest is never
+    /// pulled again once cached.
     pub pull_interval: Option<GoDuration>,
+    /// `IfNotPresent` (default, but for the tag `latest`) or `Always`, as
+    /// Istio's WasmPlugin writes it.
+    pub pull_policy: Option<String>,
+    /// `open` (default) or `closed`: what the node does while no version of
+    /// the image was ever pulled.
+    pub failure_policy: Option<String>,
     /// The key the image must be signed with (over the top-level `verify`).
     pub verify: Option<VerifyFile>,
 }
@@ -100,13 +107,78 @@ pub struct VerifyFile {
 /// The default `pullInterval`: how often a tag is resolved again.
 pub const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(300);
 
+/// When a tag is asked of the registry (`pullPolicy`), as Istio's
+/// WasmPlugin and Kubernetes' `imagePullPolicy` say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    /// The version in the registry cache is used, with no request: a tag
+    /// is resolved once, when the cache holds no version of it (or only
+    /// one the loader refused), and not again. The default, but for the
+    /// tag `latest`.
+    IfNotPresent,
+    /// The tag is resolved at the start and every `pullInterval`; the
+    /// default for the tag `latest`.
+    Always,
+}
+
+impl PullPolicy {
+    /// The policy of `reference` when its section sets none: `Always` for
+    /// the tag `latest`, else `IfNotPresent` (as Istio does). A pinned
+    /// reference is `IfNotPresent`: its content never changes.
+    pub fn default_for(reference: &nodestatus_registry::Reference) -> Self {
+        match (reference.is_pinned(), reference.tag()) {
+            (false, Some("latest") | None) => PullPolicy::Always,
+            _ => PullPolicy::IfNotPresent,
+        }
+    }
+
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Always => "Always",
+        }
+    }
+}
+
+/// What the node does about an image plugin no version of which was ever
+/// pulled (none in the registry cache, none that loads): `failurePolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// The node goes on without it, and says so (the log, `/readyz`, the
+    /// `nodestatus_registry_pulls_total` metric, a `FailedPluginPull`
+    /// Warning event). The default: what the engine always did.
+    #[default]
+    Open,
+    /// Each pass reports it failed (kind `withheld`), as a setter that
+    /// fails: the node's Ready follows its `affectsReadiness` (true when
+    /// the section does not say, since its metadata is not known before a
+    /// pull).
+    Closed,
+}
+
+impl FailurePolicy {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+        }
+    }
+}
+
 /// A plugin pulled from a registry ([`crate::oci`]): where from, how
 /// often, and the key its signature must check with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageSource {
     /// The reference (a tag, or pinned by digest).
     pub reference: nodestatus_registry::Reference,
-    /// How often a tag is resolved again.
+    /// When a tag is asked of the registry.
+    pub pull_policy: PullPolicy,
+    /// What the node does while no version was ever pulled.
+    pub failure_policy: FailurePolicy,
+    /// How often a tag is resolved again (`Always`), and the longest wait
+    /// between retries.
     pub pull_interval: Duration,
     /// The public key required (the plugin's `verify`, else the top-level
     /// one), checked readable and valid when the config was validated.
@@ -168,7 +240,8 @@ pub(super) fn check_key(field: &str, path: &Path) -> Result<()> {
         .map_err(|e| invalid(field, nodestatus_runtime::error_chain(&e)))
 }
 
-/// A plugin section's `image`, `pullInterval` and `verify`.
+/// A plugin section's `image`, `pullInterval`, `pullPolicy`,
+/// `failurePolicy` and `verify`.
 fn image_source(
     name: &str,
     p: &PluginFile,
@@ -181,6 +254,17 @@ fn image_source(
                 f("pullInterval"),
                 "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it",
             ));
+        }
+        for (field, set) in [
+            ("pullPolicy", p.pull_policy.is_some()),
+            ("failurePolicy", p.failure_policy.is_some()),
+        ] {
+            if set {
+                return Err(invalid(
+                    f(field),
+                    "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it",
+                ));
+            }
         }
         if p.verify.is_some() {
             return Err(invalid(
@@ -212,6 +296,32 @@ fn image_source(
             format!("{pull_interval:?} must be between 1s and 24h"),
         ));
     }
+    let pull_policy = match p.pull_policy.as_deref() {
+        None => PullPolicy::default_for(&reference),
+        Some("IfNotPresent") => PullPolicy::IfNotPresent,
+        Some("Always") => PullPolicy::Always,
+        Some(other) => {
+            return Err(invalid(
+                f("pullPolicy"),
+                format!(
+                    "{other:?} is not a pull policy: write IfNotPresent (use the cached version; resolve a tag once) or Always (resolve the tag every pullInterval)"
+                ),
+            ));
+        }
+    };
+    let failure_policy = match p.failure_policy.as_deref() {
+        None => FailurePolicy::default(),
+        Some("open") => FailurePolicy::Open,
+        Some("closed") => FailurePolicy::Closed,
+        Some(other) => {
+            return Err(invalid(
+                f("failurePolicy"),
+                format!(
+                    "{other:?} is not a failure policy: write open (the node goes on without a plugin never pulled) or closed (it counts as failing, and Ready follows its affectsReadiness)"
+                ),
+            ));
+        }
+    };
     let key = match &p.verify {
         Some(v) => {
             check_key(&f("verify.key"), &v.key)?;
@@ -221,6 +331,8 @@ fn image_source(
     };
     Ok(Some(ImageSource {
         reference,
+        pull_policy,
+        failure_policy,
         pull_interval,
         key,
     }))
@@ -364,4 +476,164 @@ pub fn protected_root(host_path: &Path) -> Option<&'static str> {
         .iter()
         .find(|p| !p.contains('<') && host_path.starts_with(p))
         .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::{Config, ConfigFile};
+    use super::*;
+
+    const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn check(yaml: &str) -> super::Result<Config> {
+        ConfigFile::parse(yaml, Path::new("c.yaml"))?.validate()
+    }
+
+    fn image(section: &str) -> ImageSource {
+        check(&format!("nodeName: n\nplugins:\n  gpu: {section}\n"))
+            .unwrap()
+            .plugins["gpu"]
+            .image
+            .clone()
+            .unwrap()
+    }
+
+    fn refused(section: &str) -> String {
+        check(&format!("nodeName: n\nplugins:\n  gpu: {section}\n"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_tag_is_resolved_once_unless_it_is_latest_or_the_policy_is_always() {
+        let pinned = format!("{{image: 'r.example.com/v/gpu@sha256:{HEX}'}}");
+        for (section, policy) in [
+            ("{image: r.example.com/v/gpu:1.4}", PullPolicy::IfNotPresent),
+            (pinned.as_str(), PullPolicy::IfNotPresent),
+            ("{image: r.example.com/v/gpu:latest}", PullPolicy::Always),
+            ("{image: r.example.com/v/gpu}", PullPolicy::Always),
+            (
+                "{image: r.example.com/v/gpu:1.4, pullPolicy: Always}",
+                PullPolicy::Always,
+            ),
+            (
+                "{image: r.example.com/v/gpu:latest, pullPolicy: IfNotPresent}",
+                PullPolicy::IfNotPresent,
+            ),
+        ] {
+            assert_eq!(image(section).pull_policy, policy, "{section}");
+        }
+        let err = refused("{image: r.example.com/v/gpu:1, pullPolicy: always}");
+        assert!(
+            err.contains("plugins.gpu.pullPolicy")
+                && err.contains("\"always\"")
+                && err.contains("IfNotPresent")
+                && err.contains("Always"),
+            "{err}"
+        );
+        let err = refused("{pullPolicy: Always}");
+        assert!(
+            err.contains("plugins.gpu.pullPolicy") && err.contains("add image:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_plugin_never_pulled_fails_open_unless_its_section_says_closed() {
+        let section = "{image: r.example.com/v/gpu:1}";
+        assert_eq!(image(section).failure_policy, FailurePolicy::Open);
+        assert_eq!(
+            image("{image: r.example.com/v/gpu:1, failurePolicy: closed}").failure_policy,
+            FailurePolicy::Closed
+        );
+        let err = refused("{image: r.example.com/v/gpu:1, failurePolicy: Fail}");
+        assert!(
+            err.contains("plugins.gpu.failurePolicy")
+                && err.contains("\"Fail\"")
+                && err.contains("open")
+                && err.contains("closed"),
+            "{err}"
+        );
+        let err = refused("{failurePolicy: closed}");
+        assert!(
+            err.contains("plugins.gpu.failurePolicy") && err.contains("add image:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_image_with_a_registry_or_oci_prefix_is_the_image_without_it() {
+        let plain = image("{image: r.example.com/v/gpu:1}");
+        for prefixed in [
+            "{image: 'registry://r.example.com/v/gpu:1'}",
+            "{image: 'oci://r.example.com/v/gpu:1'}",
+        ] {
+            assert_eq!(image(prefixed), plain, "{prefixed}");
+        }
+        let err = refused("{image: 'http://r.example.com/v/gpu:1'}");
+        assert!(
+            err.contains("plugins.gpu.image") && err.contains("insecure: true"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_registry_cache_is_bounded_and_aged_by_default_and_as_set() {
+        let c = check("nodeName: n\n").unwrap();
+        assert_eq!(
+            c.registry_cache,
+            nodestatus_registry::cache::Limits {
+                max_bytes: 1 << 30,
+                max_unused: Duration::from_secs(7 * 24 * 3600),
+            }
+        );
+        let c =
+            check("nodeName: n\nregistryCacheMaxSize: 256Mi\nregistryCacheMaxAge: 24h\n").unwrap();
+        assert_eq!(c.registry_cache.max_bytes, 256 << 20);
+        assert_eq!(c.registry_cache.max_unused, Duration::from_secs(24 * 3600));
+        for (yaml, field, says) in [
+            (
+                "registryCacheMaxSize: 1Ki",
+                "registryCacheMaxSize",
+                "between 1Mi and 1Ti",
+            ),
+            ("registryCacheMaxSize: lots", "registryCacheMaxSize", "lots"),
+            (
+                "registryCacheMaxAge: 10s",
+                "registryCacheMaxAge",
+                "between 1m and 8760h",
+            ),
+        ] {
+            let err = check(&format!("nodeName: n\n{yaml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field) && err.contains(says), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_pull_interval_on_a_tag_resolved_once_is_warned_about() {
+        let warned = |section: &str| {
+            check(&format!(
+                "nodeName: n\npluginDir: /nonexistent\nplugins:\n  gpu: {section}\n"
+            ))
+            .unwrap()
+            .warnings()
+            .into_iter()
+            .filter(|w| w.field == "plugins.gpu.pullInterval")
+            .map(|w| w.message)
+            .collect::<Vec<_>>()
+        };
+        let w = warned("{image: r.example.com/v/gpu:1, pullInterval: 1m}");
+        assert!(w.len() == 1 && w[0].contains("pullPolicy: Always"), "{w:?}");
+        for quiet in [
+            "{image: r.example.com/v/gpu:1, pullInterval: 1m, pullPolicy: Always}",
+            "{image: r.example.com/v/gpu:latest, pullInterval: 1m}",
+            "{image: r.example.com/v/gpu:1}",
+        ] {
+            assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
+        }
+    }
 }

@@ -251,6 +251,16 @@ settings! {
             }
             s
         }));
+    /// registryCacheMaxSize: the registry cache's size bound (1Gi): past
+    /// it, the versions no plugin uses go, least recently used first.
+    "registryCacheMaxSize" registry_cache_max_size: String, Live,
+        #[arg(long)]
+        show |c| format!("{} bytes", c.registry_cache.max_bytes);
+    /// registryCacheMaxAge: how long a version that no plugin uses stays
+    /// in the registry cache after its last use (168h).
+    "registryCacheMaxAge" registry_cache_max_age: GoDuration, Live,
+        #[arg(long)]
+        show |c| format!("{:?}", c.registry_cache.max_unused);
     /// verify: the key every plugin `image` must be signed with, unless its
     /// own `verify` names another (file only).
     "verify" verify: VerifyFile, Live,

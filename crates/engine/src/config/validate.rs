@@ -190,6 +190,10 @@ impl ConfigFile {
                 format!("{runtime_request_timeout:?} must be between 100ms and 2m"),
             ));
         }
+        let registry_cache = registry_cache(
+            self.registry_cache_max_size.as_deref(),
+            self.registry_cache_max_age,
+        )?;
         let registries = self.registries.unwrap_or_default();
         registries
             .validate()
@@ -234,8 +238,40 @@ impl ConfigFile {
             plugins,
             registries,
             verify_key: self.verify.map(|v| v.key),
+            registry_cache,
         })
     }
+}
+
+/// `registryCacheMaxSize` (1Mi to 1Ti) and `registryCacheMaxAge` (1m to
+/// 8760h), over their defaults.
+fn registry_cache(
+    size: Option<&str>,
+    age: Option<GoDuration>,
+) -> Result<nodestatus_registry::cache::Limits> {
+    let mut limits = nodestatus_registry::cache::Limits::default();
+    if let Some(m) = size {
+        limits.max_bytes = byte_size(
+            "registryCacheMaxSize",
+            m,
+            1 << 20,
+            1 << 40,
+            " (what a plugin uses stays, even past it)",
+        )?;
+    }
+    if let Some(a) = age {
+        if a.0 < Duration::from_secs(60) || a.0 > Duration::from_secs(8760 * 3600) {
+            return Err(invalid(
+                "registryCacheMaxAge",
+                format!(
+                    "{:?} must be between 1m and 8760h (a version a plugin uses is never removed)",
+                    a.0
+                ),
+            ));
+        }
+        limits.max_unused = a.0;
+    }
+    Ok(limits)
 }
 
 fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<CompileLimits> {

@@ -102,7 +102,9 @@ impl Config {
     ///   later is loaded then, one config serves nodes with different
     ///   plugin sets, and a deleted setter may leave its section);
     /// - a granted directory that holds one of [`PROTECTED_PATHS`] that
-    ///   exists on this machine (the plugin can read it through the grant).
+    ///   exists on this machine (the plugin can read it through the grant);
+    /// - a `pullInterval` set on a tag that `pullPolicy: IfNotPresent`
+    ///   resolves once (it then only bounds the retries).
     pub fn warnings(&self) -> Vec<Warning> {
         let mut out = Vec::new();
         let present = plugin_names_in(&self.plugin_dir);
@@ -138,6 +140,24 @@ impl Config {
                         });
                     }
                 }
+            }
+        }
+        for (name, p) in &self.plugins {
+            let Some(image) = &p.image else { continue };
+            // A pullInterval other than the default on a tag that is
+            // resolved once: written for a re-resolution that never comes.
+            if !image.reference.is_pinned()
+                && image.pull_policy == super::PullPolicy::IfNotPresent
+                && image.pull_interval != super::DEFAULT_PULL_INTERVAL
+            {
+                out.push(Warning {
+                    severity: Severity::Warning,
+                    field: format!("plugins.{name}.pullInterval"),
+                    message: format!(
+                        "{} is resolved once with pullPolicy IfNotPresent (the default for a tag other than latest), so pullInterval only bounds the retries after a failure: add pullPolicy: Always to resolve the tag every {:?}",
+                        image.reference, image.pull_interval
+                    ),
+                });
             }
         }
         for (name, s) in &self.plugins {
