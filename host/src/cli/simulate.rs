@@ -163,27 +163,37 @@ async fn check_identity(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One node's agent, made anew at each (re)start.
-fn agent(
-    fleet: &Fleet,
-    i: usize,
-    cfg: &Arc<Config>,
-    client: &kube::Client,
-    plugins: &Arc<PluginDir>,
+/// What every simulated node's agent shares: one engine, one client.
+struct Shared {
+    fleet: Arc<Fleet>,
+    client: kube::Client,
+    /// The client's config, for each node's probes of a server that does
+    /// not answer (their own connections).
+    probes: Arc<kube::Config>,
+    plugins: Arc<PluginDir>,
     deadline: Duration,
-    permits: &Arc<tokio::sync::Semaphore>,
-) -> Agent {
+    /// The passes' permits: at most two per core at once.
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+/// Node `i`'s agent under `cfg`, made anew at each (re)start.
+fn agent(shared: &Shared, i: usize, cfg: &Arc<Config>) -> Agent {
+    let fleet = &shared.fleet;
     let m = &fleet.machines[i];
-    let node_client = NodeClient::new(client.clone(), &m.name, Arc::new(Traffic::default()))
-        .with_deadline(deadline);
+    let node_client = NodeClient::new(shared.client.clone(), &m.name, Arc::new(Traffic::default()))
+        .with_deadline(shared.deadline)
+        .with_probes_from(shared.probes.clone());
     Agent::with_facts(
         cfg.clone(),
         node_client,
-        plugins.clone(),
+        shared.plugins.clone(),
         Arc::new(fleet.random(i)),
         m.facts(),
     )
-    .with_pass_limit(permits.clone())
+    .with_pass_limit(shared.permits.clone())
+    // Renewals spread evenly over the period from the first ones: node i's
+    // phase is the i-th of the golden-ratio sequence, whatever the ramp.
+    .with_lease_phase((i as f64 * 0.618_033_988_749_895).fract())
 }
 
 /// The config file that scripts/run.sh writes and gives `nodestatus run`:
@@ -246,8 +256,9 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(concat!("nodestatus-simulate/", env!("CARGO_PKG_VERSION"))),
     ));
-    let client = kube::Client::try_from(kube_config).context("building the API client")?;
+    let client = kube::Client::try_from(kube_config.clone()).context("building the API client")?;
     check_identity(&client).await?;
+    let probes = Arc::new(kube_config);
 
     let state_dir = o.state_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("nodestatus-simulate-{}", std::process::id()))
@@ -300,16 +311,19 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     // once (the instance pool has 64 slots).
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let permits = Arc::new(tokio::sync::Semaphore::new((2 * cores).min(32)));
+    let shared = Arc::new(Shared {
+        fleet: fleet.clone(),
+        client: client.clone(),
+        probes,
+        plugins: plugins.clone(),
+        deadline,
+        permits,
+    });
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..o.nodes {
         let start = ramp.mul_f64(i as f64 / o.nodes as f64);
-        let (fleet, cfg, client, plugins) = (
-            fleet.clone(),
-            configs[i].clone(),
-            client.clone(),
-            plugins.clone(),
-        );
-        let (cancel, restart, permits) = (cancel.clone(), restarts[i].clone(), permits.clone());
+        let (shared, fleet, cfg) = (shared.clone(), fleet.clone(), configs[i].clone());
+        let (cancel, restart) = (cancel.clone(), restarts[i].clone());
         tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -317,7 +331,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             }
             loop {
                 let run = cancel.child_token();
-                let a = agent(&fleet, i, &cfg, &client, &plugins, deadline, &permits);
+                let a = agent(&shared, i, &cfg);
                 let stop = run.clone();
                 let mut task = tokio::spawn(a.run(run));
                 let ended = tokio::select! {

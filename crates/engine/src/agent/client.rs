@@ -265,6 +265,9 @@ pub struct NodeClient {
     /// Where a fresh client comes from; `None` for a client given as is
     /// (a test's mock service), whose connections cannot be reset.
     config: Option<Arc<kube::Config>>,
+    /// Where a probe's client comes from ([`Self::probe`]): the same as
+    /// `config`, or given for a shared client ([`Self::with_probes_from`]).
+    probe_config: Option<Arc<kube::Config>>,
     deadline: Duration,
     name: String,
     traffic: Arc<Traffic>,
@@ -285,6 +288,7 @@ impl NodeClient {
             watch: client,
             watch_config: None,
             config: None,
+            probe_config: None,
             deadline: DEFAULT_DEADLINE,
             name: name.to_owned(),
             traffic,
@@ -322,11 +326,21 @@ impl NodeClient {
             client: Arc::new(ArcSwap::from_pointee(client)),
             watch,
             watch_config,
+            probe_config: Some(Arc::new(heartbeat.clone())),
             config: Some(Arc::new(heartbeat)),
             deadline,
             name: name.to_owned(),
             traffic,
         })
+    }
+
+    /// A client given as is (shared by the nodes of `simulate`) whose
+    /// probes still dial their own connections, from `config`
+    /// ([`Self::probe`]): each simulated node probes a server that does
+    /// not answer as a real one does.
+    pub fn with_probes_from(mut self, config: Arc<kube::Config>) -> Self {
+        self.probe_config = Some(config);
+        self
     }
 
     /// The same client with another deadline for each call.
@@ -350,6 +364,30 @@ impl NodeClient {
         let fresh = kube::Client::try_from((**config).clone()).map_err(Error::Rebuild)?;
         self.client.store(Arc::new(fresh));
         Ok(true)
+    }
+
+    /// The same calls on a new client whose connections must be made
+    /// (TCP and TLS) within `connect_within`: a probe of a server that did
+    /// not answer ([`super::reach`]). A restarting apiserver accepts
+    /// connections well before it serves them; a probe gives up on one
+    /// that is not served in time instead of waiting there with the rest
+    /// of the fleet. A client given as is is reused.
+    pub fn probe(&self, connect_within: Duration) -> Self {
+        let Some(config) = &self.probe_config else {
+            return self.clone();
+        };
+        let mut config = (**config).clone();
+        config.connect_timeout = Some(connect_within.min(self.deadline));
+        match kube::Client::try_from(config) {
+            Ok(c) => Self {
+                client: Arc::new(ArcSwap::from_pointee(c)),
+                ..self.clone()
+            },
+            Err(e) => {
+                tracing::warn!("{}", Error::Rebuild(e));
+                self.clone()
+            }
+        }
     }
 
     /// A client for a (re)started watch on the node: no per-call deadline,

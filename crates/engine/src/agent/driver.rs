@@ -146,6 +146,14 @@ impl Agent {
         self
     }
 
+    /// An agent whose lease renewals take `phase` (in `[0, 1)`) of a
+    /// period as their phase after the first renewal, instead of a random
+    /// draw: a fleet in one process spreads its renewals evenly.
+    pub fn with_lease_phase(mut self, phase: f64) -> Self {
+        self.state.set_lease_phase(phase);
+        self
+    }
+
     /// An agent whose passes take a permit of `permits` each: the agents
     /// of a simulated fleet share one engine, whose instance pool and
     /// cores a burst of passes (a start, a rollout) would overrun.
@@ -380,6 +388,14 @@ impl Agent {
                     self.inflight
                         .spawn(async move { Input::Answer(answer(&client, call).await) });
                 }
+                Action::Probe {
+                    call,
+                    connect_within,
+                } => {
+                    let client = self.client.probe(connect_within);
+                    self.inflight
+                        .spawn(async move { Input::Answer(answer(&client, call).await) });
+                }
                 Action::RunPass {
                     for_loop,
                     base,
@@ -395,13 +411,10 @@ impl Agent {
                     });
                 }
                 Action::ResetConnections => match self.client.reset_connections() {
-                    Ok(true) => {
-                        tracing::info!(
-                            node = self.client.name(),
-                            "closed every API connection after a failed heartbeat; the next try dials anew"
-                        );
-                        self.restart_watch.notify_one();
-                    }
+                    Ok(true) => tracing::info!(
+                        node = self.client.name(),
+                        "closed every API connection after a failed heartbeat; the next try dials anew"
+                    ),
                     Ok(false) => {}
                     Err(e) => tracing::warn!("{e}"),
                 },

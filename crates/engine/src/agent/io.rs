@@ -64,6 +64,27 @@ pub enum Answer {
     Pass(Loop, std::result::Result<(Value, PassReport), String>),
 }
 
+impl Answer {
+    /// Whether this answer shows a server that serves (a success, or an
+    /// error about the object itself: [`super::reach::serving`]); `None`
+    /// for a pass of the setters.
+    pub fn serving(&self) -> Option<bool> {
+        fn of<T>(r: &client::Result<T>) -> bool {
+            r.as_ref()
+                .err()
+                .is_none_or(|e| super::reach::serving(e.class()))
+        }
+        Some(match self {
+            Self::Node(_, r) => of(r),
+            Self::Created(r) | Self::Patched(_, r) => of(r),
+            Self::Lease(r) => of(r),
+            Self::LeaseWritten(r) => of(r),
+            Self::Version(r) => of(r),
+            Self::Pass(..) => return None,
+        })
+    }
+}
+
 /// What the watch of the node saw.
 #[derive(Debug, Clone)]
 pub enum WatchEvent {
@@ -78,7 +99,10 @@ pub enum WatchEvent {
     Listed,
     /// The node was deleted.
     Deleted,
-    /// The watch failed; it restarts from a fresh list.
+    /// The watch resumed from its last resourceVersion (no list): every
+    /// change since comes next.
+    Resumed,
+    /// The watch failed; it waits to be resumed ([`Action::RestartWatch`]).
     Failed,
 }
 
@@ -147,6 +171,15 @@ pub enum Observation {
 pub enum Action {
     /// Make an API call; its answer comes back as [`Input::Answer`].
     Call(Call),
+    /// Make an API call as a probe of a server that did not answer, on a
+    /// new connection that must be made within `connect_within`
+    /// ([`super::reach`]); its answer comes back as [`Input::Answer`].
+    Probe {
+        /// The call.
+        call: Call,
+        /// The connect timeout (TCP and TLS).
+        connect_within: std::time::Duration,
+    },
     /// Run the setters over `base` on a copy; the new node comes back as
     /// [`Answer::Pass`].
     RunPass {
@@ -162,10 +195,11 @@ pub enum Action {
     /// Record an event about the node (in the background, never waited
     /// for).
     RecordEvent(Box<Event>),
-    /// Drop every pooled connection (`closeAllConns`) and restart the watch
-    /// on new ones.
+    /// Drop every pooled connection of the calls (`closeAllConns`).
     ResetConnections,
-    /// Restart the watch of the node from a fresh list.
+    /// Resume the watch of the node on a new connection, from its last
+    /// resourceVersion (from a fresh list when it has none, or the server
+    /// no longer has it).
     RestartWatch,
     /// Count something.
     Observe(Observation),

@@ -10,8 +10,13 @@
 //! tries all fail backs off from 200 ms doubling to 7 s. The lease's owner
 //! reference to the Node is set once the node's uid is known, and
 //! `leaseDurationSeconds` is written on every renewal.
-
-use std::time::Duration;
+//!
+//! Two departures from the kubelet, both so that a fleet does not renew
+//! as a herd: the second renewal after a start comes a random part of one
+//! period later than the kubelet's (agents started together, by a
+//! DaemonSet rollout, a power cut or `simulate`, renew spread over the
+//! period from then on, whatever their start times); and while the server
+//! does not answer, a renewal is one probe ([`super::reach`]).
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
@@ -43,6 +48,11 @@ pub struct LeaseLoop {
     next_at: Option<Instant>,
     attempt: usize,
     op: Op,
+    /// Whether the renewals have had their random phase (after the first
+    /// one of a start).
+    phased: bool,
+    /// The first phase, given instead of a draw.
+    phase: Option<f64>,
 }
 
 impl LeaseLoop {
@@ -54,6 +64,8 @@ impl LeaseLoop {
             next_at: None,
             attempt: 0,
             op: Op::Idle,
+            phased: false,
+            phase: None,
         }
     }
 
@@ -69,6 +81,18 @@ impl LeaseLoop {
     /// renewal GETs it first).
     pub fn set_cache(&mut self, lease: Option<Lease>) {
         self.cache = lease;
+    }
+
+    /// The next successful renewal is followed by a random phase, as the
+    /// first of a start is: after an outage, the probes that a restarting
+    /// server held and served together do not renew together from then on.
+    pub fn rephase(&mut self) {
+        self.phased = false;
+    }
+
+    /// The first phase, in `[0, 1)` of a period, instead of a random draw.
+    pub fn set_phase(&mut self, phase: f64) {
+        self.phase = Some(phase.clamp(0.0, 1.0));
     }
 
     /// When the next renewal is due (`None` before the start and while one
@@ -101,15 +125,26 @@ fn try_lease(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
         Some(base) => update(s, base, ctx, out),
         None => {
             s.lease.op = Op::Getting;
-            out.push(Action::Call(Call::GetLease));
+            out.push(call(s, Call::GetLease));
         }
+    }
+}
+
+/// `c` as an action: a call, or a probe while the server does not answer.
+fn call(s: &State, c: Call) -> Action {
+    match s.reach.probe_connect(client::call_deadline(&s.cfg)) {
+        Some(connect_within) => Action::Probe {
+            call: c,
+            connect_within,
+        },
+        None => Action::Call(c),
     }
 }
 
 fn update(s: &mut State, base: Lease, ctx: &Ctx, out: &mut Vec<Action>) {
     let lease = new_lease(s, Some(base.clone()), ctx);
     s.lease.op = Op::Updating(Box::new(base));
-    out.push(Action::Call(Call::UpdateLease(lease)));
+    out.push(call(s, Call::UpdateLease(lease)));
 }
 
 /// An answer to the current try.
@@ -127,7 +162,7 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
             Ok(None) => {
                 let lease = new_lease(s, None, ctx);
                 s.lease.op = Op::Creating;
-                out.push(Action::Call(Call::CreateLease(lease)));
+                out.push(call(s, Call::CreateLease(lease)));
             }
             Err(e) => try_failed(s, e.into(), ctx, out),
         },
@@ -163,8 +198,16 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
 
 fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
     let attempt = s.lease.attempt;
+    // A probe of a server that does not serve is one try.
+    if s.reach.is_down()
+        && let Error::Api(c) = &e
+        && !super::reach::serving(c.class())
+    {
+        s.reach.probe_failed(c.class());
+        return done(s, Err(Error::LeaseRetriesExceeded(Box::new(e))), ctx, out);
+    }
     if decide::reset_after_failure(attempt) && !is_conflict(&e) {
-        out.push(Action::ResetConnections);
+        s.reset_connections(ctx, out);
     }
     // Without the node, no try can create the lease.
     let stop = matches!(e, Error::LeaseWaitsForNode(_));
@@ -180,17 +223,27 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
 /// backoff's next step.
 fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Action>) {
     out.push(Action::Observe(Observation::LeaseResult(result.is_ok())));
+    let interval = s.lease_period();
     let delay = match &result {
         Ok(()) => {
             s.last_lease_ok = Some(ctx.now);
             s.recovered("lease", ctx);
             s.lease.backoff.reset();
-            let interval = Duration::from_secs_f64(s.cfg.node_lease_duration_seconds as f64 * 0.25);
-            decide::jitter(interval, JITTER, ctx.rng.unit())
+            let mut d = decide::jitter(interval, JITTER, ctx.rng.unit());
+            if !std::mem::replace(&mut s.lease.phased, true) {
+                let u = s.lease.phase.take().unwrap_or_else(|| ctx.rng.unit());
+                d += interval.mul_f64(u);
+            }
+            d
         }
         Err(e) => {
             s.failed("lease", e, ctx, out);
-            let d = s.lease.backoff.next_delay();
+            s.unanswered(e, ctx);
+            let d = if s.reach.is_down() {
+                super::reach::probe_delay(interval, ctx.rng.unit())
+            } else {
+                s.lease.backoff.next_delay()
+            };
             tracing::warn!(retry_in = ?d, "unable to renew the node lease: {e}");
             d
         }

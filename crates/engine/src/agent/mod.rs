@@ -39,6 +39,7 @@ mod handle;
 mod health;
 mod io;
 pub mod lease;
+pub mod reach;
 pub mod register;
 mod state;
 pub mod sync;

@@ -30,8 +30,10 @@ use super::decide::{self, Random};
 pub use super::health::{Failing, Snapshot};
 pub use super::io::{Action, Answer, Call, Input, Loop, Observation, WatchEvent};
 use super::lease::LeaseLoop;
+use super::reach::Reach;
 use super::register::Register;
 use super::sync::Sync;
+use super::watch::WatchLoop;
 use super::{Error, FAILURES_BEFORE_NOT_READY, NodeProblem};
 use crate::config::Config;
 use crate::pipeline::{PassOptions, PassReport, SetterError};
@@ -74,7 +76,7 @@ pub struct Live {
     /// When the watch last (re)started.
     pub watch_started: Instant,
     /// Whether the running list has seen the node.
-    listed: bool,
+    pub(super) listed: bool,
 }
 
 /// The whole state of one node's agent.
@@ -111,6 +113,9 @@ pub struct State {
     pub(super) register: Register,
     pub(super) sync: Sync,
     pub(super) lease: LeaseLoop,
+    pub(super) watch: WatchLoop,
+    /// Whether the server answers, and what waits for it.
+    pub(super) reach: Reach,
 }
 
 impl State {
@@ -142,6 +147,8 @@ impl State {
             register: Register::new(now),
             sync: Sync::new(&cfg, now),
             lease: LeaseLoop::new(),
+            watch: WatchLoop::new(),
+            reach: Reach::default(),
             cfg,
         }
     }
@@ -184,11 +191,95 @@ impl State {
                 .into_iter()
                 .flatten()
                 .min(),
-            Phase::Running => [self.sync.next_at(), self.lease_timer()]
-                .into_iter()
-                .flatten()
-                .min(),
+            Phase::Running => [
+                self.sync.next_at().filter(|_| !self.reach.holding()),
+                self.lease_timer(),
+                self.watch.retry_at(),
+                self.reach.resume_at(),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
         }
+    }
+
+    /// The phase of the lease renewals after the first one, in `[0, 1)` of
+    /// a period, instead of a random draw.
+    pub fn set_lease_phase(&mut self, phase: f64) {
+        self.lease.set_phase(phase);
+    }
+
+    /// Whether the server is found down (only the lease probes it).
+    pub fn server_down(&self) -> bool {
+        self.reach.is_down()
+    }
+
+    /// The server served a call: when it was down, it is back, and the
+    /// status sync and the watch resume 30 % to 130 % of a lease period
+    /// later ([`super::reach`]).
+    fn served(&mut self, ctx: &Ctx) {
+        let resume_at = ctx.now + super::reach::resume_delay(self.lease_period(), ctx.rng.unit());
+        if let Some(down) = self.reach.answered(ctx.now, resume_at) {
+            self.lease.rephase();
+            tracing::info!(
+                node = self.cfg.node_name,
+                after = ?down,
+                resume_in = ?resume_at - ctx.now,
+                "the API server answers again; the status sync and the watch resume spread over the lease period after the next"
+            );
+        }
+    }
+
+    /// A whole renewal or status pass failed with `e`: when no answer
+    /// came, the server is down, and only the lease probes it until it
+    /// answers. Not while registering, and not without a lease loop (in
+    /// companion mode the status sync is the only loop, and keeps trying).
+    pub(super) fn unanswered(&mut self, e: &Error, ctx: &Ctx) {
+        if self.phase != Phase::Running || self.cfg.companion {
+            return;
+        }
+        let class = match e {
+            Error::RetriesExceeded(inner) | Error::LeaseRetriesExceeded(inner) => inner,
+            other => other,
+        };
+        let Error::Api(c) = class else { return };
+        if self.reach.failed(c.class(), ctx.now) {
+            tracing::warn!(
+                node = self.cfg.node_name,
+                "the API server does not answer: the status sync and the watch wait, and the lease probes it until it answers"
+            );
+        }
+    }
+
+    /// Drops every pooled connection after a failed try (the kubelet's
+    /// `closeAllConns`), the watch's too: a running watch resumes on a new
+    /// one.
+    pub(super) fn reset_connections(&mut self, ctx: &Ctx, out: &mut Vec<Action>) {
+        out.push(Action::ResetConnections);
+        if !self.watch.failed() && !self.reach.holding() {
+            super::watch::resume(self, ctx, out);
+        }
+    }
+
+    /// The lease's renewal period: a quarter of its duration.
+    pub(super) fn lease_period(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.cfg.node_lease_duration_seconds as f64 * 0.25)
+    }
+
+    /// Time passed while the status sync was held: at the resume time, the
+    /// failed watch resumes, and the held pass runs a second later (after
+    /// the watch, so that it can start from the watch's copy).
+    fn resume_due(&mut self, ctx: &Ctx, out: &mut Vec<Action>) {
+        if self.reach.resume_at().is_none_or(|t| ctx.now < t) {
+            return;
+        }
+        self.reach.resumed();
+        let mut pass_at = ctx.now;
+        if self.watch.failed() {
+            super::watch::resume(self, ctx, out);
+            pass_at += std::time::Duration::from_secs(1);
+        }
+        self.sync.resume(pass_at);
     }
 
     fn lease_timer(&self) -> Option<Instant> {
@@ -200,6 +291,10 @@ impl State {
         let mut out = Vec::new();
         match input {
             Input::Tick => {
+                if self.phase == Phase::Running {
+                    self.resume_due(ctx, &mut out);
+                    super::watch::tick(self, ctx, &mut out);
+                }
                 match self.phase {
                     Phase::Registering => super::register::tick(self, ctx, &mut out),
                     Phase::Running => super::sync::tick(self, ctx, &mut out),
@@ -222,57 +317,34 @@ impl State {
                 self.sync.set_config(&cfg);
                 self.cfg = cfg;
             }
-            Input::Watch(e) => self.watched(e, ctx, &mut out),
+            Input::Watch(e) => super::watch::event(self, e, ctx, &mut out),
             Input::Event {
                 event_type,
                 reason,
                 message,
                 plugin,
             } => out.push(self.event(ctx, event_type, &reason, &message, plugin.as_deref())),
-            Input::Answer(a) => match a {
-                Answer::Lease(_) | Answer::LeaseWritten(_) => {
-                    super::lease::answer(self, a, ctx, &mut out)
+            Input::Answer(a) => {
+                if a.serving() == Some(true) {
+                    self.served(ctx);
                 }
-                Answer::Created(_)
-                | Answer::Version(_)
-                | Answer::Node(Loop::Register, _)
-                | Answer::Patched(Loop::Register, _)
-                | Answer::Pass(Loop::Register, _) => {
-                    super::register::answer(self, a, ctx, &mut out)
-                }
-                Answer::Node(Loop::Sync, _)
-                | Answer::Patched(Loop::Sync, _)
-                | Answer::Pass(Loop::Sync, _) => super::sync::answer(self, a, ctx, &mut out),
-            },
+                self.answer(a, ctx, &mut out)
+            }
         }
         out
     }
 
-    fn watched(&mut self, e: WatchEvent, ctx: &Ctx, out: &mut Vec<Action>) {
-        match e {
-            WatchEvent::Restarted => {
-                self.live.stale = true;
-                self.live.watch_started = ctx.now;
-            }
-            WatchEvent::Listing => self.live.listed = false,
-            WatchEvent::Applied(node, from_list) => {
-                self.live.listed |= from_list;
-                self.offer(node, out);
-            }
-            WatchEvent::Listed => {
-                if !self.live.listed {
-                    self.forget_node(out);
-                }
-                self.live.stale = false;
-            }
-            WatchEvent::Deleted => self.forget_node(out),
-            WatchEvent::Failed => {
-                self.live.stale = true;
-                out.push(Action::Observe(Observation::LoopError(
-                    "watch",
-                    "transport",
-                )));
-            }
+    fn answer(&mut self, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
+        match a {
+            Answer::Lease(_) | Answer::LeaseWritten(_) => super::lease::answer(self, a, ctx, out),
+            Answer::Created(_)
+            | Answer::Version(_)
+            | Answer::Node(Loop::Register, _)
+            | Answer::Patched(Loop::Register, _)
+            | Answer::Pass(Loop::Register, _) => super::register::answer(self, a, ctx, out),
+            Answer::Node(Loop::Sync, _)
+            | Answer::Patched(Loop::Sync, _)
+            | Answer::Pass(Loop::Sync, _) => super::sync::answer(self, a, ctx, out),
         }
     }
 

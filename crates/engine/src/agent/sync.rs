@@ -116,11 +116,22 @@ impl Sync {
     pub fn next_report(&self) -> Option<Instant> {
         self.report.next_due()
     }
+
+    /// The held loops resume ([`super::reach`]): the pass that was due
+    /// while the server did not answer runs at `at`.
+    pub fn resume(&mut self, at: Instant) {
+        if let Some(next) = &mut self.next_at {
+            *next = (*next).max(at);
+        }
+    }
 }
 
 /// A pass is due: start it.
 pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if s.phase != Phase::Running || s.sync.next_at().is_none_or(|t| ctx.now < t) {
+    if s.phase != Phase::Running
+        || s.reach.holding()
+        || s.sync.next_at().is_none_or(|t| ctx.now < t)
+    {
         return;
     }
     let kind = s.sync.clock.kind(ctx.now);
@@ -168,12 +179,12 @@ fn begin(s: &mut State, kind: PassKind, for_shutdown: bool, ctx: &Ctx, out: &mut
 /// start it again.
 fn heal_watch(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
     let since = ctx.now.saturating_duration_since(s.live.watch_started);
-    if s.live.stale && since > s.cfg.node_status_update_frequency * 2 {
+    if s.live.stale && !s.watch.failed() && since > s.cfg.node_status_update_frequency * 2 {
         tracing::info!(
             node = s.cfg.node_name,
             "the watch of the node has not listed it since {since:?}: restarting it",
         );
-        out.push(Action::RestartWatch);
+        super::watch::resume(s, ctx, out);
     }
 }
 
@@ -294,17 +305,27 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
         attempt,
         "error updating node status, will retry: {e}"
     );
-    if decide::reset_after_failure(attempt) {
-        out.push(Action::ResetConnections);
-    }
+    let reset = decide::reset_after_failure(attempt);
     pass.last_error = Some(e);
+    if reset {
+        s.reset_connections(ctx, out);
+    }
+    // While the server does not answer, the other tries would not be
+    // answered either: the pass ends ([`super::reach`]).
+    let probing = s.reach.is_down()
+        && pass_error_unanswered(s.sync.pass.as_ref().and_then(|p| p.last_error.as_ref()));
+    let pass = s.sync.pass.as_mut().expect("a pass runs");
     pass.attempt += 1;
-    if pass.attempt < NODE_STATUS_UPDATE_RETRY {
+    if pass.attempt < NODE_STATUS_UPDATE_RETRY && !probing {
         try_next(s, out);
     } else {
         let last = pass.last_error.take().expect("set above");
         finish(s, Err(Error::RetriesExceeded(Box::new(last))), ctx, out);
     }
+}
+
+fn pass_error_unanswered(e: Option<&Error>) -> bool {
+    matches!(e, Some(Error::Api(c)) if super::reach::unanswered(c.class()))
 }
 
 /// The pass ended: count its failures (per pass, not per try), record its
@@ -329,7 +350,10 @@ fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mu
             s.last_sync_ok = Some(ctx.now);
             s.recovered("sync", ctx);
         }
-        Err(e) => s.failed("sync", e, ctx, out),
+        Err(e) => {
+            s.failed("sync", e, ctx, out);
+            s.unanswered(e, ctx);
+        }
     }
     if pass.kind == PassKind::Fast && result.is_err() {
         // The kubelet's fast update ends on a failed patch; the regular

@@ -44,14 +44,17 @@ fn a_missing_lease_is_created_owned_by_the_node() {
 }
 
 /// Renewed every quarter of the duration with 4 % jitter (here +2 %), by
-/// an optimistic update of the cached lease: no GET.
+/// an optimistic update of the cached lease: no GET. The second renewal of
+/// a start comes a random part of a period later (`agent/lease.rs`).
 #[test]
 fn the_lease_is_renewed_every_quarter_of_its_duration_from_the_cache() {
     let mut sim = leased("nodeLeaseDurationSeconds: 40\nnodeStatusUpdateFrequency: 5m\n");
-    for _ in 0..3 {
+    // The second renewal of a start has its random phase: here half a
+    // period more.
+    for expected in [15_200, 10_200, 10_200] {
         let start = sim.now;
         let a = sim.advance_to_next();
-        assert_eq!((sim.now - start).as_millis(), 10_200);
+        assert_eq!((sim.now - start).as_millis(), expected);
         let l = written(&a);
         assert!(
             matches!(call(&a), Some(Call::UpdateLease(_))),
@@ -81,7 +84,8 @@ fn a_conflict_leads_to_a_get_and_another_try() {
 /// Five failed tries make one failed renewal ("failed 5 attempts to update
 /// lease"); the connections are dropped after each failed try past the
 /// first; failed renewals back off from 200 ms doubling to 7 s, and a
-/// success resets the backoff.
+/// success resets the backoff. (The server answers with errors here; one
+/// that does not answer is `agent/reach.rs`'s rule.)
 #[test]
 fn failed_renewals_back_off_from_200ms_to_7s() {
     let mut sim = leased("nodeStatusUpdateFrequency: 5m\n");
@@ -90,7 +94,7 @@ fn failed_renewals_back_off_from_200ms_to_7s() {
     for _ in 0..7 {
         let mut a = Vec::new();
         for attempt in 0..5 {
-            a = sim.answer(Answer::LeaseWritten(Err(timeout())));
+            a = sim.answer(Answer::LeaseWritten(Err(api(500))));
             assert_eq!(resets(&a), attempt >= 1, "try {attempt}");
         }
         let err = lease_done(&a).unwrap().unwrap_err();
@@ -107,10 +111,10 @@ fn failed_renewals_back_off_from_200ms_to_7s() {
     let a = sim.answer(Answer::LeaseWritten(Ok(l)));
     assert_eq!(lease_done(&a), Some(Ok(())));
     sim.advance_to_next();
-    let a = sim.answer(Answer::LeaseWritten(Err(timeout())));
+    let a = sim.answer(Answer::LeaseWritten(Err(api(500))));
     let mut a = a;
     for _ in 1..5 {
-        a = sim.answer(Answer::LeaseWritten(Err(timeout())));
+        a = sim.answer(Answer::LeaseWritten(Err(api(500))));
     }
     assert!(lease_done(&a).unwrap().is_err());
     let start = sim.now;
@@ -153,5 +157,24 @@ fn companion_mode_holds_no_lease() {
                 .any(|a| matches!(a, Action::Call(Call::GetLease | Call::UpdateLease(_)))),
             "{a:?}"
         );
+    }
+}
+
+/// A phase given (`simulate`'s node i: the i-th of the golden-ratio
+/// sequence) replaces the draw of the second renewal's phase, once.
+#[test]
+fn a_given_phase_replaces_the_draw_once() {
+    let mut sim = Sim::registered("nodeLeaseDurationSeconds: 40\nnodeStatusUpdateFrequency: 5m\n");
+    sim.state.set_lease_phase(0.25);
+    let a = sim.tick();
+    assert!(matches!(call(&a), Some(Call::GetLease)));
+    let a = sim.answer(Answer::Lease(Ok(Some(lease("1")))));
+    let a = sim.answer(Answer::LeaseWritten(Ok(written(&a))));
+    assert_eq!(lease_done(&a), Some(Ok(())));
+    for expected in [12_700, 10_200] {
+        let start = sim.now;
+        let a = sim.advance_to_next();
+        assert_eq!((sim.now - start).as_millis(), expected);
+        sim.answer(Answer::LeaseWritten(Ok(written(&a))));
     }
 }

@@ -10,6 +10,7 @@
 mod fleet;
 mod health;
 mod lease;
+mod reach;
 mod register;
 mod sync;
 

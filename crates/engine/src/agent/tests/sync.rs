@@ -81,9 +81,18 @@ fn a_pass_is_five_tries_the_first_from_the_live_node_the_others_from_a_get() {
 fn a_stale_live_copy_is_not_used_by_try_0() {
     let mut sim = steady("");
     sim.step(Input::Watch(WatchEvent::Failed));
+    // The failed watch is resumed after its backoff (500 ms, stretched by
+    // the draw: 750 ms), before the pass.
+    let start = sim.now;
+    let a = sim.advance_to_next();
+    assert_eq!((sim.now - start).as_millis(), 750);
+    assert!(a.iter().any(|a| matches!(a, Action::RestartWatch)), "{a:?}");
     let a = sim.advance_to_next();
     assert!(matches!(call(&a), Some(Call::GetNode(Loop::Sync))), "{a:?}");
     assert!(pass_base(&a).is_none());
+    // Resumed: trusted again.
+    sim.step(Input::Watch(WatchEvent::Resumed));
+    assert!(!sim.state.live().stale);
 }
 
 /// Decide from the live node: a change written by someone else (the node
@@ -215,11 +224,13 @@ fn a_failed_fast_pass_ends_the_fast_update() {
         set_condition(&base, "Ready", "True"),
         PassReport::default(),
     ));
+    // Answered errors: a server that does not answer is another rule
+    // (`agent/reach.rs`).
     for _ in 0..5 {
         if let Some(Call::GetNode(_)) = call(&a) {
-            a = sim.answer(Answer::Node(Loop::Sync, Err(timeout())));
+            a = sim.answer(Answer::Node(Loop::Sync, Err(api(503))));
         } else {
-            a = sim.answer(Answer::Patched(Loop::Sync, Err(timeout())));
+            a = sim.answer(Answer::Patched(Loop::Sync, Err(api(503))));
         }
     }
     assert!(sync_done(&a).unwrap().is_err());
@@ -440,10 +451,15 @@ fn a_stuck_watch_is_restarted_after_two_periods() {
     sim.step(Input::Watch(WatchEvent::Restarted));
     let a = sync_through(&mut sim, heartbeat);
     assert!(!a.iter().any(|a| matches!(a, Action::RestartWatch)));
-    sync_through(&mut sim, heartbeat);
     let a = sync_through(&mut sim, heartbeat);
     assert!(sim.now - t > secs(20.0));
     assert!(a.iter().any(|a| matches!(a, Action::RestartWatch)), "{a:?}");
+    // Resumed now: not again before two more periods.
+    let a = sync_through(&mut sim, heartbeat);
+    assert!(
+        !a.iter().any(|a| matches!(a, Action::RestartWatch)),
+        "{a:?}"
+    );
 }
 
 /// A live config change: the new period from the next pass.
