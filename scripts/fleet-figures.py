@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""The fleet table and plots of docs/benchmarks.md from scripts/fleet-bench.sh.
+"""The fleet tables and plots of docs/benchmarks.md from scripts/fleet-bench.sh.
 
-Reads <dir>/<N>/result.json (the phases and the 5 s samples of the test
-fleet::bench) and <dir>/<N>/audit.log (every request of the simulator, its
-writes with their bodies), and prints, per N and phase:
+Reads <dir>/<engine>-<N>/result.json (the phases and the 5 s samples of the
+tests fleet::bench, engine nodestatus, and fleet_peer::bench_kwok, engine
+kwok) and the audit.log beside it (every request of the engine's user, its
+writes of nodes and leases with their bodies), and prints, per N, both
+engines side by side:
 
-- requests a second by verb and resource, and bytes a second of the write
-  bodies (the JSON the audit log holds: the object or patch the engine sent);
-- the lease updates and status patches against the kubelet's model (a lease
-  every 10 s, a status patch every 5 min on an idle node);
-- the outage: peak requests a second after the recovery, and the time until
-  every node's lease was renewed;
-- the engine's CPU seconds per node per minute and RSS per node;
-- the most nodes seen not Ready at once (the node lifecycle controller).
+- requests a second by phase, verb and resource, and bytes a second of the
+  write bodies (the JSON the audit log holds: the object or patch sent);
+- then ONE table, a row per engine and phase: the lease updates and status
+  patches against the kubelet's model (a lease every 10 s, a status patch
+  every 5 min on an idle node), all requests and bytes a second, the peak
+  in one second, the longest time a node's lease went unrenewed, the time
+  until every lease was renewed after the outage (recovery rows), the
+  engine's CPU seconds per node-minute and RSS per node (its one process;
+  for kwok, the kwok process, a rollout's replaced one counted in CPU), and
+  the most nodes the node lifecycle controller had not Ready at once;
+- the outage's recovery: every lease fresh within, and the peak against the
+  idle rate.
 
-Writes docs/fleet-<N>-rate.png: requests a second over the run, by resource,
-with the phases marked.
+Writes DOCS/fleet-<N>-rate.png (nodestatus) and DOCS/fleet-kwok-<N>-rate.png:
+requests a second over the run, by resource, with the phases marked.
 
     scripts/fleet-figures.py DIR DOCS N...
 """
@@ -26,25 +32,35 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
-USER = "nodestatus-simulator"
+ENGINES = ["nodestatus", "kwok"]
+# The user of each engine's requests, when result.json does not say.
+USERS = {"nodestatus": "nodestatus-simulator", "kwok": "kwok-controller"}
+PHASES = ["start", "idle", "flapping", "rollout", "outage", "recovery"]
+STEADY = ["idle", "flapping", "rollout", "recovery"]
 
 
 def ts(s: str) -> float:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def audit(path: Path):
-    out = []
+def audit(path: Path, user: str):
+    """The requests of `user`, each once (a watch has two entries: when its
+    response started, and when it completed)."""
+    out, seen = [], set()
     with open(path) as f:
         for line in f:
             try:
                 e = json.loads(line)
             except ValueError:
                 continue
-            if e.get("user", {}).get("username") != USER:
+            if e.get("user", {}).get("username") != user:
                 continue
+            if e.get("auditID") in seen:
+                continue
+            seen.add(e.get("auditID"))
             o = e.get("objectRef", {})
-            res = o.get("resource", "?")
+            # A request of no resource (GET /version) by its path.
+            res = o.get("resource") or e.get("requestURI", "?").split("?")[0]
             if o.get("subresource"):
                 res += "/" + o["subresource"]
             body = e.get("requestObject")
@@ -56,6 +72,7 @@ def audit(path: Path):
                 "code": e.get("responseStatus", {}).get("code", 0),
                 "bytes": len(json.dumps(body, separators=(",", ":"))) if body is not None else 0,
             })
+    out.sort(key=lambda r: r["at"])
     return out
 
 
@@ -85,79 +102,146 @@ def cpu_per_node_minute(samples, p, n):
     return (s[-1]["cpu_seconds"] - s[0]["cpu_seconds"]) / (s[-1]["at"] - s[0]["at"]) * 60 / n
 
 
+def renewals(reqs):
+    """Per lease, the times of its successful updates and creations."""
+    by = defaultdict(list)
+    for r in reqs:
+        if r["res"] == "leases" and r["verb"] in ("update", "create", "patch") and 0 < r["code"] < 300:
+            by[r["name"]].append(r["at"])
+    return by
+
+
+def longest_gap(leases, p):
+    """The longest a lease went unrenewed in the phase: between two
+    renewals, the later one in the phase (the earlier may be before it), or
+    from the last one to the phase's end."""
+    worst = 0.0
+    for times in leases.values():
+        before = [t for t in times if t < p["from"]]
+        last = before[-1] if before else None
+        for t in (t for t in times if p["from"] <= t < p["to"]):
+            if last is not None:
+                worst = max(worst, t - last)
+            last = t
+        if last is not None:
+            worst = max(worst, p["to"] - last)
+    return worst
+
+
+def load(root: Path, engine: str, n: int):
+    path = root / f"{engine}-{n}" / "result.json"
+    if not path.exists():
+        return None
+    res = json.loads(path.read_text())
+    res.setdefault("engine", engine)
+    user = res.get("user") or USERS[engine]
+    res["reqs"] = audit(Path(res["audit_log"]), user)
+    res["by_phase"] = {p["name"]: p for p in res["phases"]}
+    return res
+
+
+def summarize(res):
+    n, reqs, phases, samples = res["nodes"], res["reqs"], res["by_phase"], res["samples"]
+    leases = renewals(reqs)
+    row = {"n": n, "engine": res["engine"]}
+    for name in STEADY:
+        if name not in phases:
+            continue
+        p = phases[name]
+        span, inside, rows = phase_rows(reqs, p)
+        lease = rows.get(("update", "leases"), (0, 0))[0]
+        status = sum(v[0] for (verb, r), v in rows.items() if r == "nodes/status" and verb in ("patch", "update"))
+        s = samples_in(samples, p)
+        not_ready = max((x["not_ready"] for x in s if x["not_ready"] is not None), default=None)
+        row[name] = {
+            "lease": lease, "lease_ratio": lease / (n / 10), "status": status,
+            "total": sum(r for r, _ in rows.values()), "bytes": sum(b for _, b in rows.values()),
+            "peak": peak(inside, p["from"], p["to"]),
+            "gap": longest_gap(leases, p),
+            "cpu": cpu_per_node_minute(samples, p, n),
+            "rss": (s[-1]["rss_bytes"] / n) if s else None,
+            "not_ready": not_ready,
+        }
+    if "recovery" in phases:
+        up = phases["recovery"]["from"]
+        first = {}
+        for r in reqs:
+            if r["at"] >= up and r["res"] == "leases" and r["verb"] in ("update", "create", "patch") and 0 < r["code"] < 300:
+                first.setdefault(r["name"], r["at"])
+        row["fresh_after"] = (max(first.values()) - up) if len(first) >= n else None
+        row["fresh_nodes"] = len(first)
+        row["recovery_peak"] = peak(reqs, up, up + 60)
+        row["recovery_peak_5s"] = peak(reqs, up, up + 60, 5.0)
+    return row
+
+
 def main():
     root, docs, sizes = Path(sys.argv[1]), Path(sys.argv[2]), [int(n) for n in sys.argv[3:]]
     summary = []
     for n in sizes:
-        res_path = root / str(n) / "result.json"
-        if not res_path.exists():
-            print(f"## N = {n}: not run (no {res_path})\n")
+        runs = [r for r in (load(root, e, n) for e in ENGINES) if r is not None]
+        missing = [e for e in ENGINES if e not in {r["engine"] for r in runs}]
+        if not runs:
+            print(f"## N = {n}: not run (no {root}/<engine>-{n}/result.json)\n")
             continue
-        res = json.loads(res_path.read_text())
-        reqs = audit(Path(res["audit_log"]))
-        phases = {p["name"]: p for p in res["phases"]}
-        samples = res["samples"]
-        print(f"## N = {n} ({res['cpus']} CPUs; load at the end {res['loadavg']})\n")
-        print("| phase | seconds | verb | resource | requests/s | bytes/s |")
-        print("|---|---|---|---|---|---|")
-        for name in ["start", "idle", "flapping", "rollout", "outage", "recovery"]:
-            if name not in phases:
-                continue
-            span, _, rows = phase_rows(reqs, phases[name])
-            for (verb, resname), (rate, bps) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
-                print(f"| {name} | {span:.0f} | {verb} | {resname} | {rate:.2f} | {bps:.0f} |")
+        print(f"## N = {n}\n")
+        for r in runs:
+            how = r.get("how", {})
+            print(f"- {r['engine']}: {r['cpus']} CPUs, load at the end {r['loadavg']}; "
+                  f"flapping: {how.get('flapping', '?')}; rollout: {how.get('rollout', '?')}")
+        for e in missing:
+            print(f"- {e}: not run")
         print()
-        model_lease = n / 10
-        row = {"n": n}
-        for name in ["idle", "flapping", "rollout", "recovery"]:
-            if name not in phases:
-                continue
-            span, inside, rows = phase_rows(reqs, phases[name])
-            lease = rows.get(("update", "leases"), (0, 0))[0]
-            status = rows.get(("patch", "nodes/status"), (0, 0))[0]
-            total = sum(r for r, _ in rows.values())
-            s = samples_in(samples, phases[name])
-            not_ready = max((x["not_ready"] for x in s if x["not_ready"] is not None), default=None)
-            row[name] = {
-                "lease": lease, "lease_ratio": lease / model_lease, "status": status,
-                "total": total, "peak": peak(inside, phases[name]["from"], phases[name]["to"]),
-                "cpu": cpu_per_node_minute(samples, phases[name], n),
-                "rss": (s[-1]["rss_bytes"] / n) if s else None,
-                "not_ready": not_ready,
-            }
-        if "recovery" in phases:
-            up = phases["recovery"]["from"]
-            first = {}
-            for r in reqs:
-                if r["at"] >= up and r["verb"] == "update" and r["res"] == "leases" and r["code"] < 300:
-                    first.setdefault(r["name"], r["at"])
-            row["fresh_after"] = (max(first.values()) - up) if len(first) == n else None
-            row["fresh_nodes"] = len(first)
-            row["recovery_peak"] = peak(reqs, up, up + 60)
-            row["recovery_peak_5s"] = peak(reqs, up, up + 60, 5.0)
-        summary.append(row)
-        plot(reqs, res, docs / f"fleet-{n}-rate.png")
-    print("| N | phase | lease updates/s (x kubelet N/10) | status patches/s | all requests/s | peak/s | engine CPU s per node-minute | RSS per node | most NotReady |")
-    print("|---|---|---|---|---|---|---|---|---|")
+        # Requests a second by phase, verb and resource, the engines side by side.
+        per = {}
+        keys = set()
+        for r in runs:
+            for name in PHASES:
+                if name not in r["by_phase"]:
+                    continue
+                span, _, rows = phase_rows(r["reqs"], r["by_phase"][name])
+                per[(r["engine"], name)] = rows
+                keys.update((name, verb, res) for verb, res in rows)
+        engines = [r["engine"] for r in runs]
+        print("| phase | verb | resource | " + " | ".join(f"{e} requests/s | {e} bytes/s" for e in engines) + " |")
+        print("|---|---|---|" + "---|---|" * len(engines))
+        order = {p: i for i, p in enumerate(PHASES)}
+        for name, verb, res in sorted(keys, key=lambda k: (order[k[0]], k[2], k[1])):
+            cells = []
+            for e in engines:
+                rate, bps = per.get((e, name), {}).get((verb, res), (None, None))
+                cells.append("-" if rate is None else f"{rate:.2f}")
+                cells.append("-" if bps is None else f"{bps:.0f}")
+            print(f"| {name} | {verb} | {res} | " + " | ".join(cells) + " |")
+        print()
+        for r in runs:
+            summary.append(summarize(r))
+            name = "fleet" if r["engine"] == "nodestatus" else f"fleet-{r['engine']}"
+            plot(r, docs / f"{name}-{n}-rate.png")
+    print("| N | engine | phase | lease updates/s (x kubelet N/10) | status writes/s | all requests/s | bytes/s | peak/s | longest lease gap | every lease fresh after the outage | CPU s per node-minute | RSS per node | most not Ready |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in summary:
-        for name in ["idle", "flapping", "rollout", "recovery"]:
+        for name in STEADY:
             if name not in row:
                 continue
             p = row[name]
             cpu = f"{p['cpu']:.4f}" if p["cpu"] is not None else "-"
             rss = f"{p['rss'] / 1e6:.2f} MB" if p["rss"] is not None else "-"
-            print(f"| {row['n']} | {name} | {p['lease']:.2f} ({p['lease_ratio']:.3f}x) | {p['status']:.3f} | {p['total']:.2f} | {p['peak']:.0f} | {cpu} | {rss} | {p['not_ready']} |")
+            fresh = "-"
+            if name == "recovery" and "fresh_nodes" in row:
+                fresh = f"{row['fresh_after']:.1f} s" if row["fresh_after"] is not None else f"not all ({row['fresh_nodes']} of {row['n']})"
+            print(f"| {row['n']} | {row['engine']} | {name} | {p['lease']:.2f} ({p['lease_ratio']:.3f}x) | {p['status']:.3f} | {p['total']:.2f} | {p['bytes']:.0f} | {p['peak']:.0f} | {p['gap']:.1f} s | {fresh} | {cpu} | {rss} | {p['not_ready']} |")
     print()
     for row in summary:
         if "fresh_nodes" in row:
             fresh = f"{row['fresh_after']:.1f} s" if row["fresh_after"] is not None else f"not all ({row['fresh_nodes']} of {row['n']})"
             steady = row["idle"]["total"] if "idle" in row else float("nan")
-            print(f"- N = {row['n']}: after the 60 s outage every lease fresh within {fresh}; peak {row['recovery_peak']:.0f} requests/s in 1 s "
+            print(f"- N = {row['n']}, {row['engine']}: after the 60 s outage every lease fresh within {fresh}; peak {row['recovery_peak']:.0f} requests/s in 1 s "
                   f"({row['recovery_peak_5s']:.0f}/s over 5 s) against {steady:.1f}/s idle")
-    (Path(sys.argv[1]) / "summary.json").write_text(json.dumps(summary, indent=1))
+    (root / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
-def plot(reqs, res, path: Path):
+def plot(res, path: Path):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -165,6 +249,7 @@ def plot(reqs, res, path: Path):
     except ImportError:
         print(f"(matplotlib missing: no {path})", file=sys.stderr)
         return
+    reqs = res["reqs"]
     t0 = min(p["from"] for p in res["phases"])
     groups = {
         "lease update": lambda r: r["res"] == "leases" and r["verb"] == "update",
@@ -188,7 +273,8 @@ def plot(reqs, res, path: Path):
     ax.axhline(res["nodes"] / 10, color="black", linestyle=":", linewidth=0.8, label="kubelet model: N/10 lease updates/s")
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("requests / s")
-    ax.set_title(f"nodestatus simulate, {res['nodes']} nodes: apiserver requests per second (audit log)")
+    who = "nodestatus simulate" if res["engine"] == "nodestatus" else res["engine"]
+    ax.set_title(f"{who}, {res['nodes']} nodes: apiserver requests per second (audit log)")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

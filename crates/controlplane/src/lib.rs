@@ -160,8 +160,9 @@ pub struct NodeParts {
 }
 
 /// The audit policy of [`Extras::audit_log`]: the node identities' requests
-/// and the simulator's ([`SIMULATOR_USER`]; its writes of nodes and leases
-/// with their bodies, for the fleet's byte counts), nothing else.
+/// and the simulator's ([`SIMULATOR_USER`], and [`KWOK_USER`] in the same
+/// group; their writes of nodes and leases with their bodies, for the
+/// fleet's byte counts), nothing else.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -198,6 +199,16 @@ pub const SIMULATOR_USER: &str = "nodestatus-simulator";
 pub const SIMULATOR_GROUP: &str = "nodestatus:simulators";
 /// [`SIMULATOR_USER`]'s static token.
 pub const SIMULATOR_TOKEN: &str = "simulator-token";
+
+/// The identity of kwok's controller, the fleet bench's peer
+/// (`tests/all/fleet_peer.rs`): a user of its own, so that the audit log
+/// tells its requests from the simulator's, in [`SIMULATOR_GROUP`], so that
+/// the same audit policy logs them the same way. Its rights are kwok's own
+/// ClusterRole, which the bench binds to this user, and, through the group,
+/// whatever a cluster grants the simulator.
+pub const KWOK_USER: &str = "kwok-controller";
+/// [`KWOK_USER`]'s static token.
+pub const KWOK_TOKEN: &str = "kwok-token";
 
 /// Where the kube-scheduler binary is: `$NODESTATUS_SCHEDULER`, else next to
 /// [`apiserver_binary`] (built from the same source tree).
@@ -344,7 +355,7 @@ impl EmbeddedApiserver {
         }
         let admin_token = "admin-token".to_owned();
         let mut tokens = format!(
-            "{admin_token},admin,admin,\"system:masters\"\n{SIMULATOR_TOKEN},{SIMULATOR_USER},{SIMULATOR_USER},\"{SIMULATOR_GROUP}\"\n"
+            "{admin_token},admin,admin,\"system:masters\"\n{SIMULATOR_TOKEN},{SIMULATOR_USER},{SIMULATOR_USER},\"{SIMULATOR_GROUP}\"\n{KWOK_TOKEN},{KWOK_USER},{KWOK_USER},\"{SIMULATOR_GROUP}\"\n"
         );
         for n in nodes {
             tokens.push_str(&format!(
