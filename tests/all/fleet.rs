@@ -45,6 +45,7 @@ pub(crate) async fn cluster(dir: &Path) -> EmbeddedApiserver {
         Extras {
             audit_log: true,
             node_lifecycle_grace: Some(GRACE),
+            ..Default::default()
         },
     )
     .await
@@ -643,6 +644,18 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         renewed.entry(&r.name).or_insert(r.at - back);
     }
     let slowest = renewed.values().copied().fold(0.0, f64::max);
+    // The watches start again as one request each, streaming the node
+    // first: no list, no GET of a node.
+    let relists: Vec<_> = reqs
+        .iter()
+        .filter(|r| {
+            r.at >= back && r.resource == "nodes" && matches!(r.verb.as_str(), "list" | "get")
+        })
+        .collect();
+    assert!(
+        relists.is_empty(),
+        "lists or GETs of nodes after the outage: {relists:?}"
+    );
     assert_eq!(
         renewed.len(),
         n,

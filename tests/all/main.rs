@@ -31,3 +31,4 @@ mod sandbox;
 mod scaffold;
 mod second_hour;
 mod tiers;
+mod watch_list;

@@ -58,6 +58,7 @@ impl Rig {
             Extras {
                 audit_log: true,
                 node_lifecycle_grace: Some(GRACE),
+                ..Default::default()
             },
         )
         .await?;

@@ -674,6 +674,7 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         Extras {
             audit_log: true,
             node_lifecycle_grace: Some(nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE),
+            ..Default::default()
         },
         NodeParts {
             more_controllers: vec![

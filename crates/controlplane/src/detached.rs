@@ -48,6 +48,7 @@ impl EmbeddedApiserver {
             Extras {
                 audit_log: false,
                 node_lifecycle_grace: Some(grace),
+                ..Default::default()
             },
             NodeParts::default(),
         )

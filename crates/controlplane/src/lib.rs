@@ -135,6 +135,9 @@ pub struct Extras {
     /// Start kube-controller-manager with only the node lifecycle
     /// controller, with this `--node-monitor-grace-period`.
     pub node_lifecycle_grace: Option<Duration>,
+    /// kube-apiserver's `--feature-gates` (`WatchList=false`: a server
+    /// that does not stream a watch's initial events, as before 1.34).
+    pub feature_gates: Option<String>,
 }
 
 /// What a real node (a kubelet with containerd, `tests/realnode`) needs
@@ -547,6 +550,9 @@ impl EmbeddedApiserver {
         }
         if self.own_session {
             new_session(&mut cmd);
+        }
+        if let Some(gates) = &self.extras.feature_gates {
+            cmd.arg(format!("--feature-gates={gates}"));
         }
         if let Some(audit) = self.audit_log_path() {
             let policy = d.join("audit-policy.yaml");
