@@ -96,15 +96,17 @@ async fn survives_an_outage_restarts_invisibly_and_marks_not_ready_only_on_node_
         "no backoff in the log:\n{during}"
     );
     // The lease backs off from 200 ms doubling to 7 s: about 10 rounds in
-    // 30 s; the status sync makes one pass (of 5 tries) per update period
-    // (1 s), as the kubelet. A busy loop would make thousands.
+    // 30 s (its probes while the server does not answer are never sooner:
+    // agent/reach.rs). The status sync's first pass without an answer (5
+    // tries) marks the server down, and the sync holds its passes until
+    // the lease's probe is served. A busy loop would make thousands.
     assert!(
         (3..=20).contains(&lease_retries),
         "{lease_retries} lease retry rounds in 30 s:\n{during}"
     );
     assert!(
-        (5..=40).contains(&sync_retries),
-        "{sync_retries} sync passes failed in 30 s:\n{during}"
+        sync_retries <= 3,
+        "{sync_retries} sync passes failed in 30 s (held after the first):\n{during}"
     );
 
     cluster.start_apiserver().await.unwrap();

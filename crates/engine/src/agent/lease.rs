@@ -239,10 +239,12 @@ fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Actio
         Err(e) => {
             s.failed("lease", e, ctx, out);
             s.unanswered(e, ctx);
+            let backoff = s.lease.backoff.next_delay();
             let d = if s.reach.is_down() {
-                super::reach::probe_delay(interval, ctx.rng.unit())
+                // Never sooner than the kubelet's backoff would retry.
+                super::reach::probe_delay(interval, ctx.rng.unit()).max(backoff)
             } else {
-                s.lease.backoff.next_delay()
+                backoff
             };
             tracing::warn!(retry_in = ?d, "unable to renew the node lease: {e}");
             d

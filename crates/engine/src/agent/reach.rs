@@ -18,7 +18,8 @@
 //!   down: its loops keep the kubelet's tries and backoff.
 //! - **While down** only the lease probes: one try a renewal, the next one
 //!   from half a lease period to a whole one later (5 to 10 s by default,
-//!   at random: the kubelet's lease backoff reaches 7 s),
+//!   at random), and never sooner than the kubelet's lease backoff would
+//!   retry (200 ms doubling to 7 s: with a short lease, the backoff rules),
 //!   on a connection that must be made within [`PROBE_CONNECT`] (0.5 s;
 //!   after three probes in a row that could not connect, doubled at each
 //!   further one, up to the call's deadline, so that a slow but live
