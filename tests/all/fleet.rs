@@ -196,12 +196,19 @@ fn audit(path: &Path) -> Vec<Req> {
 /// The label of the simulated nodes.
 const SIMULATED: &str = "nodestatus.io/simulated=true";
 
-/// The nodes of label `selector` as the admin sees them.
+/// The nodes of label `selector` as the admin sees them; none when the
+/// list fails (an apiserver too busy to answer it: the callers poll).
 pub(crate) async fn nodes(admin: &kube::Client, selector: &str) -> Vec<Value> {
-    let list = Api::<Node>::all(admin.clone())
+    let list = match Api::<Node>::all(admin.clone())
         .list(&ListParams::default().labels(selector))
         .await
-        .unwrap();
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("listing the nodes ({selector}) failed: {e}");
+            return Vec::new();
+        }
+    };
     list.items
         .into_iter()
         .map(|n| serde_json::to_value(n).unwrap())
@@ -235,7 +242,9 @@ pub(crate) async fn all_ready(
             nodes.len(),
             tail(log)
         );
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // A list of N nodes is N x about 14 kB for the apiserver to
+        // encode: poll a large fleet less often.
+        tokio::time::sleep(Duration::from_millis((2 * n as u64).max(1000))).await;
     }
 }
 

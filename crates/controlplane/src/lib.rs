@@ -562,8 +562,11 @@ impl EmbeddedApiserver {
                 AUDIT_POLICY
             };
             std::fs::write(&policy, text).map_err(io("writing audit-policy.yaml"))?;
+            // One file, never rotated (the default rotates at 100 MB, which
+            // a fleet of 5,000 fills in minutes: its figures read one file).
             cmd.arg(format!("--audit-policy-file={}", policy.display()))
-                .arg(format!("--audit-log-path={}", audit.display()));
+                .arg(format!("--audit-log-path={}", audit.display()))
+                .arg("--audit-log-maxsize=1000000");
         }
         let child = cmd
             .arg(format!("--etcd-servers={}", self.etcd_url))

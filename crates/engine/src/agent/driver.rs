@@ -410,11 +410,16 @@ impl Agent {
                         }
                     });
                 }
-                Action::ResetConnections => match self.client.reset_connections() {
-                    Ok(true) => tracing::info!(
-                        node = self.client.name(),
-                        "closed every API connection after a failed heartbeat; the next try dials anew"
-                    ),
+                Action::ResetConnections { watch } => match self.client.reset_connections() {
+                    Ok(true) => {
+                        tracing::info!(
+                            node = self.client.name(),
+                            "closed every API connection after a failed heartbeat; the next try dials anew"
+                        );
+                        if watch {
+                            self.restart_watch.notify_one();
+                        }
+                    }
                     Ok(false) => {}
                     Err(e) => tracing::warn!("{e}"),
                 },

@@ -195,8 +195,15 @@ pub enum Action {
     /// Record an event about the node (in the background, never waited
     /// for).
     RecordEvent(Box<Event>),
-    /// Drop every pooled connection of the calls (`closeAllConns`).
-    ResetConnections,
+    /// Drop every pooled connection of the calls (`closeAllConns`), and
+    /// with `watch`, start the running watch again on a new one when the
+    /// connections were dropped (not for a client given as is, such as
+    /// the one `simulate`'s nodes share: a reset that drops nothing moves
+    /// no watch).
+    ResetConnections {
+        /// Whether the watch runs and goes too.
+        watch: bool,
+    },
     /// Resume the watch of the node on a new connection, from its last
     /// resourceVersion (from a fresh list when it has none, or the server
     /// no longer has it).

@@ -209,8 +209,9 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
     if decide::reset_after_failure(attempt) && !is_conflict(&e) {
         s.reset_connections(ctx, out);
     }
-    // Without the node, no try can create the lease.
-    let stop = matches!(e, Error::LeaseWaitsForNode(_));
+    // Without the node, no try can create the lease; a 429 asks to back
+    // off.
+    let stop = matches!(e, Error::LeaseWaitsForNode(_)) || decide::throttled(&e);
     s.lease.attempt += 1;
     if !stop && s.lease.attempt < LEASE_UPDATE_RETRY {
         try_lease(s, ctx, out);
@@ -239,7 +240,11 @@ fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Actio
         Err(e) => {
             s.failed("lease", e, ctx, out);
             s.unanswered(e, ctx);
-            let backoff = s.lease.backoff.next_delay();
+            let mut backoff = s.lease.backoff.next_delay();
+            if matches!(e, Error::LeaseRetriesExceeded(inner) if decide::throttled(inner)) {
+                // Throttled: the fleet's retries spread over the backoff.
+                backoff = decide::jitter(backoff, 1.0, ctx.rng.unit());
+            }
             let d = if s.reach.is_down() {
                 // Never sooner than the kubelet's backoff would retry.
                 super::reach::probe_delay(interval, ctx.rng.unit()).max(backoff)

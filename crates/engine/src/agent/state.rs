@@ -252,13 +252,14 @@ impl State {
     }
 
     /// Drops every pooled connection after a failed try (the kubelet's
-    /// `closeAllConns`), the watch's too: a running watch resumes on a new
-    /// one.
+    /// `closeAllConns`), the watch's too: a running watch starts again on a
+    /// new one (the driver does it when the connections were dropped).
     pub(super) fn reset_connections(&mut self, ctx: &Ctx, out: &mut Vec<Action>) {
-        out.push(Action::ResetConnections);
-        if !self.watch.failed() && !self.reach.holding() {
-            super::watch::resume(self, ctx, out);
+        let watch = !self.watch.failed() && !self.reach.holding();
+        if watch {
+            self.live.watch_started = ctx.now;
         }
+        out.push(Action::ResetConnections { watch });
     }
 
     /// The lease's renewal period: a quarter of its duration.

@@ -314,9 +314,17 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
     // answered either: the pass ends ([`super::reach`]).
     let probing = s.reach.is_down()
         && pass_error_unanswered(s.sync.pass.as_ref().and_then(|p| p.last_error.as_ref()));
+    // A 429 asks to back off: the pass ends, the next comes after the
+    // update period.
+    let throttled = s
+        .sync
+        .pass
+        .as_ref()
+        .and_then(|p| p.last_error.as_ref())
+        .is_some_and(decide::throttled);
     let pass = s.sync.pass.as_mut().expect("a pass runs");
     pass.attempt += 1;
-    if pass.attempt < NODE_STATUS_UPDATE_RETRY && !probing {
+    if pass.attempt < NODE_STATUS_UPDATE_RETRY && !probing && !throttled {
         try_next(s, out);
     } else {
         let last = pass.last_error.take().expect("set above");

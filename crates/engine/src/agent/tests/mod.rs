@@ -192,7 +192,7 @@ pub fn events(actions: &[Action]) -> Vec<String> {
 pub fn resets(actions: &[Action]) -> bool {
     actions
         .iter()
-        .any(|a| matches!(a, Action::ResetConnections))
+        .any(|a| matches!(a, Action::ResetConnections { .. }))
 }
 
 /// An error answer of the API server.

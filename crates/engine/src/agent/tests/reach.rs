@@ -176,7 +176,7 @@ fn an_error_status_is_an_answer() {
     let mut a = sim.answer(Answer::Lease(Err(api(500))));
     for _ in 1..5 {
         assert!(matches!(call(&a), Some(Call::GetLease)), "{a:?}");
-        a = sim.answer(Answer::Lease(Err(api(429))));
+        a = sim.answer(Answer::Lease(Err(api(503))));
     }
     assert!(lease_done(&a).unwrap().is_err());
     assert!(!sim.state.server_down());
@@ -210,4 +210,38 @@ fn companion_mode_never_holds_its_status_sync() {
     let a = sim.advance_to_next();
     assert!(sim.now - start <= Duration::from_secs(11));
     assert!(matches!(call(&a), Some(Call::GetNode(Loop::Sync))) || pass(&a).is_some());
+}
+
+/// A 429 (API Priority and Fairness) asks to back off: the renewal ends at
+/// once (no four more tries), the next one after the backoff stretched by
+/// a random part of itself (the draw 0.5: 300 ms); a status pass ends too,
+/// the next after the update period. The server is not down.
+#[test]
+fn a_429_ends_the_renewal_and_the_pass() {
+    let mut sim = Sim::registered("nodeStatusUpdateFrequency: 10s\n");
+    let a = sim.tick();
+    assert!(matches!(call(&a), Some(Call::GetLease)), "{a:?}");
+    let base = pass_base(&a).expect("the first pass");
+    let a = sim.answer(Answer::Lease(Err(api(429))));
+    assert!(lease_done(&a).unwrap().is_err(), "one try: {a:?}");
+    assert!(call(&a).is_none());
+    assert!(!sim.state.server_down());
+    // The pass: its patch answered 429, no GET after it.
+    let a = sim.answer(sync_pass(
+        set_condition(&base, "Ready", "True"),
+        PassReport::default(),
+    ));
+    assert!(matches!(call(&a), Some(Call::PatchStatus(..))), "{a:?}");
+    let a = sim.answer(Answer::Patched(Loop::Sync, Err(api(429))));
+    assert!(sync_done(&a).unwrap().is_err(), "the pass ended: {a:?}");
+    assert!(call(&a).is_none(), "{a:?}");
+    let start = sim.now;
+    loop {
+        let a = sim.advance_to_next();
+        if matches!(call(&a), Some(Call::GetLease)) {
+            break;
+        }
+        assert!(sim.now - start < Duration::from_secs(1), "{a:?}");
+    }
+    assert_eq!((sim.now - start).as_millis(), 300, "200 ms x 1.5");
 }

@@ -561,3 +561,51 @@ fn a_runtime_that_stops_answering_is_said_once_and_so_is_its_return() {
     assert_eq!(pass_with_runtime(&mut sim, Ok("containerd 2.4.0")), []);
     assert_eq!(pass_with_runtime(&mut sim, Err("socket is gone")), [gone()]);
 }
+
+/// A reset after a failed try takes a running watch with it (the
+/// kubelet's `closeAllConns` closes the watch's connection too), never a
+/// failed one that waits for its own backoff.
+#[test]
+fn a_reset_takes_a_running_watch_but_not_a_failed_one() {
+    let mut sim = steady("");
+    for (failed, watch) in [(false, true), (true, false)] {
+        if failed {
+            sim.step(Input::Watch(WatchEvent::Failed));
+        }
+        let mut a = loop {
+            let a = sim.advance_to_next();
+            if pass_base(&a).is_some() || call(&a).is_some() {
+                break a;
+            }
+        };
+        if let Some(base) = pass_base(&a) {
+            a = sim.answer(sync_pass(
+                set_condition(&base, "Ready", "False"),
+                PassReport::default(),
+            ));
+        }
+        // Two failed tries: the reset comes after the second.
+        let mut resets = Vec::new();
+        for _ in 0..2 {
+            a = match call(&a) {
+                Some(Call::PatchStatus(..)) => {
+                    sim.answer(Answer::Patched(Loop::Sync, Err(api(500))))
+                }
+                Some(Call::GetNode(_)) => sim.answer(Answer::Node(Loop::Sync, Err(api(500)))),
+                other => panic!("{other:?}"),
+            };
+            resets.extend(a.iter().filter_map(|a| match a {
+                Action::ResetConnections { watch } => Some(*watch),
+                _ => None,
+            }));
+        }
+        assert_eq!(resets, [watch], "watch failed: {failed}");
+        // End the pass.
+        for _ in 0..3 {
+            a = match call(&a) {
+                Some(Call::GetNode(_)) => sim.answer(Answer::Node(Loop::Sync, Err(api(500)))),
+                _ => break,
+            };
+        }
+    }
+}
