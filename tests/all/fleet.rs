@@ -196,23 +196,36 @@ fn audit(path: &Path) -> Vec<Req> {
 /// The label of the simulated nodes.
 const SIMULATED: &str = "nodestatus.io/simulated=true";
 
-/// The nodes of label `selector` as the admin sees them; none when the
-/// list fails (an apiserver too busy to answer it: the callers poll).
+/// The nodes of label `selector` as the admin sees them, in pages of 500
+/// (a list of 5,000 nodes in one answer is 70 MB, more than a busy
+/// apiserver encodes within its request timeout); none when a page fails
+/// (the callers poll).
 pub(crate) async fn nodes(admin: &kube::Client, selector: &str) -> Vec<Value> {
-    let list = match Api::<Node>::all(admin.clone())
-        .list(&ListParams::default().labels(selector))
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("listing the nodes ({selector}) failed: {e}");
-            return Vec::new();
+    let api = Api::<Node>::all(admin.clone());
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().labels(selector).limit(500);
+        if let Some(t) = token.take() {
+            lp = lp.continue_token(&t);
         }
-    };
-    list.items
-        .into_iter()
-        .map(|n| serde_json::to_value(n).unwrap())
-        .collect()
+        let page = match api.list(&lp).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("listing the nodes ({selector}) failed: {e}");
+                return Vec::new();
+            }
+        };
+        out.extend(
+            page.items
+                .into_iter()
+                .map(|n| serde_json::to_value(n).unwrap()),
+        );
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return out,
+        }
+    }
 }
 
 /// Whether `node` is Ready.
