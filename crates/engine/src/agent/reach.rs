@@ -22,30 +22,29 @@
 //!   retry (200 ms doubling to 7 s: with a short lease, the backoff rules),
 //!   on a connection that must be made within [`PROBE_CONNECT`] (0.5 s;
 //!   after three probes in a row that could not connect, doubled at each
-//!   further one, up to the call's deadline, so that a slow but live
-//!   server is still reached). The status
-//!   sync holds its passes (the machine's own shutdown still writes), and
-//!   a failed watch waits.
+//!   further one, up to the call's deadline, so that a slow but live server
+//!   is still reached). The status sync holds its passes (the machine's
+//!   own shutdown still writes), and a failed watch waits.
 //! - **Back** on the first probe that the server serves ([`serving`]: a
-//!   probe answered 401, 403, 429 or 5xx, as a restarting apiserver
-//!   answers in its first second, is a failed probe): the lease is renewed
-//!   by that probe, and
-//!   its next renewal has a random phase again (the probes that a
-//!   restarting server held are served in the same second, and would
-//!   otherwise renew together from then on). The watch resumes (from its
-//!   last resourceVersion, no list) and the held pass runs a second later
-//!   (from the resumed watch's copy: no GET), 3 to 13 s after the answer
-//!   (30 % to 130 % of a lease period, at random): the fleet's watches come
-//!   back spread over 10 s, mostly after its leases, not in one second
-//!   with them; and a node that the lifecycle controller marked Unknown
-//!   while it was away is Ready again within about 24 s.
+//!   probe answered 401, 403, 429 or 5xx, as a restarting apiserver answers
+//!   in its first second, is a failed probe): the lease is renewed by that
+//!   probe, and its next renewal has a random phase again (the probes that
+//!   a restarting server held are served in the same second, and would
+//!   otherwise renew together from then on). The watch starts again (one
+//!   request that streams the node first: no list) and the held pass runs
+//!   a second later (from the watch's copy: no GET), 3 to 13 s after the
+//!   answer (30 % to 130 % of a lease period, at random): the fleet's
+//!   watches come back spread over 10 s, mostly after its leases, not in
+//!   one second with them; and a node that the lifecycle controller marked
+//!   Unknown while it was away is Ready again within about 24 s.
 //!
 //! So at most one request of a node is in flight while the server is away,
 //! and only for its connect timeout: when a restarting apiserver starts to
-//! serve, it holds about N/7.5 x 0.5 s of probes, with the N/7.5 a second
-//! that probe on: twice the steady rate of N/10 a second in its first
-//! second (the kubelet's loops: 20 times, docs/benchmarks.md), and every
-//! lease is renewed within 10 s of its return (the kubelet's backoff: 7 s).
+//! serve, it holds the probes of the last 0.5 s (about N/8 a second are
+//! sent), with those that probe on in that second: about twice the steady
+//! rate of N/10 a second (the kubelet's loops: 20 times,
+//! docs/benchmarks.md), and every lease is renewed within 10 s of its
+//! return (the kubelet's backoff: 7 s).
 
 use std::time::Duration;
 
@@ -53,8 +52,9 @@ use tokio::time::Instant;
 
 use super::client::ErrorClass;
 
-/// The first connect timeout of a probe while the server is down; doubled
-/// after each probe that could not connect in time.
+/// The connect timeout of a probe while the server is down; doubled for
+/// each probe in a row past [`PATIENT_PROBES`] that could not connect in
+/// time.
 pub const PROBE_CONNECT: Duration = Duration::from_millis(500);
 
 /// Probes in a row that may fail to connect within [`PROBE_CONNECT`]
