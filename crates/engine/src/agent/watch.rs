@@ -10,9 +10,9 @@
 //! itself, so that the watches of a fleet, which fail at the same instant
 //! when the apiserver goes away, do not come back at the same instants)
 //! or, while the server does not answer, when it answers again
-//! ([`super::reach`]). A watch started again always dials a new
-//! connection: the one it sat on may have stopped answering without
-//! saying so.
+//! ([`super::reach`]). A watch started again dials a new connection (but
+//! on a client given as is, such as the one `simulate`'s nodes share): the
+//! one it sat on may have stopped answering without saying so.
 
 use std::sync::Arc;
 use std::time::Duration;
