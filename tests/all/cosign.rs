@@ -215,6 +215,25 @@ impl Setup {
         self.config.to_str().unwrap()
     }
 
+    /// `nodestatus plugin sign REFERENCE --key KEY` with this config.
+    fn sign(&self, reference: &str, key: &Path) -> Output {
+        nodestatus(&[
+            "plugin",
+            "sign",
+            reference,
+            "--key",
+            key.to_str().unwrap(),
+            "--config",
+            self.config(),
+        ])
+    }
+
+    /// [`Setup::sign`], which must succeed.
+    fn signed(&self, reference: &str, key: &Path) {
+        let out = self.sign(reference, key);
+        assert!(out.status.success(), "plugin sign failed: {}", shown(&out));
+    }
+
     /// `nodestatus plugin pull REFERENCE --key KEY`: the signature's JSON
     /// when it verifies, else the error it was refused with.
     fn pull(&self, reference: &str, key: &Path) -> Result<serde_json::Value, String> {
@@ -295,15 +314,7 @@ fn interop(major: &str) {
     let (_, other_pub) = key_pair(d, "other");
 
     // nodestatus signs; cosign verifies with the key, and refuses another.
-    nodestatus_ok(&[
-        "plugin",
-        "sign",
-        &s.first,
-        "--key",
-        vendor_key.to_str().unwrap(),
-        "--config",
-        s.config(),
-    ]);
+    s.signed(&s.first, &vendor_key);
     let verified = cosign.ok(d, &verify(&vendor_pub, &s.first));
     let (_, digest) = s.first.split_once('@').unwrap();
     assert!(
@@ -321,15 +332,7 @@ fn interop(major: &str) {
     // message saying so.
     let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
     PublicKey::read(&cosign_pub).unwrap();
-    let out = nodestatus(&[
-        "plugin",
-        "sign",
-        &s.second,
-        "--key",
-        cosign_key.to_str().unwrap(),
-        "--config",
-        s.config(),
-    ]);
+    let out = s.sign(&s.second, &cosign_key);
     assert!(
         !out.status.success()
             && String::from_utf8_lossy(&out.stderr).contains("cosign's encrypted key format"),
@@ -390,15 +393,7 @@ fn interop(major: &str) {
     // And nodestatus appends to what cosign wrote: the second one, signed
     // by cosign alone, is signed by the vendor key too; cosign verifies
     // both.
-    nodestatus_ok(&[
-        "plugin",
-        "sign",
-        &s.second,
-        "--key",
-        vendor_key.to_str().unwrap(),
-        "--config",
-        s.config(),
-    ]);
+    s.signed(&s.second, &vendor_key);
     let manifest = s.manifest(&sig_tag);
     assert_eq!(
         manifest["layers"].as_array().unwrap().len(),
@@ -514,15 +509,7 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
     // A nodestatus signature beside the bundle: cosign v3 checks only the
     // bundles unless told otherwise; nodestatus reads both.
     let (vendor_key, vendor_pub) = key_pair(d, "vendor");
-    nodestatus_ok(&[
-        "plugin",
-        "sign",
-        &s.first,
-        "--key",
-        vendor_key.to_str().unwrap(),
-        "--config",
-        s.config(),
-    ]);
+    s.signed(&s.first, &vendor_key);
     assert_eq!(s.pull(&s.first, &vendor_pub).unwrap()["verified"], true);
     assert_eq!(s.pull(&s.first, &cosign_pub).unwrap()["verified"], true);
     let refused = s.pull(&s.first, &other_pub).unwrap_err();

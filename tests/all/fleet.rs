@@ -142,21 +142,23 @@ pub(crate) fn exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")))
 }
 
-/// One request of the simulator, from the audit log.
+/// One request, from the audit log.
 #[derive(Debug, Clone)]
-struct Req {
+pub(crate) struct Req {
     /// When the apiserver received it (seconds since the epoch).
-    at: f64,
-    verb: String,
+    pub(crate) at: f64,
+    pub(crate) verb: String,
     /// `nodes`, `nodes/status`, `leases`, `events`.
-    resource: String,
-    name: String,
-    code: u16,
+    pub(crate) resource: String,
+    pub(crate) name: String,
+    pub(crate) code: u16,
+    /// The path and query.
+    pub(crate) uri: String,
 }
 
-/// The simulator's requests in the audit log, each once (a watch has two
-/// entries: when its response started, and when it completed).
-fn audit(path: &Path) -> Vec<Req> {
+/// The requests of `user` in the audit log at `path`, each once (a watch
+/// has two entries: when its response started, and when it completed).
+pub(crate) fn audit(path: &Path, user: &str) -> Vec<Req> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
@@ -164,7 +166,7 @@ fn audit(path: &Path) -> Vec<Req> {
         let Ok(e) = serde_json::from_str::<Value>(line) else {
             continue;
         };
-        if e["user"]["username"] != SIMULATOR_USER {
+        if e["user"]["username"] != user {
             continue;
         }
         if let Some(id) = e["auditID"].as_str()
@@ -188,6 +190,7 @@ fn audit(path: &Path) -> Vec<Req> {
             resource,
             name: o["name"].as_str().unwrap_or_default().to_owned(),
             code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+            uri: e["requestURI"].as_str().unwrap_or_default().to_owned(),
         });
     }
     out
@@ -469,7 +472,7 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         ["operator.txt"],
         "the state directory was not cleaned"
     );
-    let reqs = audit(&cluster.audit_log_path().unwrap());
+    let reqs = audit(&cluster.audit_log_path().unwrap(), SIMULATOR_USER);
     assert!(
         !reqs.is_empty(),
         "no request of the simulator in the audit log"

@@ -12,39 +12,20 @@ use kube::api::{Api, Patch, PatchParams};
 use nodestatus_controlplane::{EmbeddedApiserver, Extras};
 use nodestatus_engine::agent::Agent;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::fleet::{Req, audit};
 use crate::kube::until;
 
 const NAME: &str = "watch-list-off-node";
 
-/// The node identity's requests in the audit log: (verb, resource with
-/// its subresource, code, the query's `sendInitialEvents`).
-fn requests(cluster: &EmbeddedApiserver) -> Vec<(String, String, u64, bool)> {
-    let text = std::fs::read_to_string(cluster.audit_log_path().unwrap()).unwrap_or_default();
-    let mut seen = std::collections::BTreeSet::new();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["user"]["username"] == format!("system:node:{NAME}"))
-        .filter(|e| seen.insert(e["auditID"].as_str().unwrap_or_default().to_owned()))
-        .map(|e| {
-            let o = &e["objectRef"];
-            let resource = match o["subresource"].as_str() {
-                Some(s) => format!("{}/{s}", o["resource"].as_str().unwrap_or("?")),
-                None => o["resource"].as_str().unwrap_or("?").to_owned(),
-            };
-            (
-                e["verb"].as_str().unwrap_or("?").to_owned(),
-                resource,
-                e["responseStatus"]["code"].as_u64().unwrap_or(0),
-                e["requestURI"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("sendInitialEvents=true"),
-            )
-        })
-        .collect()
+/// The node identity's requests in the audit log.
+fn requests(cluster: &EmbeddedApiserver) -> Vec<Req> {
+    audit(
+        &cluster.audit_log_path().unwrap(),
+        &format!("system:node:{NAME}"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -112,18 +93,19 @@ async fn without_watch_list_the_watch_lists_then_watches() {
     cancel.cancel();
     let _ = run.await;
     let reqs = requests(&cluster);
-    let streamed: Vec<_> = reqs.iter().filter(|r| r.3).collect();
+    let streams = |r: &Req| r.uri.contains("sendInitialEvents=true");
+    let streamed: Vec<_> = reqs.iter().filter(|r| streams(r)).collect();
     assert!(
-        !streamed.is_empty() && streamed.iter().all(|r| r.2 >= 400),
+        !streamed.is_empty() && streamed.iter().all(|r| r.code >= 400),
         "the streaming watch was not asked, or not refused: {reqs:?}"
     );
     let lists = reqs
         .iter()
-        .filter(|r| r.0 == "list" && r.1 == "nodes")
+        .filter(|r| r.verb == "list" && r.resource == "nodes")
         .count();
     let watches = reqs
         .iter()
-        .filter(|r| r.0 == "watch" && r.1 == "nodes" && !r.3)
+        .filter(|r| r.verb == "watch" && r.resource == "nodes" && !streams(r))
         .count();
     assert!(
         lists >= 1 && watches >= 1,
@@ -135,7 +117,7 @@ async fn without_watch_list_the_watch_lists_then_watches() {
     );
     let gets = reqs
         .iter()
-        .filter(|r| r.0 == "get" && r.1 == "nodes")
+        .filter(|r| r.verb == "get" && r.resource == "nodes")
         .count();
     assert!(
         gets <= 1,

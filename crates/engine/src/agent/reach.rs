@@ -107,11 +107,6 @@ impl Reach {
         })
     }
 
-    /// Since when the server is down.
-    pub fn down_since(&self) -> Option<Instant> {
-        self.down.as_ref().map(|d| d.since)
-    }
-
     /// A whole renewal or pass failed with an error of `class` at `now`:
     /// the server is down if that error was no answer. Returns whether it
     /// went down now.
