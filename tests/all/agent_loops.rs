@@ -13,7 +13,7 @@ use http::{Method, Request, Response};
 use kube::client::Body;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
 use nodestatus_engine::agent::decide::FixedRandom;
-use nodestatus_engine::agent::{Agent, AgentHandle, SyncOutcome};
+use nodestatus_engine::agent::{self, Agent, AgentHandle, SyncOutcome};
 use nodestatus_tests::{built, drop_plugin};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -123,7 +123,7 @@ const NODES: &str = "/api/v1/nodes";
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/vt-node";
 
 struct Rig {
-    agent: Agent,
+    agent: Driven,
     server: Server,
     _dir: tempfile::TempDir,
 }
@@ -146,7 +146,9 @@ fn rig(yaml: &str, ready: bool, r: f64) -> Rig {
     let client = kube::Client::new(svc, "default");
     let nc = NodeClient::new(client, "vt-node", Arc::new(Traffic::default()));
     // No watch: every request is the loops' own.
-    let agent = Agent::with_random(cfg, nc, plugins, Arc::new(FixedRandom(r))).without_watch();
+    let agent = Driven::start(
+        Agent::with_random(cfg, nc, plugins, Arc::new(FixedRandom(r))).without_watch(),
+    );
     Rig {
         agent,
         server: Server {
@@ -158,19 +160,65 @@ fn rig(yaml: &str, ready: bool, r: f64) -> Rig {
     }
 }
 
-/// Runs `f` on the agent in a task of its own (the mock answers from this
-/// one); gives the agent back with the result.
-fn drive<T: std::marker::Send + 'static>(
-    mut agent: Agent,
-    f: impl for<'a> FnOnce(
-        &'a mut Agent,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = T> + std::marker::Send + 'a>,
-    > + std::marker::Send
-    + 'static,
-) -> tokio::task::JoinHandle<(Agent, T)> {
+/// An agent's driver in a task of its own, acting only when asked until
+/// [`Driven::run`] (the mock answers from the test's task).
+struct Driven {
+    handle: AgentHandle,
+    task: tokio::task::JoinHandle<Result<(), Arc<agent::Error>>>,
+    stop: CancellationToken,
+}
+
+impl Driven {
+    fn start(agent: Agent) -> Self {
+        let agent = agent.on_request();
+        let stop = CancellationToken::new();
+        Self {
+            handle: agent.handle(),
+            task: tokio::spawn(agent.run(stop.clone())),
+            stop,
+        }
+    }
+
+    fn handle(&self) -> AgentHandle {
+        self.handle.clone()
+    }
+
+    /// Runs its loops until `cancel`; the task ends with the driver's
+    /// result.
+    fn run(
+        self,
+        cancel: CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<(), Arc<agent::Error>>> {
+        let Self {
+            handle,
+            mut task,
+            stop,
+        } = self;
+        handle.run_loops();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = &mut task => r.unwrap(),
+                _ = cancel.cancelled() => {
+                    stop.cancel();
+                    task.await.unwrap()
+                }
+            }
+        })
+    }
+}
+
+/// Asks the agent through its handle in a task of its own (the mock
+/// answers from this one); gives the agent back with the answer.
+fn drive<T: std::marker::Send + 'static, F>(
+    agent: Driven,
+    f: impl FnOnce(AgentHandle) -> F,
+) -> tokio::task::JoinHandle<(Driven, T)>
+where
+    F: std::future::Future<Output = T> + std::marker::Send + 'static,
+{
+    let asked = f(agent.handle());
     tokio::spawn(async move {
-        let r = f(&mut agent).await;
+        let r = asked.await;
         (agent, r)
     })
 }
@@ -202,9 +250,7 @@ async fn registration_backs_off_from_100ms_doubling_to_7s() {
         _dir,
     } = rig("", false, 0.0);
     let t0 = Instant::now();
-    let run = drive(agent, |a| {
-        Box::pin(async move { a.register(&CancellationToken::new()).await })
-    });
+    let run = drive(agent, |a| async move { a.register().await });
     let mut at = Vec::new();
     for _ in 0..9 {
         let r = server.expect(Method::POST, NODES).await;
@@ -239,7 +285,7 @@ async fn a_403_on_the_lease_after_start_is_retried_with_backoff_and_reported() {
     let (agent, _) = register(agent, &mut server).await;
     let handle = agent.handle();
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.run(cancel.clone()));
+    let run = agent.run(cancel.clone());
     // No lease cached: GET. Refused 5 times (5 tries), then the loop backs
     // off 200 ms and tries again.
     let mut last = None;
@@ -295,10 +341,8 @@ async fn a_403_on_the_lease_after_start_is_retried_with_backoff_and_reported() {
 
 /// Registers `vt-node` through the mock (one POST answered 201); returns
 /// the agent and the stored node.
-async fn register(agent: Agent, server: &mut Server) -> (Agent, Value) {
-    let reg = drive(agent, |a| {
-        Box::pin(async move { a.register(&CancellationToken::new()).await })
-    });
+async fn register(agent: Driven, server: &mut Server) -> (Driven, Value) {
+    let reg = drive(agent, |a| async move { a.register().await });
     let r = server.expect(Method::POST, NODES).await;
     let created = stored(&r.body, 1);
     reply(r.send, 201, &created);
@@ -309,9 +353,9 @@ async fn register(agent: Agent, server: &mut Server) -> (Agent, Value) {
 
 /// One status sync in a task of its own.
 fn sync_once(
-    agent: Agent,
-) -> tokio::task::JoinHandle<(Agent, nodestatus_engine::agent::Result<SyncOutcome>)> {
-    drive(agent, |a| Box::pin(async move { a.sync_once().await }))
+    agent: Driven,
+) -> tokio::task::JoinHandle<(Driven, Result<SyncOutcome, Arc<agent::Error>>)> {
+    drive(agent, |a| async move { a.sync_now().await })
 }
 
 #[tokio::test(start_paused = true)]
@@ -408,9 +452,7 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
         _dir,
     } = rig("registerNode: false\n", true, 0.25);
     let t0 = Instant::now();
-    let reg = drive(agent, |a| {
-        Box::pin(async move { a.register(&CancellationToken::new()).await })
-    });
+    let reg = drive(agent, |a| async move { a.register().await });
     let g = server.expect(Method::GET, NODE).await;
     let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"});
     let node = stored(
@@ -424,7 +466,7 @@ async fn updates_every_jittered_period_and_reports_after_the_jittered_report_per
     assert_eq!(ms(started - t0), 100);
     let cancel = CancellationToken::new();
     server.leases = true;
-    let run = tokio::spawn(agent.run(cancel.clone()));
+    let run = agent.run(cancel.clone());
     let mut writes = Vec::new();
     let mut current = node.clone();
     for i in 0..3u64 {
@@ -486,7 +528,7 @@ async fn the_fast_update_runs_every_100ms_until_ready_for_at_most_two_minutes() 
         server.next().await;
         unreachable!("the status sync wrote nothing");
     });
-    let run = tokio::spawn(agent.run(cancel.clone()));
+    let run = agent.run(cancel.clone());
     tokio::time::sleep(Duration::from_millis(10_050)).await;
     // 0, 0.1, ..., 10.0 s: 101 passes.
     assert_eq!(passes(&handle), 101);
@@ -514,7 +556,7 @@ async fn shutdown_is_immediate_while_the_apiserver_never_answers() {
         _dir,
     } = rig("", true, 0.5);
     let cancel = CancellationToken::new();
-    let run = tokio::spawn(agent.run(cancel.clone()));
+    let run = agent.run(cancel.clone());
     // Take requests and never answer them (the watch's list, the create).
     let hold = tokio::spawn(async move {
         let mut held = Vec::new();
@@ -550,9 +592,7 @@ async fn a_built_in_write_the_apiserver_would_refuse_is_discarded_not_patched() 
         mut server,
         _dir,
     } = rig("", true, 0.5);
-    let reg = drive(agent, |a| {
-        Box::pin(async move { a.register(&CancellationToken::new()).await })
-    });
+    let reg = drive(agent, |a| async move { a.register().await });
     let r = server.expect(Method::POST, NODES).await;
     let mut stored_node = stored(&r.body, 1);
     stored_node["status"]["capacity"]["example.com/fpga"] = json!("1.5");

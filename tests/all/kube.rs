@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodestatus_controlplane::EmbeddedApiserver;
 use nodestatus_engine::agent::client::{NodeClient, RequestKind, Traffic};
-use nodestatus_engine::agent::{Agent, AgentHandle, SyncOutcome};
+use nodestatus_engine::agent::{self, Agent, AgentHandle, SyncOutcome};
 use nodestatus_engine::config::ConfigFile;
 use nodestatus_tests::{built, drop_bytes, drop_plugin, guest, hostile};
 use serde_json::{Value, json};
@@ -189,21 +189,21 @@ pub fn condition<'a>(node: &'a Value, t: &str) -> Option<&'a Value> {
 }
 
 pub struct TestAgent {
-    /// The agent, until [`TestAgent::spawn`] runs it.
-    agent: Option<Agent>,
-    /// What it publishes, and its plugins.
+    /// Its driver, acting only when asked (through [`TestAgent::handle`])
+    /// until [`TestAgent::spawn`] runs its loops.
+    driver: Option<tokio::task::JoinHandle<Result<(), Arc<agent::Error>>>>,
+    /// Stops the driver.
+    stop: CancellationToken,
+    /// What it publishes, its plugins, and the requests of one step of a
+    /// loop (`register`, `sync_now`, `renew_lease`).
     pub handle: AgentHandle,
     pub dir: tempfile::TempDir,
     pub traffic: Arc<Traffic>,
+    /// The deadline of its API calls.
+    pub deadline: Duration,
 }
 
 impl TestAgent {
-    /// The agent, to drive one step of a loop (`register`, `sync_once`,
-    /// `renew_lease`).
-    pub fn agent(&mut self) -> &mut Agent {
-        self.agent.as_mut().expect("the agent is running")
-    }
-
     /// How many node creates the agent sent.
     pub fn creates(&self) -> usize {
         self.traffic
@@ -213,13 +213,30 @@ impl TestAgent {
             .count()
     }
 
-    /// Runs the agent's loops until `cancel`.
+    /// Runs the agent's loops until `cancel`; the task ends with the
+    /// driver's result.
     pub fn spawn(
         &mut self,
         cancel: &CancellationToken,
-    ) -> tokio::task::JoinHandle<nodestatus_engine::agent::Result<()>> {
-        let agent = self.agent.take().expect("the agent runs once");
-        tokio::spawn(agent.run(cancel.clone()))
+    ) -> tokio::task::JoinHandle<Result<(), Arc<agent::Error>>> {
+        let mut driver = self.driver.take().expect("the loops run once");
+        self.handle.run_loops();
+        let (stop, cancel) = (self.stop.clone(), cancel.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                r = &mut driver => r.expect("the driver ends"),
+                _ = cancel.cancelled() => {
+                    stop.cancel();
+                    driver.await.expect("the driver ends")
+                }
+            }
+        })
+    }
+}
+
+impl Drop for TestAgent {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
@@ -275,10 +292,14 @@ pub fn agent_via(
         )
         .unwrap(),
     };
-    let agent = Agent::new(cfg, nc, plugins);
+    let deadline = nc.deadline();
+    let agent = Agent::new(cfg, nc, plugins).on_request();
+    let stop = CancellationToken::new();
     TestAgent {
+        deadline,
         handle: agent.handle(),
-        agent: Some(agent),
+        driver: Some(tokio::spawn(agent.run(stop.clone()))),
+        stop,
         dir,
         traffic,
     }
@@ -400,14 +421,14 @@ async fn registers_with_the_right_labels_and_renews_its_lease() {
 async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
     let mut t = agent("count-node", "count-node", "", &default_plugins());
     let cancel = CancellationToken::new();
-    t.agent().register(&cancel).await.unwrap();
-    t.agent().sync_once().await.unwrap();
+    t.handle.register().await.unwrap();
+    t.handle.sync_now().await.unwrap();
     // The step function, with no timers: a change is written at once, and
     // the next passes, which change nothing, write nothing.
     drop_plugin(t.dir.path(), "probe.wasm", Path::new(built::PROBE));
     t.handle.plugins().rescan();
     assert!(matches!(
-        t.agent().sync_once().await.unwrap(),
+        t.handle.sync_now().await.unwrap(),
         SyncOutcome::Patched { .. }
     ));
     assert!(
@@ -417,7 +438,7 @@ async fn status_is_written_only_on_change_or_report_and_the_lease_is_small() {
             .is_some()
     );
     for _ in 0..3 {
-        assert_eq!(t.agent().sync_once().await.unwrap(), SyncOutcome::Unchanged);
+        assert_eq!(t.handle.sync_now().await.unwrap(), SyncOutcome::Unchanged);
     }
 
     // Now the real loops for a while, counting every request the engine sends.
@@ -753,12 +774,12 @@ async fn a_failing_critical_plugin_makes_the_node_not_ready() {
 async fn a_critical_plugin_makes_the_node_not_ready_after_three_failed_passes_not_before() {
     use nodestatus_engine::agent::FAILURES_BEFORE_NOT_READY;
     let name = "threshold-node";
-    let mut t = with_a_failing_critical_plugin(name, "gpu-check", "gpu is gone");
+    let t = with_a_failing_critical_plugin(name, "gpu-check", "gpu is gone");
     // The registration's pass is the plugin's first failure.
-    t.agent().register(&CancellationToken::new()).await.unwrap();
+    t.handle.register().await.unwrap();
     let mut seen = Vec::new();
     for failed_before in 1..=FAILURES_BEFORE_NOT_READY + 1 {
-        t.agent().sync_once().await.unwrap();
+        t.handle.sync_now().await.unwrap();
         let ready = server_node(name)
             .await
             .and_then(|n| condition(&n, "Ready").cloned())
@@ -830,13 +851,9 @@ async fn re_register_deleted_node_registers_a_deleted_node_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_identity_cannot_register_another_node_and_says_so() {
-    let mut t = agent("node-b", "node-a", "", &default_plugins());
+    let t = agent("node-b", "node-a", "", &default_plugins());
     let started = Instant::now();
-    let err = t
-        .agent()
-        .register(&CancellationToken::new())
-        .await
-        .unwrap_err();
+    let err = t.handle.register().await.unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "retried for {:?}",
@@ -868,23 +885,23 @@ async fn a_node_identity_cannot_patch_another_nodes_status_or_lease() {
     let before_lease = serde_json::to_value(leases.get(y).await.unwrap()).unwrap();
 
     // The control: X's identity writes X's own status and lease.
-    let mut own = agent("own-node-x", "own-node-x", "", &default_plugins());
-    own.agent().register_once().await.unwrap();
-    own.agent().sync_once().await.unwrap();
-    own.agent().renew_lease(None).await.unwrap();
+    let own = agent("own-node-x", "own-node-x", "", &default_plugins());
+    own.handle.register().await.unwrap();
+    own.handle.sync_now().await.unwrap();
+    own.handle.renew_lease(None).await.unwrap();
     assert!(condition(&server_node("own-node-x").await.unwrap(), "KernelSupported").is_some());
 
     // The same engine, pointed at Y with X's identity, is refused both.
-    let mut t = agent(y, "own-node-x", "", &default_plugins());
-    let err = t.agent().sync_once().await.unwrap_err();
+    let t = agent(y, "own-node-x", "", &default_plugins());
+    let err = t.handle.sync_now().await.unwrap_err();
     let text = format!("{err}: {err:?}");
     assert!(text.contains("403"), "{text}");
-    let err = t.agent().renew_lease(None).await.unwrap_err();
+    let err = t.handle.renew_lease(None).await.unwrap_err();
     let text = format!("{err}: {err:?}");
     assert!(text.contains("403"), "{text}");
     // A lease update from a cached copy (no GET first) is refused too.
     let cached = Some(leases.get(y).await.unwrap());
-    let err = t.agent().renew_lease(cached).await.unwrap_err();
+    let err = t.handle.renew_lease(cached).await.unwrap_err();
     assert!(format!("{err:?}").contains("403"), "{err:?}");
 
     // Nothing of Y changed.
@@ -900,16 +917,17 @@ async fn a_node_identity_cannot_patch_another_nodes_status_or_lease() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn register_node_false_waits_for_an_existing_node() {
-    let mut t = agent(
+    let t = agent(
         "companion-node",
         "companion-node",
         "registerNode: false\n",
         &default_plugins(),
     );
-    assert!(
-        !t.agent().register_once().await.unwrap(),
-        "it must not create the node"
-    );
+    let handle = t.handle.clone();
+    let registered = tokio::spawn(async move { handle.register().await });
+    // It tries (GET) with backoff, and creates nothing.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!registered.is_finished(), "it must wait for the node");
     assert!(server_node("companion-node").await.is_none());
     // Someone else (the kubelet, here the admin) creates it; then it is found.
     let node: Node =
@@ -918,9 +936,13 @@ async fn register_node_false_waits_for_an_existing_node() {
         .create(&Default::default(), &node)
         .await
         .unwrap();
-    assert!(t.agent().register_once().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(15), registered)
+        .await
+        .expect("the node is found within the backoff's 7 s")
+        .unwrap()
+        .unwrap();
     assert!(matches!(
-        t.agent().sync_once().await.unwrap(),
+        t.handle.sync_now().await.unwrap(),
         SyncOutcome::Patched { .. }
     ));
     let n = server_node("companion-node").await.unwrap();
@@ -1951,7 +1973,7 @@ async fn connections_that_stop_answering_hit_deadlines_are_dropped_and_the_loops
         &default_plugins(),
         Some(&proxy.url()),
     );
-    assert_eq!(t.agent().client().deadline(), Duration::from_secs(1));
+    assert_eq!(t.deadline, Duration::from_secs(1));
     let cancel = CancellationToken::new();
     let run = t.spawn(&cancel);
     let leases: Api<Lease> = Api::namespaced(admin(), "kube-node-lease");
@@ -2051,7 +2073,7 @@ async fn an_external_cloud_node_registers_uninitialized_and_keeps_the_cloud_addr
         ],
     );
     let cancel = CancellationToken::new();
-    t.agent().register(&cancel).await.unwrap();
+    t.handle.register().await.unwrap();
     let n = server_node("cloud-node").await.unwrap();
     // (The apiserver's TaintNodesByCondition adds not-ready beside it.)
     assert!(

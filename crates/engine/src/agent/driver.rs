@@ -10,18 +10,17 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::Error;
 use super::client::NodeClient;
 use super::decide::{Random, ThreadRandom};
-use super::handle::{AgentHandle, Command};
+use super::handle::{AgentHandle, Command, Waiting};
 use super::state::{Action, Answer, Call, Ctx, Input, Observation, Snapshot, State, WatchEvent};
-use super::{Result, SyncOutcome};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline;
@@ -50,29 +49,13 @@ pub struct Agent {
     restart_watch: Arc<tokio::sync::Notify>,
     snapshot: watch::Sender<Arc<Snapshot>>,
     inflight: JoinSet<Input>,
-    shutdown_waiters: Vec<oneshot::Sender<std::result::Result<SyncOutcome, String>>>,
+    /// Who waits for the end of what they asked for.
+    waiting: Waiting,
     /// Whether [`Agent::run`] watches the node.
     watch: bool,
     /// Shared by the agents of one process (a simulated fleet): at most
     /// this many passes run at once, the others wait their turn.
     pass_permits: Option<Arc<tokio::sync::Semaphore>>,
-}
-
-/// What a drive waits for.
-enum Until {
-    RegisterTry,
-    Registered,
-    Sync,
-    Lease,
-    Never,
-}
-
-/// What ended a drive.
-enum Ended {
-    Register(Result<bool>),
-    Sync(Result<SyncOutcome>),
-    Lease(Result<()>),
-    Cancelled,
 }
 
 impl Agent {
@@ -131,7 +114,7 @@ impl Agent {
             restart_watch: Arc::new(tokio::sync::Notify::new()),
             snapshot,
             inflight: JoinSet::new(),
-            shutdown_waiters: Vec::new(),
+            waiting: Waiting::default(),
             watch: true,
             pass_permits: None,
         }
@@ -188,10 +171,24 @@ impl Agent {
         &self.client
     }
 
-    /// Runs the loops until `cancel` fires, then returns at once: in-flight
-    /// calls are dropped and the node is left as it is. Returns an error
-    /// only for an identity error at start.
-    pub async fn run(mut self, cancel: CancellationToken) -> Result<()> {
+    /// An agent that acts only when asked, through its handle
+    /// ([`AgentHandle::register`], [`AgentHandle::sync_now`],
+    /// [`AgentHandle::renew_lease`]), until [`AgentHandle::run_loops`]:
+    /// no timer of its own starts a registration, a status sync or a
+    /// renewal (request-level and real-apiserver tests that drive one
+    /// step of a loop at a time).
+    pub fn on_request(mut self) -> Self {
+        self.state = self.state.on_request();
+        self.snapshot.send_replace(Arc::new(self.state.snapshot()));
+        self
+    }
+
+    /// The driver: steps on every input (the answers of its actions, the
+    /// watch's events, the handle's commands, the loops' timers) and
+    /// performs the actions each step returns, until `cancel` fires; then
+    /// returns at once: in-flight calls are dropped and the node is left
+    /// as it is. Returns an error only for an identity error at start.
+    pub async fn run(mut self, cancel: CancellationToken) -> Result<(), Arc<Error>> {
         let ctx = self.ctx();
         let event = self.state.event(
             &ctx,
@@ -200,7 +197,7 @@ impl Agent {
             "Starting nodestatus.",
             None,
         );
-        self.perform(vec![event]);
+        let _ = self.perform(vec![event]);
         let watch = self.watch.then(|| {
             tokio::spawn(super::watch::watch_node(
                 self.client.clone(),
@@ -209,67 +206,12 @@ impl Agent {
                 cancel.clone(),
             ))
         });
-        let result = self.drive(Until::Never, true, &cancel).await;
+        let result = self.drive(&cancel).await;
         cancel.cancel();
         if let Some(w) = watch {
             let _ = w.await;
         }
-        match result {
-            Err(e) => Err(e),
-            Ok(_) => Ok(()),
-        }
-    }
-
-    /// Registers with backoff (100 ms doubling to 7 s) until it succeeds,
-    /// the credentials are refused (an identity error at start: returned),
-    /// or `cancel` fires.
-    pub async fn register(&mut self, cancel: &CancellationToken) -> Result<()> {
-        match self.drive(Until::Registered, true, cancel).await? {
-            Ended::Register(Ok(_)) | Ended::Cancelled => Ok(()),
-            Ended::Register(Err(e)) => Err(e),
-            _ => unreachable!("a registration drive ends with the registration"),
-        }
-    }
-
-    /// One registration try, now. `Ok(true)` when the node exists and is
-    /// reconciled.
-    pub async fn register_once(&mut self) -> Result<bool> {
-        self.state.register_now(Instant::now());
-        match self
-            .drive(Until::RegisterTry, true, &CancellationToken::new())
-            .await?
-        {
-            Ended::Register(r) => r,
-            _ => unreachable!("a registration drive ends with the registration"),
-        }
-    }
-
-    /// One regular status sync, now (`updateNodeStatus`): up to 5 tries,
-    /// the first from the live node, later ones from a fresh GET.
-    pub async fn sync_once(&mut self) -> Result<SyncOutcome> {
-        let now = self.step(Input::SyncNow);
-        self.perform(now);
-        match self
-            .drive(Until::Sync, false, &CancellationToken::new())
-            .await?
-        {
-            Ended::Sync(r) => r,
-            _ => unreachable!("a sync drive ends with the sync"),
-        }
-    }
-
-    /// One lease renewal, now, from the cached lease (`None`: GET first).
-    pub async fn renew_lease(&mut self, cached: Option<Lease>) -> Result<()> {
-        self.state.lease.set_cache(cached);
-        let now = self.step(Input::LeaseNow);
-        self.perform(now);
-        match self
-            .drive(Until::Lease, false, &CancellationToken::new())
-            .await?
-        {
-            Ended::Lease(r) => r,
-            _ => unreachable!("a lease drive ends with the lease"),
-        }
+        result
     }
 
     fn ctx(&self) -> Ctx<'_> {
@@ -291,29 +233,15 @@ impl Agent {
         actions
     }
 
-    /// Steps on inputs (answers, watch events, commands, and with `timers`
-    /// the loops' own timers) until `until` is met or `cancel` fires. An
-    /// identity error at start ends it with that error.
-    async fn drive(
-        &mut self,
-        until: Until,
-        timers: bool,
-        cancel: &CancellationToken,
-    ) -> Result<Ended> {
-        if timers {
-            let due = self.step(Input::Tick);
-            if let Some(end) = self.perform_until(due, &until)? {
-                return Ok(end);
-            }
-        }
+    /// Steps on inputs until `cancel` fires or an identity error at
+    /// start ends the agent.
+    async fn drive(&mut self, cancel: &CancellationToken) -> Result<(), Arc<Error>> {
+        let due = self.step(Input::Tick);
+        self.perform(due)?;
         loop {
-            let wake = if timers {
-                self.state.next_wakeup()
-            } else {
-                None
-            };
+            let wake = self.state.next_wakeup();
             let input = tokio::select! {
-                _ = cancel.cancelled() => return Ok(Ended::Cancelled),
+                _ = cancel.cancelled() => return Ok(()),
                 Some(done) = self.inflight.join_next(), if !self.inflight.is_empty() => match done {
                     Ok(input) => input,
                     Err(e) => {
@@ -322,67 +250,25 @@ impl Agent {
                     }
                 },
                 Some(e) = self.watch_rx.recv() => Input::Watch(e),
-                Some(c) = self.inbox.recv() => match c {
-                    Command::Input(i) => i,
-                    Command::Shutdown(reply) => {
-                        self.shutdown_waiters.push(reply);
-                        Input::NodeShutdown
-                    }
-                },
+                Some(c) = self.inbox.recv() => self.waiting.add(c),
                 _ = sleep_until(wake) => Input::Tick,
             };
             let actions = self.step(input);
-            if let Some(end) = self.perform_until(actions, &until)? {
-                return Ok(end);
-            }
+            self.perform(actions)?;
         }
     }
 
-    /// Performs `actions`; returns what ends the drive, if one of them does.
-    fn perform_until(&mut self, actions: Vec<Action>, until: &Until) -> Result<Option<Ended>> {
-        let mut ended = None;
-        let mut rest = Vec::new();
+    /// Performs `actions`; an identity error at start ends the agent.
+    fn perform(&mut self, actions: Vec<Action>) -> Result<(), Arc<Error>> {
         for a in actions {
             match a {
-                Action::Exit(e) => return Err(e),
-                Action::RegisterDone(r) => match (until, r) {
-                    (Until::RegisterTry, r) => ended = Some(Ended::Register(r)),
-                    (Until::Registered, Ok(true)) => ended = Some(Ended::Register(Ok(true))),
-                    _ => {}
-                },
+                Action::Exit(e) => return Err(self.waiting.exit(e)),
+                Action::RegisterDone(r) => self.waiting.registered(r),
                 Action::SyncDone {
                     result,
                     for_shutdown,
-                } => {
-                    if for_shutdown {
-                        let reply = result
-                            .as_ref()
-                            .map(Clone::clone)
-                            .map_err(ToString::to_string);
-                        for w in self.shutdown_waiters.drain(..) {
-                            let _ = w.send(reply.clone());
-                        }
-                    }
-                    if matches!(until, Until::Sync) && ended.is_none() {
-                        ended = Some(Ended::Sync(result));
-                    }
-                }
-                Action::LeaseDone(r) => {
-                    if matches!(until, Until::Lease) {
-                        ended = Some(Ended::Lease(r));
-                    }
-                }
-                other => rest.push(other),
-            }
-        }
-        self.perform(rest);
-        Ok(ended)
-    }
-
-    /// Performs actions that end nothing.
-    fn perform(&mut self, actions: Vec<Action>) {
-        for a in actions {
-            match a {
+                } => self.waiting.synced(result, for_shutdown),
+                Action::LeaseDone(r) => self.waiting.renewed(r),
                 Action::Call(call) => {
                     let client = self.client.clone();
                     self.inflight
@@ -425,12 +311,9 @@ impl Agent {
                 },
                 Action::RestartWatch => self.restart_watch.notify_one(),
                 Action::Observe(o) => self.observe(o),
-                Action::RegisterDone(_)
-                | Action::SyncDone { .. }
-                | Action::LeaseDone(_)
-                | Action::Exit(_) => {}
             }
         }
+        Ok(())
     }
 
     fn observe(&self, o: Observation) {

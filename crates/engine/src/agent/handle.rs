@@ -7,12 +7,17 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::SyncOutcome;
+use k8s_openapi::api::coordination::v1::Lease;
+
 use super::state::{Input, Snapshot};
+use super::{Error, SyncOutcome};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline::PassReport;
 use crate::plugin_dir::PluginDir;
+
+/// Where the driver sends the end of what was asked.
+type Reply<T> = oneshot::Sender<std::result::Result<T, Arc<Error>>>;
 
 /// What the agent's handle asks of its driver.
 // One at a time, never stored in bulk: the size of an input costs nothing
@@ -21,9 +26,92 @@ use crate::plugin_dir::PluginDir;
 pub(super) enum Command {
     /// An input for the state.
     Input(Input),
+    /// Register ([`Input::Register`]); the reply once the node is
+    /// registered, or the identity error that ends the agent.
+    Register(Reply<()>),
+    /// A status sync ([`Input::SyncNow`]); the reply is its end.
+    Sync(Reply<SyncOutcome>),
+    /// A lease renewal from this copy ([`Input::LeaseNow`]); the reply is
+    /// its end.
+    Lease(Option<Lease>, Reply<()>),
     /// The node itself is shutting down; the reply is the result of the
     /// pass that writes it.
     Shutdown(oneshot::Sender<std::result::Result<SyncOutcome, String>>),
+}
+
+/// Who waits for the end of what they asked: the driver's only
+/// bookkeeping, the replies it owes (what the agent is doing is all in
+/// the state).
+#[derive(Default)]
+pub(super) struct Waiting {
+    register: Vec<Reply<()>>,
+    sync: Vec<Reply<SyncOutcome>>,
+    lease: Vec<Reply<()>>,
+    shutdown: Vec<oneshot::Sender<std::result::Result<SyncOutcome, String>>>,
+}
+
+impl Waiting {
+    /// Keeps the reply of `c`; returns its input for the step.
+    pub(super) fn add(&mut self, c: Command) -> Input {
+        match c {
+            Command::Input(i) => i,
+            Command::Register(r) => {
+                self.register.push(r);
+                Input::Register
+            }
+            Command::Sync(r) => {
+                self.sync.push(r);
+                Input::SyncNow
+            }
+            Command::Lease(cached, r) => {
+                self.lease.push(r);
+                Input::LeaseNow(cached)
+            }
+            Command::Shutdown(r) => {
+                self.shutdown.push(r);
+                Input::NodeShutdown
+            }
+        }
+    }
+
+    /// A registration try ended: those who asked are answered once the
+    /// node is registered (a failed try is retried after its backoff).
+    pub(super) fn registered(&mut self, r: super::Result<bool>) {
+        if matches!(r, Ok(true)) {
+            reply(&mut self.register, Ok(()));
+        }
+    }
+
+    /// A status sync ended: it answers those who asked for a sync, and
+    /// when the node's shutdown began it, those who reported the shutdown.
+    pub(super) fn synced(&mut self, r: super::Result<SyncOutcome>, for_shutdown: bool) {
+        let r = r.map_err(Arc::new);
+        if for_shutdown {
+            for w in self.shutdown.drain(..) {
+                let _ = w.send(r.clone().map_err(|e| e.to_string()));
+            }
+        }
+        reply(&mut self.sync, r);
+    }
+
+    /// A lease renewal ended.
+    pub(super) fn renewed(&mut self, r: super::Result<()>) {
+        reply(&mut self.lease, r.map_err(Arc::new));
+    }
+
+    /// An identity error at start ends the agent: whoever asked for the
+    /// registration gets it too.
+    pub(super) fn exit(&mut self, e: Error) -> Arc<Error> {
+        let e = Arc::new(e);
+        reply(&mut self.register, Err(e.clone()));
+        e
+    }
+}
+
+fn reply<T: Clone>(to: &mut Vec<Reply<T>>, r: std::result::Result<T, Arc<Error>>) {
+    for w in to.drain(..) {
+        let _ = w.send(r.clone());
+    }
 }
 
 /// A handle on a running agent: what it last published, and the inputs
@@ -96,6 +184,46 @@ impl AgentHandle {
     /// next pass runs it).
     pub fn plugins_changed(&self) {
         let _ = self.commands.send(Command::Input(Input::PluginsChanged));
+    }
+
+    /// Registers the node now, as the registration loop does (with its
+    /// backoff), and returns once it is registered; or the identity error
+    /// that ends the agent. For an agent made
+    /// [`on_request`](super::Agent::on_request); on one that runs its
+    /// loops, it registers the node again (a reconcile).
+    pub async fn register(&self) -> std::result::Result<(), Arc<Error>> {
+        self.ask(Command::Register).await
+    }
+
+    /// A regular status sync now (`updateNodeStatus`: up to 5 tries, the
+    /// first from the live node, later ones from a fresh GET), or the end
+    /// of the one that runs.
+    pub async fn sync_now(&self) -> std::result::Result<SyncOutcome, Arc<Error>> {
+        self.ask(Command::Sync).await
+    }
+
+    /// A lease renewal now from `cached` (`None`: GET it first), or the
+    /// end of the one that runs.
+    pub async fn renew_lease(&self, cached: Option<Lease>) -> std::result::Result<(), Arc<Error>> {
+        self.ask(|r| Command::Lease(cached, r)).await
+    }
+
+    /// An agent made [`on_request`](super::Agent::on_request) runs its
+    /// loops from now on, as [`Agent::run`](super::Agent::run) does from
+    /// its start.
+    pub fn run_loops(&self) {
+        let _ = self.commands.send(Command::Input(Input::RunLoops));
+    }
+
+    async fn ask<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> Command,
+    ) -> std::result::Result<T, Arc<Error>> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(command(tx))
+            .map_err(|_| Arc::new(Error::Stopped))?;
+        rx.await.map_err(|_| Arc::new(Error::Stopped))?
     }
 
     /// The node itself is shutting down (logind's PrepareForShutdown, or

@@ -118,10 +118,21 @@ pub enum Input {
     Answer(Answer),
     /// What the watch saw.
     Watch(WatchEvent),
-    /// Run a regular status sync now (the driver's `sync_once`).
+    /// Register now, as the registration loop does (its backoff, until the
+    /// node is registered or the credentials are refused): asked through
+    /// [`AgentHandle::register`](super::AgentHandle::register).
+    Register,
+    /// Run a regular status sync now, unless one runs (its end is the
+    /// answer): [`AgentHandle::sync_now`](super::AgentHandle::sync_now).
     SyncNow,
-    /// Renew the lease now (the driver's `renew_lease`).
-    LeaseNow,
+    /// Renew the lease now, from this copy (`None`: GET it first), unless
+    /// a renewal runs:
+    /// [`AgentHandle::renew_lease`](super::AgentHandle::renew_lease).
+    LeaseNow(Option<Lease>),
+    /// Start the loops of an agent made to act only when asked
+    /// ([`Agent::on_request`](super::Agent::on_request)): the
+    /// registration, or once registered, the status sync and the lease.
+    RunLoops,
     /// The machine itself is shutting down (logind, or SIGUSR2).
     NodeShutdown,
     /// logind cancelled the shutdown.

@@ -128,6 +128,9 @@ pub enum Error {
     /// last line of defence: one refused field fails a whole status update).
     #[error(transparent)]
     Refused(#[from] nodestatus_model::validate::Error),
+    /// The agent stopped before it answered what was asked of it.
+    #[error("the agent has stopped")]
+    Stopped,
 }
 
 impl Error {
@@ -151,6 +154,7 @@ impl Error {
             }
             Self::Pass(_) => "pass",
             Self::Refused(_) => "refused",
+            Self::Stopped => "stopped",
         }
     }
 }

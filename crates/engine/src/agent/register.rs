@@ -72,18 +72,26 @@ impl Register {
     pub fn restart(&mut self, now: Instant) {
         *self = Self::new(now);
     }
-}
 
-impl State {
-    /// Registers again, with a try due now (the driver's
-    /// `register_once`).
-    pub fn register_now(&mut self, now: Instant) {
-        if self.phase != Phase::Stopped {
-            self.phase = Phase::Registering;
-            self.register.restart(now);
-            self.register.next_at = Some(now);
+    /// A registration that waits to be asked for (no try is due).
+    pub fn waiting() -> Self {
+        Self {
+            backoff: Backoff::registration(),
+            next_at: None,
+            op: Op::Idle,
         }
     }
+}
+
+/// Registering is asked for (an agent that acts on request): unless the
+/// agent stopped or a try runs, the registration starts again, its first
+/// try after the backoff's first step, as at a start.
+pub(super) fn asked(s: &mut State, ctx: &Ctx) {
+    if s.phase == Phase::Stopped || !matches!(s.register.op, Op::Idle) {
+        return;
+    }
+    s.phase = Phase::Registering;
+    s.register.restart(ctx.now);
 }
 
 /// A try is due: GET (`registerNode: false`) or run the setters over the

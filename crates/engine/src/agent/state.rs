@@ -116,6 +116,10 @@ pub struct State {
     pub(super) watch: WatchLoop,
     /// Whether the server answers, and what waits for it.
     pub(super) reach: Reach,
+    /// Whether the loops run on their timers: `false` for an agent that
+    /// acts only when asked ([`Input::Register`], [`Input::SyncNow`],
+    /// [`Input::LeaseNow`]) until [`Input::RunLoops`].
+    pub(super) loops: bool,
 }
 
 impl State {
@@ -149,8 +153,19 @@ impl State {
             lease: LeaseLoop::new(),
             watch: WatchLoop::new(),
             reach: Reach::default(),
+            loops: true,
             cfg,
         }
+    }
+
+    /// The same state, acting only when asked: no registration starts,
+    /// and once registered no timer starts a status sync or a renewal,
+    /// until [`Input::RunLoops`]. What a request starts (the
+    /// registration's backoff, the tries of a sync) runs its course.
+    pub fn on_request(mut self) -> Self {
+        self.loops = false;
+        self.register = Register::waiting();
+        self
     }
 
     /// The config in force.
@@ -192,8 +207,10 @@ impl State {
                 .flatten()
                 .min(),
             Phase::Running => [
-                self.sync.next_at().filter(|_| !self.reach.holding()),
-                self.lease_timer(),
+                self.sync
+                    .next_at()
+                    .filter(|_| self.loops && !self.reach.holding()),
+                self.lease_timer().filter(|_| self.loops),
                 self.watch.retry_at(),
                 self.reach.resume_at(),
             ]
@@ -298,20 +315,25 @@ impl State {
                 }
                 match self.phase {
                     Phase::Registering => super::register::tick(self, ctx, &mut out),
-                    Phase::Running => super::sync::tick(self, ctx, &mut out),
-                    Phase::Stopped => {}
+                    Phase::Running if self.loops => super::sync::tick(self, ctx, &mut out),
+                    Phase::Running | Phase::Stopped => {}
                 }
-                if self.lease_timer().is_some_and(|t| ctx.now >= t) {
+                if self.loops && self.lease_timer().is_some_and(|t| ctx.now >= t) {
                     super::lease::start(self, ctx, &mut out);
                 }
             }
+            Input::Register => super::register::asked(self, ctx),
+            Input::RunLoops => self.run_loops(ctx),
             Input::SyncNow => super::sync::start_now(self, ctx, &mut out),
             Input::PluginsChanged => {
                 if self.phase == Phase::Running && !self.node_gone {
                     super::sync::start_now(self, ctx, &mut out)
                 }
             }
-            Input::LeaseNow => super::lease::start(self, ctx, &mut out),
+            Input::LeaseNow(cached) => {
+                self.lease.set_cache(cached);
+                super::lease::start(self, ctx, &mut out)
+            }
             Input::NodeShutdown => super::sync::node_shutdown(self, ctx, &mut out),
             Input::NodeShutdownCancelled => self.shutting_down = false,
             Input::Config(cfg) => {
@@ -403,11 +425,32 @@ impl State {
         out.push(Action::Observe(Observation::NodeDeleted(false)));
         if self.phase == Phase::Registering {
             self.phase = Phase::Running;
-            self.sync.start(ctx.now);
-            // In companion mode the kubelet owns the lease.
-            if !self.cfg.companion {
-                self.lease.start(ctx.now);
+            if self.loops {
+                self.start_loops(ctx.now);
             }
+        }
+    }
+
+    /// The status sync and the lease start (once the node is registered).
+    fn start_loops(&mut self, now: Instant) {
+        self.sync.start(now);
+        // In companion mode the kubelet owns the lease.
+        if !self.cfg.companion {
+            self.lease.start(now);
+        }
+    }
+
+    /// An agent that acted only when asked runs its loops from now on:
+    /// the registration when the node is not registered and none runs,
+    /// else the status sync and the lease.
+    fn run_loops(&mut self, ctx: &Ctx) {
+        if std::mem::replace(&mut self.loops, true) {
+            return;
+        }
+        match self.phase {
+            Phase::Registering => super::register::asked(self, ctx),
+            Phase::Running => self.start_loops(ctx.now),
+            Phase::Stopped => {}
         }
     }
 

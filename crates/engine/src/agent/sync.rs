@@ -138,7 +138,7 @@ pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
     begin(s, kind, false, ctx, out);
 }
 
-/// A regular pass now (`sync_once`), unless one runs.
+/// A regular pass now ([`super::AgentHandle::sync_now`]), unless one runs.
 pub(super) fn start_now(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
     if s.sync.pass.is_none() {
         begin(s, PassKind::Regular, false, ctx, out);

@@ -291,3 +291,67 @@ fn an_initial_node_the_server_would_refuse_is_not_created() {
     assert!(call(&a).is_none(), "{a:?}");
     assert!(observed(&a).contains(&Observation::LoopError("register", "refused")));
 }
+
+/// An agent made to act on request (the tests that drive one step of a
+/// loop at a time) starts nothing on its own: the registration begins when
+/// asked, as at a start; once registered no timer runs a sync or a
+/// renewal; a sync and a renewal run when asked, the renewal from the copy
+/// given; and once told to run its loops, the sync and the lease start.
+#[tokio::test(start_paused = true)]
+async fn an_agent_on_request_acts_only_when_asked_until_its_loops_run() {
+    let mut sim = Sim::new("");
+    sim.state = std::mem::replace(
+        &mut sim.state,
+        State::new(config(""), "host-a".into(), sim.t0),
+    )
+    .on_request();
+    assert_eq!(sim.state.next_wakeup(), None, "no registration of its own");
+    assert!(sim.tick().is_empty());
+
+    // Asked: the first try after the backoff's first step, as at a start.
+    sim.now += Duration::from_secs(30);
+    assert!(sim.step(Input::Register).is_empty());
+    assert_eq!(sim.next_in(), Duration::from_millis(30_100));
+    sim.register();
+    assert_eq!(sim.state.phase(), Phase::Running);
+    assert_eq!(
+        sim.state.next_wakeup(),
+        None,
+        "no sync or renewal of its own"
+    );
+    sim.now += Duration::from_secs(60);
+    assert!(sim.tick().is_empty());
+
+    // A sync when asked: its pass, from the live node, to its end.
+    let a = sim.step(Input::SyncNow);
+    let base = pass_base(&a).expect("a pass from the live node");
+    let a = sim.answer(sync_pass(base, PassReport::default()));
+    assert!(
+        a.iter().any(|a| matches!(a, Action::SyncDone { .. })),
+        "{a:?}"
+    );
+    // A renewal when asked, from the copy given: an update, no GET.
+    let a = sim.step(Input::LeaseNow(Some(lease("7"))));
+    let written = match call(&a) {
+        Some(Call::UpdateLease(l)) => {
+            assert_eq!(l.metadata.resource_version.as_deref(), Some("7"));
+            l.clone()
+        }
+        other => panic!("expected an update of the copy given, got {other:?}"),
+    };
+    let a = sim.answer(Answer::LeaseWritten(Ok(written)));
+    assert!(
+        a.iter().any(|a| matches!(a, Action::LeaseDone(Ok(())))),
+        "{a:?}"
+    );
+    assert_eq!(
+        sim.state.next_wakeup(),
+        None,
+        "nothing of its own after them"
+    );
+
+    // Its loops run: the lease's renewal and the sync's pass are due now.
+    let a = sim.step(Input::RunLoops);
+    assert!(a.is_empty(), "{a:?}");
+    assert_eq!(sim.state.next_wakeup(), Some(sim.now));
+}
