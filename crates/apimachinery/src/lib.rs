@@ -8,7 +8,9 @@
 //! - [`names`]: qualified names, label values, DNS subdomains;
 //! - [`MAX_NODE_BYTES`]: the largest Node nodestatus writes;
 //! - [`Metadata`]: the WIT's `metadata` record, built by a setter and read
-//!   back by the host.
+//!   back by the host;
+//! - [`RuntimeHandler`]: a container runtime's handler, as CRI reports it
+//!   (read by the runtime's facts, written by the model's kubelet fields).
 //!
 //! No dependencies (serde only with the `serde` feature, for the record's
 //! JSON), so it builds for `wasm32-wasip2` inside every setter.
@@ -19,6 +21,21 @@ pub mod quantity;
 pub mod time;
 
 pub use metadata::Metadata;
+
+/// A runtime handler, as CRI's `StatusResponse.runtime_handlers` gives it
+/// (1.30+): what the container runtime says and what a current kubelet
+/// writes into `status.runtimeHandlers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RuntimeHandler {
+    /// Its name; empty for the default handler.
+    pub name: String,
+    /// `features.recursive_read_only_mounts`: it supports recursive
+    /// read-only mounts.
+    pub recursive_read_only_mounts: bool,
+    /// `features.user_namespaces`: it supports user namespaces.
+    pub user_namespaces: bool,
+}
 
 /// The largest node, as compact JSON, that nodestatus writes or accepts from
 /// a setter. etcd refuses requests over 1.5 MiB (`--max-request-bytes`

@@ -507,16 +507,7 @@ fn runtime_and_machine(ctx: &CallContext) -> node::kubelet::RuntimeAndMachine {
         .as_deref()
         .and_then(|r| r.as_ref().ok());
     node::kubelet::RuntimeAndMachine {
-        runtime_handlers: runtime.map(|r| {
-            r.handlers
-                .iter()
-                .map(|h| node::kubelet::RuntimeHandler {
-                    name: h.name.clone(),
-                    recursive_read_only_mounts: h.recursive_read_only_mounts,
-                    user_namespaces: h.user_namespaces,
-                })
-                .collect()
-        }),
+        runtime_handlers: runtime.map(|r| r.handlers.clone()),
         supplemental_groups_policy: runtime
             .and_then(|r| r.features.as_ref())
             .map(|f| f.supplemental_groups_policy),

@@ -567,16 +567,7 @@ pub struct RuntimeFacts {
     pub features: Option<RuntimeFeatures>,
 }
 
-/// A runtime handler, as CRI's `RuntimeHandler` gives it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct RuntimeHandler {
-    /// Its name; empty for the default handler.
-    pub name: String,
-    /// `features.recursive_read_only_mounts`.
-    pub recursive_read_only_mounts: bool,
-    /// `features.user_namespaces`.
-    pub user_namespaces: bool,
-}
+pub use nodestatus_apimachinery::RuntimeHandler;
 
 /// The runtime's features, as CRI's `RuntimeFeatures` gives them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -214,16 +214,7 @@ pub const DECLARED_FEATURES: &[&str] = &[
     "RestartAllContainersOnContainerExits",
 ];
 
-/// A runtime handler as CRI reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeHandler {
-    /// Its name; empty for the default handler.
-    pub name: String,
-    /// It supports recursive read-only mounts.
-    pub recursive_read_only_mounts: bool,
-    /// It supports user namespaces.
-    pub user_namespaces: bool,
-}
+pub use nodestatus_apimachinery::RuntimeHandler;
 
 /// What a current kubelet reads from its container runtime and its machine
 /// for the fields it writes outside its setters. `None` is "not known in
