@@ -96,13 +96,18 @@ if [ "$want_aot" = 1 ]; then
 fi
 # The real-node binary's path comes from cargo's JSON messages (stdout; the
 # build's own output goes to the log as usual).
+# The build without the optional clients (cargo's `cri` and `logind`
+# features) is built and its config tests run here too: they are the only
+# tests of what such a build refuses.
 { cargo test --workspace --no-run &&
     cargo test -p nodestatus-tests --test realnode --no-run \
-      --message-format=json-render-diagnostics >"$logs/realnode-build.json"; } >"$logs/build.log" 2>&1 &
+      --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
+    cargo test -p nodestatus-engine --no-default-features --lib -- config::; } >"$logs/build.log" 2>&1 &
 build=$!
 # Clippy and rustdoc, on the CPU the others leave idle.
 (
   nice -n 19 cargo clippy --profile style --workspace --all-targets -- -D warnings &&
+    nice -n 19 cargo clippy --profile style -p nodestatus --no-default-features -- -D warnings &&
     nice -n 19 cargo clippy --manifest-path plugins/Cargo.toml --target-dir target/style/plugins \
       --workspace --all-targets -- -D warnings &&
     RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --profile style --workspace --no-deps

@@ -40,7 +40,23 @@ pub mod dir_watch;
 pub mod http;
 pub mod live_config;
 pub mod metrics;
+#[cfg(feature = "logind")]
 pub mod node_shutdown;
+/// The node's own shutdown: this build has no logind client (the `logind`
+/// feature), so only SIGUSR2 marks the node shutting down.
+#[cfg(not(feature = "logind"))]
+pub mod node_shutdown {
+    use tokio_util::sync::CancellationToken;
+
+    use crate::agent::AgentHandle;
+
+    /// Says once that the machine's shutdown is not watched, and returns.
+    pub async fn watch(_agent: AgentHandle, _cancel: CancellationToken) {
+        tracing::info!(
+            "this nodestatus was built without its logind client (cargo's `logind` feature): the node's shutdown is not watched; SIGUSR2 marks it shutting down"
+        );
+    }
+}
 pub mod oci;
 pub mod pipeline;
 pub mod plugin_dir;

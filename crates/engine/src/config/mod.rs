@@ -154,6 +154,9 @@ pub struct Config {
     pub registries: nodestatus_registry::Registries,
     /// The top-level `verify.key`: the key of every image without its own.
     pub verify_key: Option<PathBuf>,
+    /// The top-level signature policy (`verify.allOf` / `anyOf`), instead
+    /// of `verify.key`.
+    pub verify_policy: Option<plugins::VerifyPolicy>,
     /// The registry cache's bounds (`registryCacheMaxSize`,
     /// `registryCacheMaxAge`).
     pub registry_cache: nodestatus_registry::cache::Limits,
@@ -225,11 +228,21 @@ impl Config {
     /// (the endpoint was checked when the config was validated). For the
     /// default endpoint, a socket that is not there is no runtime
     /// ([`crate::cri::Client::present`]).
+    /// A build without the `cri` feature has none.
+    #[cfg(feature = "cri")]
     pub fn cri_client(&self) -> Option<crate::cri::Client> {
         let endpoint = self.container_runtime_endpoint.as_deref()?;
         crate::cri::Client::new(endpoint, self.runtime_request_timeout)
             .ok()
             .map(|c| c.optional(self.container_runtime_defaulted))
+    }
+
+    /// The CRI client: none in a build without the `cri` feature (a
+    /// `containerRuntimeEndpoint` the operator set was refused when the
+    /// config was checked).
+    #[cfg(not(feature = "cri"))]
+    pub fn cri_client(&self) -> Option<crate::cri::Client> {
+        None
     }
 
     /// [`Config::plugin_settings`] as the plugin directory takes it.

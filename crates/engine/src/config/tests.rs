@@ -330,6 +330,23 @@ fn a_change_is_named_by_its_class_from_the_values_in_force() {
     assert!(old.changed(&same, Class::Live).is_empty());
 }
 
+#[cfg(not(feature = "cri"))]
+#[test]
+fn without_the_cri_feature_the_default_endpoint_is_no_runtime_and_a_set_one_is_refused() {
+    let unset = check("nodeName: n\n").unwrap();
+    assert!(unset.container_runtime_defaulted);
+    assert!(unset.cri_client().is_none());
+    let err =
+        check("nodeName: n\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("built without its container runtime client"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "cri")]
 #[test]
 fn the_runtime_endpoint_defaults_to_the_kubelets_and_empty_turns_it_off() {
     let unset = check("nodeName: n\n").unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nodestatus_runtime::{CompileLimits, Tiers};
 
-use super::plugins::{check_key, plugin_settings};
+use super::plugins::{Verification, check_verify, plugin_settings};
 use super::values::{byte_size, parse_node_ips};
 use super::{
     Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, GoDuration, Result,
@@ -178,6 +178,14 @@ impl ConfigFile {
         {
             crate::cri::socket_path(e)
                 .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
+            if !cfg!(feature = "cri") {
+                return Err(invalid(
+                    "containerRuntimeEndpoint",
+                    format!(
+                        "{e:?} is set, but this nodestatus was built without its container runtime client (cargo's `cri` feature, on by default): build it with default features, or remove the setting"
+                    ),
+                ));
+            }
         }
         let runtime_request_timeout = self
             .runtime_request_timeout
@@ -198,13 +206,14 @@ impl ConfigFile {
         registries
             .validate()
             .map_err(|e| invalid("registries", e.to_string()))?;
-        if let Some(v) = &self.verify {
-            check_key("verify.key", &v.key)?;
-        }
+        let verify = self
+            .verify
+            .as_ref()
+            .map(|v| check_verify("verify", v))
+            .transpose()?;
         let mut plugins = BTreeMap::new();
         for (name, p) in self.plugins {
-            let global_key = self.verify.as_ref().map(|v| v.key.clone());
-            let settings = plugin_settings(&name, p, global_key)?;
+            let settings = plugin_settings(&name, p, verify.as_ref())?;
             plugins.insert(name, settings);
         }
         Ok(Config {
@@ -237,7 +246,14 @@ impl ConfigFile {
             external_cloud_provider,
             plugins,
             registries,
-            verify_key: self.verify.map(|v| v.key),
+            verify_key: match &verify {
+                Some(Verification::Key(key)) => Some(key.clone()),
+                _ => None,
+            },
+            verify_policy: match verify {
+                Some(Verification::Policy(policy)) => Some(policy),
+                _ => None,
+            },
             registry_cache,
         })
     }

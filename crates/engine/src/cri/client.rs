@@ -1,17 +1,5 @@
-//! The container runtime's facts, over CRI: gRPC on the runtime's unix
-//! socket (`containerRuntimeEndpoint`, for example
-//! `unix:///run/containerd/containerd.sock`), with the `runtime.v1` API
-//! (containerd 1.6+, CRI-O 1.20+).
-//!
-//! Once per pass, before the setters run, the host asks the runtime for its
-//! version, its status (the `RuntimeReady` and `NetworkReady` conditions and
-//! its runtime handlers) and its images, each call under
-//! `runtimeRequestTimeout`. The answer, or the reason there is none, is
-//! what the setters granted `containerRuntime` read through
-//! `host.container-runtime`; a setter never waits on the runtime itself.
-//!
-//! A failed call drops the connection, so the next pass dials afresh (a
-//! restarted runtime, or a socket that was replaced, is picked up).
+//! The CRI client itself (the `cri` feature): gRPC over the runtime's
+//! unix socket with tonic.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -26,38 +14,7 @@ use nodestatus_runtime::facts::{
 };
 use tonic::transport::{Channel, Endpoint, Uri};
 
-/// The default deadline of one CRI call (`runtimeRequestTimeout`).
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Why the runtime's facts could not be read.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Error {
-    /// The endpoint is not a `unix://` URL with an absolute path.
-    #[error(
-        "containerRuntimeEndpoint {endpoint:?} is not a unix socket URL: write unix:///run/containerd/containerd.sock (or the runtime's socket)"
-    )]
-    BadEndpoint {
-        /// The endpoint as configured.
-        endpoint: String,
-    },
-    /// A call did not answer within the deadline.
-    #[error("the runtime's {call} did not answer within {timeout:?} (runtimeRequestTimeout)")]
-    Deadline {
-        /// The CRI call.
-        call: &'static str,
-        /// The deadline.
-        timeout: Duration,
-    },
-    /// A call failed: the socket is absent or refused, or the runtime
-    /// answered an error.
-    #[error("the runtime's {call} failed: {message}")]
-    Call {
-        /// The CRI call.
-        call: &'static str,
-        /// What went wrong, with its causes.
-        message: String,
-    },
-}
+use super::{Error, socket_path};
 
 /// A CRI client for one runtime socket.
 #[derive(Debug)]
@@ -222,18 +179,6 @@ impl Client {
     }
 }
 
-/// The socket path of a `unix://` endpoint (a bare absolute path is taken
-/// as one too, as the kubelet does).
-pub fn socket_path(endpoint: &str) -> Result<PathBuf, Error> {
-    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
-    if !path.starts_with('/') || path.len() < 2 {
-        return Err(Error::BadEndpoint {
-            endpoint: endpoint.to_owned(),
-        });
-    }
-    Ok(PathBuf::from(path))
-}
-
 /// A status's message with the transport error under it (for an absent
 /// socket, "No such file or directory").
 fn status_message(status: &tonic::Status) -> String {
@@ -244,28 +189,5 @@ fn status_message(status: &tonic::Status) -> String {
             nodestatus_runtime::error_chain(source)
         ),
         None => status.message().to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(
-            socket_path("unix:///run/containerd/containerd.sock").unwrap(),
-            PathBuf::from("/run/containerd/containerd.sock")
-        );
-        assert_eq!(
-            socket_path("/run/crio/crio.sock").unwrap(),
-            PathBuf::from("/run/crio/crio.sock")
-        );
-        for bad in ["tcp://10.0.0.1:1234", "unix://relative.sock", "", "unix://"] {
-            assert!(
-                matches!(socket_path(bad), Err(Error::BadEndpoint { .. })),
-                "{bad}"
-            );
-        }
     }
 }
