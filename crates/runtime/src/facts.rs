@@ -176,7 +176,7 @@ impl Facts {
             return g.clone();
         }
         let host = self.source.host_path(from);
-        let g = super::host_api::path_exists(&host).then(|| proc_view::classify(&host));
+        let g = path_exists(&host).then(|| proc_view::classify(&host));
         grants.insert(from.to_owned(), g.clone());
         g
     }
@@ -575,6 +575,12 @@ pub struct RuntimeFeatures {
     /// `supplemental_groups_policy`: the runtime supports
     /// `SupplementalGroupsPolicy` and `ContainerUser`.
     pub supplemental_groups_policy: bool,
+}
+
+/// Whether `p` exists. Only "not found" counts as absent: a path that
+/// exists but cannot be read is left to the preopen, whose error names it.
+pub(crate) fn path_exists(p: &std::path::Path) -> bool {
+    !matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 #[cfg(test)]

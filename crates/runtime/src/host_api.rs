@@ -422,12 +422,6 @@ impl CallState {
     }
 }
 
-/// Whether `p` exists. Only "not found" counts as absent: a path that
-/// exists but cannot be read is left to the preopen, whose error names it.
-pub(crate) fn path_exists(p: &std::path::Path) -> bool {
-    !matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-}
-
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

@@ -299,17 +299,6 @@ pub fn source(attempt: usize, cached: bool) -> Source {
     }
 }
 
-/// Whether `e` is the server asking to back off: a 429 (API Priority and
-/// Fairness rejected the request). client-go sleeps its `Retry-After`
-/// before the same try; here the pass or the renewal ends, and the next
-/// one comes after the loop's own wait (the update period, the lease's
-/// backoff stretched by a random part of itself), so a throttled fleet
-/// does not answer a 429 with four more tries at once. Nothing is lost:
-/// the next pass writes whatever changed.
-pub fn throttled(e: &super::Error) -> bool {
-    matches!(e, super::Error::Api(c) if c.code() == Some(429))
-}
-
 /// Whether the connections are dropped after try `attempt` failed: after
 /// any failed try past the first (`onRepeatedHeartbeatFailure`).
 pub fn reset_after_failure(attempt: usize) -> bool {

@@ -16,11 +16,14 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Error;
 use super::client::NodeClient;
+use super::common::Error;
 use super::decide::{Random, ThreadRandom};
 use super::handle::{AgentHandle, Command, Waiting};
-use super::state::{Action, Answer, Call, Ctx, Input, Observation, Snapshot, State, WatchEvent};
+use super::health::Snapshot;
+use super::io::{Action, Answer, Call, Input, Loop, Observation, WatchEvent};
+use super::shared::Ctx;
+use super::state::State;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline;
@@ -341,7 +344,7 @@ impl Agent {
     /// blocking thread.
     fn run_pass(
         &mut self,
-        for_loop: super::state::Loop,
+        for_loop: Loop,
         base: Value,
         problems: Vec<String>,
         options: pipeline::PassOptions,

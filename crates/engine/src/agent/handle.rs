@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::coordination::v1::Lease;
 
-use super::state::{Input, Snapshot};
-use super::{Error, SyncOutcome};
+use super::common::{Error, SyncOutcome};
+use super::health::Snapshot;
+use super::io::Input;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::pipeline::PassReport;
@@ -76,7 +77,7 @@ impl Waiting {
 
     /// A registration try ended: those who asked are answered once the
     /// node is registered (a failed try is retried after its backoff).
-    pub(super) fn registered(&mut self, r: super::Result<bool>) {
+    pub(super) fn registered(&mut self, r: super::common::Result<bool>) {
         if matches!(r, Ok(true)) {
             reply(&mut self.register, Ok(()));
         }
@@ -84,7 +85,7 @@ impl Waiting {
 
     /// A status sync ended: it answers those who asked for a sync, and
     /// when the node's shutdown began it, those who reported the shutdown.
-    pub(super) fn synced(&mut self, r: super::Result<SyncOutcome>, for_shutdown: bool) {
+    pub(super) fn synced(&mut self, r: super::common::Result<SyncOutcome>, for_shutdown: bool) {
         let r = r.map_err(Arc::new);
         if for_shutdown {
             for w in self.shutdown.drain(..) {
@@ -95,7 +96,7 @@ impl Waiting {
     }
 
     /// A lease renewal ended.
-    pub(super) fn renewed(&mut self, r: super::Result<()>) {
+    pub(super) fn renewed(&mut self, r: super::common::Result<()>) {
         reply(&mut self.lease, r.map_err(Arc::new));
     }
 

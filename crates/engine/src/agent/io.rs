@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Event;
 use serde_json::Value;
 
 use super::client;
-use super::{Error, SyncOutcome};
+use super::common::{Error, SyncOutcome};
 use crate::config::Config;
 use crate::pipeline::{PassOptions, PassReport};
 
@@ -224,16 +224,16 @@ pub enum Action {
     /// A registration try ended: `Ok(true)` when the node exists and is
     /// ours, `Ok(false)` while `registerNode: false` waits for it, or the
     /// error (retried after the backoff's next step).
-    RegisterDone(super::Result<bool>),
+    RegisterDone(super::common::Result<bool>),
     /// A status sync ended.
     SyncDone {
         /// What it did.
-        result: super::Result<SyncOutcome>,
+        result: super::common::Result<SyncOutcome>,
         /// Whether the node's shutdown began it.
         for_shutdown: bool,
     },
     /// A lease renewal ended.
-    LeaseDone(super::Result<()>),
+    LeaseDone(super::common::Result<()>),
     /// An error at start that ends the agent (an identity error).
     Exit(Error),
 }

@@ -22,9 +22,12 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use tokio::time::Instant;
 
+use super::client::{self, ErrorClass};
+use super::common::Error;
 use super::decide::{self, Backoff, JITTER, LEASE_UPDATE_RETRY};
-use super::state::{Action, Answer, Call, Ctx, Observation, State, is_conflict};
-use super::{Error, client};
+use super::io::{Action, Answer, Call, Observation};
+use super::shared::{Ctx, Shared};
+use super::watch::WatchLoop;
 
 /// Where a try is.
 #[derive(Debug)]
@@ -71,7 +74,7 @@ impl LeaseLoop {
 
     /// Starts the loop at `now` (once the node is registered): the first
     /// renewal at once.
-    pub fn start(&mut self, now: Instant) {
+    pub fn begin(&mut self, now: Instant) {
         if self.next_at.is_none() {
             self.next_at = Some(now);
         }
@@ -110,28 +113,42 @@ impl Default for LeaseLoop {
     }
 }
 
-/// Starts a renewal unless one runs.
-pub(super) fn start(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if !matches!(s.lease.op, Op::Idle) {
-        return;
+impl LeaseLoop {
+    /// Starts a renewal unless one runs.
+    pub(super) fn start(&mut self, s: &mut Shared, ctx: &Ctx, out: &mut Vec<Action>) {
+        if !matches!(self.op, Op::Idle) {
+            return;
+        }
+        self.attempt = 0;
+        try_lease(self, s, ctx, out);
     }
-    s.lease.attempt = 0;
-    try_lease(s, ctx, out);
+
+    /// An answer to the current try.
+    pub(super) fn answer(
+        &mut self,
+        s: &mut Shared,
+        w: &WatchLoop,
+        a: Answer,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        answer(self, s, w, a, ctx, out)
+    }
 }
 
 /// One try: an update of the cached lease, or a GET when there is none.
-fn try_lease(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    match s.lease.cache.take() {
-        Some(base) => update(s, base, ctx, out),
+fn try_lease(me: &mut LeaseLoop, s: &mut Shared, ctx: &Ctx, out: &mut Vec<Action>) {
+    match me.cache.take() {
+        Some(base) => update(me, s, base, ctx, out),
         None => {
-            s.lease.op = Op::Getting;
+            me.op = Op::Getting;
             out.push(call(s, Call::GetLease));
         }
     }
 }
 
 /// `c` as an action: a call, or a probe while the server does not answer.
-fn call(s: &State, c: Call) -> Action {
+fn call(s: &Shared, c: Call) -> Action {
     match s.reach.probe_connect(client::call_deadline(&s.cfg)) {
         Some(connect_within) => Action::Probe {
             call: c,
@@ -141,98 +158,131 @@ fn call(s: &State, c: Call) -> Action {
     }
 }
 
-fn update(s: &mut State, base: Lease, ctx: &Ctx, out: &mut Vec<Action>) {
+fn update(me: &mut LeaseLoop, s: &mut Shared, base: Lease, ctx: &Ctx, out: &mut Vec<Action>) {
     let lease = new_lease(s, Some(base.clone()), ctx);
-    s.lease.op = Op::Updating(Box::new(base));
+    me.op = Op::Updating(Box::new(base));
     out.push(call(s, Call::UpdateLease(lease)));
 }
 
-/// An answer to the current try.
-pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
-    let op = std::mem::replace(&mut s.lease.op, Op::Idle);
+fn answer(
+    me: &mut LeaseLoop,
+    s: &mut Shared,
+    w: &WatchLoop,
+    a: Answer,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) {
+    let op = std::mem::replace(&mut me.op, Op::Idle);
     match (op, a) {
         (Op::Getting, Answer::Lease(r)) => match r {
-            Ok(Some(l)) => update(s, l, ctx, out),
+            Ok(Some(l)) => update(me, s, l, ctx, out),
             Ok(None) if s.live.uid.is_none() => try_failed(
+                me,
                 s,
+                w,
                 Error::LeaseWaitsForNode(s.cfg.node_name.clone()),
                 ctx,
                 out,
             ),
             Ok(None) => {
                 let lease = new_lease(s, None, ctx);
-                s.lease.op = Op::Creating;
+                me.op = Op::Creating;
                 out.push(call(s, Call::CreateLease(lease)));
             }
-            Err(e) => try_failed(s, e.into(), ctx, out),
+            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
         },
         (Op::Creating, Answer::LeaseWritten(r)) => match r {
             Ok(l) => {
-                s.lease.cache = Some(l);
-                done(s, Ok(()), ctx, out);
+                me.cache = Some(l);
+                done(me, s, Ok(()), ctx, out);
             }
-            Err(e) => try_failed(s, e.into(), ctx, out),
+            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
         },
         (Op::Updating(base), Answer::LeaseWritten(r)) => match r {
             Ok(l) => {
-                s.lease.cache = Some(l);
-                done(s, Ok(()), ctx, out);
+                me.cache = Some(l);
+                done(me, s, Ok(()), ctx, out);
             }
             // Stale or gone: GET (and create if missing) on the next try.
             Err(
                 e @ client::Error::Api {
                     code: 409 | 404, ..
                 },
-            ) => try_failed(s, e.into(), ctx, out),
+            ) => try_failed(me, s, w, e.into(), ctx, out),
             Err(e) => {
-                s.lease.cache = Some(*base);
-                try_failed(s, e.into(), ctx, out);
+                me.cache = Some(*base);
+                try_failed(me, s, w, e.into(), ctx, out);
             }
         },
         (op, a) => {
             tracing::debug!(?op, ?a, "lease: an answer it did not wait for");
-            s.lease.op = op;
+            me.op = op;
         }
     }
 }
 
-fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
-    let attempt = s.lease.attempt;
+fn try_failed(
+    me: &mut LeaseLoop,
+    s: &mut Shared,
+    w: &WatchLoop,
+    e: Error,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) {
+    let attempt = me.attempt;
     // A probe of a server that does not serve is one try.
     if s.reach.is_down()
         && let Error::Api(c) = &e
         && !super::reach::serving(c.class())
     {
         s.reach.probe_failed(c.class());
-        return done(s, Err(Error::LeaseRetriesExceeded(Box::new(e))), ctx, out);
+        return done(
+            me,
+            s,
+            Err(Error::LeaseRetriesExceeded(Box::new(e))),
+            ctx,
+            out,
+        );
     }
     if decide::reset_after_failure(attempt) && !is_conflict(&e) {
-        s.reset_connections(ctx, out);
+        w.reset_connections(s, ctx, out);
     }
     // Without the node, no try can create the lease; a 429 asks to back
     // off.
-    let stop = matches!(e, Error::LeaseWaitsForNode(_)) || decide::throttled(&e);
-    s.lease.attempt += 1;
-    if !stop && s.lease.attempt < LEASE_UPDATE_RETRY {
-        try_lease(s, ctx, out);
+    let stop = matches!(e, Error::LeaseWaitsForNode(_)) || e.throttled();
+    me.attempt += 1;
+    if !stop && me.attempt < LEASE_UPDATE_RETRY {
+        try_lease(me, s, ctx, out);
     } else {
-        done(s, Err(Error::LeaseRetriesExceeded(Box::new(e))), ctx, out);
+        done(
+            me,
+            s,
+            Err(Error::LeaseRetriesExceeded(Box::new(e))),
+            ctx,
+            out,
+        );
     }
 }
 
 /// A renewal ended: the next one a jittered interval later, or after the
 /// backoff's next step.
-fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Action>) {
+fn done(
+    me: &mut LeaseLoop,
+    s: &mut Shared,
+    result: super::common::Result<()>,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) {
     out.push(Action::Observe(Observation::LeaseResult(result.is_ok())));
     let interval = s.lease_period();
     let delay = match &result {
         Ok(()) => {
             s.last_lease_ok = Some(ctx.now);
             s.recovered("lease", ctx);
-            s.lease.backoff.reset();
+            me.backoff.reset();
             let mut d = decide::jitter(interval, JITTER, ctx.rng.unit());
-            if !std::mem::replace(&mut s.lease.phased, true) {
-                let u = s.lease.phase.take().unwrap_or_else(|| ctx.rng.unit());
+            if !std::mem::replace(&mut me.phased, true) {
+                let u = me.phase.take().unwrap_or_else(|| ctx.rng.unit());
                 d += interval.mul_f64(u);
             }
             d
@@ -240,8 +290,8 @@ fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Actio
         Err(e) => {
             s.failed("lease", e, ctx, out);
             s.unanswered(e, ctx);
-            let mut backoff = s.lease.backoff.next_delay();
-            if matches!(e, Error::LeaseRetriesExceeded(inner) if decide::throttled(inner)) {
+            let mut backoff = me.backoff.next_delay();
+            if matches!(e, Error::LeaseRetriesExceeded(inner) if inner.throttled()) {
                 // Throttled: the fleet's retries spread over the backoff.
                 backoff = decide::jitter(backoff, 1.0, ctx.rng.unit());
             }
@@ -255,14 +305,14 @@ fn done(s: &mut State, result: super::Result<()>, ctx: &Ctx, out: &mut Vec<Actio
             d
         }
     };
-    s.lease.next_at = Some(ctx.now + delay);
+    me.next_at = Some(ctx.now + delay);
     out.push(Action::LeaseDone(result));
 }
 
 /// The lease to write: `base` (or a new one) held by this node for
 /// `nodeLeaseDurationSeconds`, renewed now, owned by the node once its uid
 /// is known.
-fn new_lease(s: &State, base: Option<Lease>, ctx: &Ctx) -> Lease {
+fn new_lease(s: &Shared, base: Option<Lease>, ctx: &Ctx) -> Lease {
     let name = s.cfg.node_name.clone();
     let mut lease = base.unwrap_or_else(|| Lease {
         metadata: ObjectMeta {
@@ -290,4 +340,9 @@ fn new_lease(s: &State, base: Option<Lease>, ctx: &Ctx) -> Lease {
         }
     }
     lease
+}
+
+/// Whether an error of an API call is a conflict (a stale lease).
+fn is_conflict(e: &Error) -> bool {
+    matches!(e, Error::Api(c) if c.class() == ErrorClass::Conflict)
 }

@@ -64,6 +64,11 @@ pub const PATIENT_PROBES: u32 = 3;
 /// Where the server stands, as the loops last found it.
 #[derive(Debug, Default)]
 pub struct Reach {
+    /// Whether a failure without an answer finds the server down: once the
+    /// node is registered and the lease runs (not while registering, and
+    /// not in companion mode, where the status sync is the only loop and
+    /// keeps trying).
+    armed: bool,
     /// Since when no answer came, while down.
     down: Option<Down>,
     /// After coming back: when the held pass and the watch resume.
@@ -107,11 +112,17 @@ impl Reach {
         })
     }
 
+    /// Whether a failure without an answer finds the server down from now
+    /// on ([`Self::failed`]).
+    pub fn arm(&mut self, armed: bool) {
+        self.armed = armed;
+    }
+
     /// A whole renewal or pass failed with an error of `class` at `now`:
-    /// the server is down if that error was no answer. Returns whether it
-    /// went down now.
+    /// while armed, the server is down if that error was no answer.
+    /// Returns whether it went down now.
     pub fn failed(&mut self, class: ErrorClass, now: Instant) -> bool {
-        if !unanswered(class) || self.down.is_some() {
+        if !self.armed || !unanswered(class) || self.down.is_some() {
             return false;
         }
         self.down = Some(Down {

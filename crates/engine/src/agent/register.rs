@@ -14,9 +14,11 @@
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::client;
+use super::common::{Error, PROVIDED_NODE_IP, UNINITIALIZED_TAINT};
 use super::decide::Backoff;
-use super::state::{Action, Answer, Call, Ctx, Loop, Observation, Phase, State};
-use super::{Error, PROVIDED_NODE_IP, UNINITIALIZED_TAINT, client};
+use super::io::{Action, Answer, Call, Loop, Observation};
+use super::shared::{Ctx, Shared};
 use crate::pipeline::PassReport;
 use nodestatus_model::node::patch;
 
@@ -39,6 +41,16 @@ enum Op {
     Getting(client::Error),
     /// The existing node is being reconciled.
     Reconciling,
+}
+
+/// How a registration ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// The node exists and is ours (created, or found and reconciled).
+    Registered(Value),
+    /// The credentials may not register this node: the agent stops
+    /// ([`Action::Exit`] is out).
+    Stopped,
 }
 
 /// The registration loop's state.
@@ -73,6 +85,11 @@ impl Register {
         *self = Self::new(now);
     }
 
+    /// Whether a try runs.
+    pub fn busy(&self) -> bool {
+        !matches!(self.op, Op::Idle)
+    }
+
     /// A registration that waits to be asked for (no try is due).
     pub fn waiting() -> Self {
         Self {
@@ -83,60 +100,75 @@ impl Register {
     }
 }
 
-/// Registering is asked for (an agent that acts on request): unless the
-/// agent stopped or a try runs, the registration starts again, its first
-/// try after the backoff's first step, as at a start.
-pub(super) fn asked(s: &mut State, ctx: &Ctx) {
-    if s.phase == Phase::Stopped || !matches!(s.register.op, Op::Idle) {
-        return;
-    }
-    s.phase = Phase::Registering;
-    s.register.restart(ctx.now);
-}
-
 /// A try is due: GET (`registerNode: false`) or run the setters over the
 /// initial node.
-pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if s.register.next_at().is_none_or(|t| ctx.now < t) {
-        return;
+impl Register {
+    /// Time passed: a try that is due starts.
+    pub(super) fn tick(
+        &mut self,
+        s: &mut Shared,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> Option<Ended> {
+        if self.next_at().is_none_or(|t| ctx.now < t) {
+            return None;
+        }
+        if s.server.is_none() {
+            self.op = Op::Version;
+            out.push(Action::Call(Call::GetVersion));
+            return None;
+        }
+        begin(self, s, out);
+        None
     }
-    if s.server.is_none() {
-        s.register.op = Op::Version;
-        out.push(Action::Call(Call::GetVersion));
-        return;
+
+    /// An answer to one of registration's calls or passes.
+    pub(super) fn answer(
+        &mut self,
+        s: &mut Shared,
+        a: Answer,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> Option<Ended> {
+        answer(self, s, a, ctx, out)
     }
-    begin(s, out);
 }
 
 /// The try itself, once the server's version is known.
-fn begin(s: &mut State, out: &mut Vec<Action>) {
+fn begin(me: &mut Register, s: &mut Shared, out: &mut Vec<Action>) {
     if !s.cfg.register_node {
-        s.register.op = Op::Waiting;
+        me.op = Op::Waiting;
         out.push(Action::Call(Call::GetNode(Loop::Register)));
         return;
     }
-    s.register.op = Op::Pass;
+    me.op = Op::Pass;
     let node = initial_node(s);
     out.push(s.run_pass(Loop::Register, node));
 }
 
 /// An answer to one of registration's calls or passes.
-pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
-    let op = std::mem::replace(&mut s.register.op, Op::Idle);
+fn answer(
+    me: &mut Register,
+    s: &mut Shared,
+    a: Answer,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) -> Option<Ended> {
+    let op = std::mem::replace(&mut me.op, Op::Idle);
     let result: Result<Option<Value>, Error> = match (op, a) {
         (Op::Version, Answer::Version(r)) => match r {
             Ok(v) => {
                 tracing::info!(node = s.cfg.node_name, server = %v, "API server version");
                 s.server = Some(v);
-                begin(s, out);
-                return;
+                begin(me, s, out);
+                return None;
             }
             Err(e) => Err(e.into()),
         },
         (Op::Waiting, Answer::Node(_, r)) => match r {
             Ok(Some(n)) => Ok(Some(n)),
             Ok(None) => {
-                tracing::info!(node = s.cfg.node_name, retry_in = ?s.register.backoff.peek(), "registerNode is false: waiting for the node to exist");
+                tracing::info!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "registerNode is false: waiting for the node to exist");
                 Ok(None)
             }
             Err(e) => Err(e.into()),
@@ -147,9 +179,9 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
             match nodestatus_model::validate::node(&node) {
                 Err(problems) => Err(nodestatus_model::validate::Error::Refused(problems).into()),
                 Ok(()) => {
-                    s.register.op = Op::Creating(report);
+                    me.op = Op::Creating(report);
                     out.push(Action::Call(Call::CreateNode(node)));
-                    return;
+                    return None;
                 }
             }
         }
@@ -166,9 +198,9 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                     code: 409 | 403, ..
                 },
             ) => {
-                s.register.op = Op::Getting(e);
+                me.op = Op::Getting(e);
                 out.push(Action::Call(Call::GetNode(Loop::Register)));
-                return;
+                return None;
             }
             Err(e) => Err(e.into()),
         },
@@ -177,10 +209,10 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                 let reconciled = reconcile(&existing, &wanted_labels(s));
                 match patch::two_way(&existing, &reconciled) {
                     Some(p) => {
-                        s.register.op = Op::Reconciling;
+                        me.op = Op::Reconciling;
                         let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
                         out.push(Action::Call(Call::PatchStatus(Loop::Register, body)));
-                        return;
+                        return None;
                     }
                     None => {
                         tracing::info!(node = s.cfg.node_name, "node already exists; reconciled");
@@ -204,19 +236,19 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
         },
         (op, a) => {
             tracing::debug!(?op, ?a, "registration: an answer it did not wait for");
-            s.register.op = op;
-            return;
+            me.op = op;
+            return None;
         }
     };
     match result {
         Ok(Some(node)) => {
-            s.register.backoff.reset();
-            s.registered_with(node, ctx, out);
-            out.push(Action::RegisterDone(Ok(true)));
+            me.backoff.reset();
+            Some(Ended::Registered(node))
         }
         Ok(None) => {
-            schedule(s, ctx);
+            schedule(me, ctx);
             out.push(Action::RegisterDone(Ok(false)));
+            None
         }
         Err(e) if e.is_permanent() => {
             let e = match e {
@@ -224,28 +256,29 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                 other => Error::Permanent(Box::new(other)),
             };
             tracing::error!(node = s.cfg.node_name, "unable to register node: {e}");
-            s.phase = Phase::Stopped;
             out.push(Action::Exit(e));
+            Some(Ended::Stopped)
         }
         Err(e) => {
             out.push(Action::Observe(Observation::LoopError(
                 "register",
                 e.class(),
             )));
-            tracing::warn!(node = s.cfg.node_name, retry_in = ?s.register.backoff.peek(), "unable to register node, backing off: {e}");
-            schedule(s, ctx);
+            tracing::warn!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "unable to register node, backing off: {e}");
+            schedule(me, ctx);
             out.push(Action::RegisterDone(Err(e)));
+            None
         }
     }
 }
 
-fn schedule(s: &mut State, ctx: &Ctx) {
-    let step = s.register.backoff.next_delay();
-    s.register.next_at = Some(ctx.now + step);
+fn schedule(me: &mut Register, ctx: &Ctx) {
+    let step = me.backoff.next_delay();
+    me.next_at = Some(ctx.now + step);
 }
 
 /// The node as the kubelet's `initialNode` builds it, before the setters.
-pub fn initial_node(s: &State) -> Value {
+pub(super) fn initial_node(s: &Shared) -> Value {
     let cfg = &s.cfg;
     let mut node = wanted_labels(s);
     let mut taints = serde_json::to_value(&cfg.register_with_taints).expect("taints serialize");
@@ -271,7 +304,7 @@ pub fn initial_node(s: &State) -> Value {
 
 /// The kubelet's initial node with `nodeLabels` applied: what the default
 /// labels should be.
-fn wanted_labels(s: &State) -> Value {
+fn wanted_labels(s: &Shared) -> Value {
     let mut node = nodestatus_model::node::kubelet::initial_node(&s.cfg.node_name, &s.hostname);
     if let Some(labels) = node
         .pointer_mut("/metadata/labels")

@@ -18,11 +18,13 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::common::{Error, SHUTTING_DOWN, SyncOutcome, is_ready, ready_status};
 use super::decide::{
     self, FastUpdate, NODE_STATUS_UPDATE_RETRY, PassKind, ReportSchedule, SyncClock,
 };
-use super::state::{Action, Answer, Call, Ctx, Loop, Observation, Phase, State};
-use super::{Error, SHUTTING_DOWN, SyncOutcome, is_ready, ready_status};
+use super::io::{Action, Answer, Call, Loop, Observation};
+use super::shared::{Ctx, Shared};
+use super::watch::{self, WatchLoop};
 use crate::config::Config;
 use crate::pipeline::PassReport;
 use nodestatus_model::node::Diff;
@@ -127,43 +129,93 @@ impl Sync {
 }
 
 /// A pass is due: start it.
-pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if s.phase != Phase::Running
-        || s.reach.holding()
-        || s.sync.next_at().is_none_or(|t| ctx.now < t)
-    {
-        return;
-    }
-    let kind = s.sync.clock.kind(ctx.now);
-    begin(s, kind, false, ctx, out);
+/// What the state does after a status sync's step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// Nothing more.
+    Nothing,
+    /// The node was deleted and `reRegisterDeletedNode` is set: register
+    /// it again.
+    RegisterAgain,
 }
 
-/// A regular pass now ([`super::AgentHandle::sync_now`]), unless one runs.
-pub(super) fn start_now(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if s.sync.pass.is_none() {
-        begin(s, PassKind::Regular, false, ctx, out);
+impl Sync {
+    /// Time passed: a pass that is due starts (unless the server is found
+    /// down, [`super::reach`]). The node is registered.
+    pub(super) fn tick(
+        &mut self,
+        s: &mut Shared,
+        w: &mut WatchLoop,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        if s.reach.holding() || self.next_at().is_none_or(|t| ctx.now < t) {
+            return;
+        }
+        let kind = self.clock.kind(ctx.now);
+        begin(self, s, w, kind, false, ctx, out);
+    }
+
+    /// A regular pass now ([`super::AgentHandle::sync_now`]), unless one
+    /// runs.
+    pub(super) fn start_now(
+        &mut self,
+        s: &mut Shared,
+        w: &mut WatchLoop,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        if self.pass.is_none() {
+            begin(self, s, w, PassKind::Regular, false, ctx, out);
+        }
+    }
+
+    /// The node itself is shutting down: Ready=False `node is shutting
+    /// down`, written at once by a pass that reports whatever changed.
+    pub(super) fn node_shutdown(
+        &mut self,
+        s: &mut Shared,
+        w: &mut WatchLoop,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        s.readiness.shutting_down = true;
+        tracing::warn!(
+            node = s.cfg.node_name,
+            "{SHUTTING_DOWN}: marking it not Ready"
+        );
+        self.report.force();
+        if self.pass.is_some() {
+            self.shutdown_pending = true;
+        } else {
+            begin(self, s, w, PassKind::Regular, true, ctx, out);
+        }
+    }
+
+    /// An answer to the current try.
+    pub(super) fn answer(
+        &mut self,
+        s: &mut Shared,
+        w: &mut WatchLoop,
+        a: Answer,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) -> After {
+        answer(self, s, w, a, ctx, out)
     }
 }
 
-/// The node itself is shutting down: Ready=False `node is shutting down`,
-/// written at once by a pass that reports whatever changed.
-pub(super) fn node_shutdown(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    s.shutting_down = true;
-    tracing::warn!(
-        node = s.cfg.node_name,
-        "{SHUTTING_DOWN}: marking it not Ready"
-    );
-    s.sync.report.force();
-    if s.sync.pass.is_some() {
-        s.sync.shutdown_pending = true;
-    } else {
-        begin(s, PassKind::Regular, true, ctx, out);
-    }
-}
-
-fn begin(s: &mut State, kind: PassKind, for_shutdown: bool, ctx: &Ctx, out: &mut Vec<Action>) {
-    heal_watch(s, ctx, out);
-    s.sync.pass = Some(Pass {
+fn begin(
+    me: &mut Sync,
+    s: &mut Shared,
+    w: &mut WatchLoop,
+    kind: PassKind,
+    for_shutdown: bool,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) {
+    heal_watch(s, w, ctx, out);
+    me.pass = Some(Pass {
         kind,
         attempt: 0,
         for_shutdown,
@@ -171,51 +223,57 @@ fn begin(s: &mut State, kind: PassKind, for_shutdown: bool, ctx: &Ctx, out: &mut
         last_error: None,
         op: Op::Idle,
     });
-    try_next(s, out);
+    try_next(me, s, out);
 }
 
 /// A watch that has not listed the node again for two update periods
 /// since it (re)started is stuck (a connection that stopped answering):
 /// start it again.
-fn heal_watch(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+fn heal_watch(s: &mut Shared, w: &mut WatchLoop, ctx: &Ctx, out: &mut Vec<Action>) {
     let since = ctx.now.saturating_duration_since(s.live.watch_started);
-    if s.live.stale && !s.watch.failed() && since > s.cfg.node_status_update_frequency * 2 {
+    if s.live.stale && !w.failed() && since > s.cfg.node_status_update_frequency * 2 {
         tracing::info!(
             node = s.cfg.node_name,
             "the watch of the node has not listed it since {since:?}: restarting it",
         );
-        super::watch::resume(s, ctx, out);
+        watch::resume(w, s, ctx, out);
     }
 }
 
 /// Starts the current try: from the live node (try 0 with a trusted copy)
 /// or a GET.
-fn try_next(s: &mut State, out: &mut Vec<Action>) {
-    let attempt = s.sync.pass.as_ref().expect("a pass runs").attempt;
+fn try_next(me: &mut Sync, s: &mut Shared, out: &mut Vec<Action>) {
+    let attempt = me.pass.as_ref().expect("a pass runs").attempt;
     let trusted = s.live.node.is_some() && !s.live.stale;
     let cached = s.live.node.clone();
     match (decide::source(attempt, trusted), cached) {
         (decide::Source::Cache, Some(base)) => {
             let action = s.run_pass(Loop::Sync, (*base).clone());
-            set_op(s, Op::Running(base));
+            set_op(me, Op::Running(base));
             out.push(action);
         }
         _ => {
-            set_op(s, Op::Getting);
+            set_op(me, Op::Getting);
             out.push(Action::Call(Call::GetNode(Loop::Sync)));
         }
     }
 }
 
-fn set_op(s: &mut State, op: Op) {
-    s.sync.pass.as_mut().expect("a pass runs").op = op;
+fn set_op(me: &mut Sync, op: Op) {
+    me.pass.as_mut().expect("a pass runs").op = op;
 }
 
-/// An answer to the current try.
-pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>) {
-    let Some(pass) = s.sync.pass.as_mut() else {
+fn answer(
+    me: &mut Sync,
+    s: &mut Shared,
+    w: &mut WatchLoop,
+    a: Answer,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) -> After {
+    let Some(pass) = me.pass.as_mut() else {
         tracing::debug!(?a, "status sync: an answer with no pass running");
-        return;
+        return After::Nothing;
     };
     let op = std::mem::replace(&mut pass.op, Op::Idle);
     let kind = pass.kind;
@@ -225,17 +283,18 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                 s.offer(n.clone(), out);
                 let base = Arc::new(n);
                 let action = s.run_pass(Loop::Sync, (*base).clone());
-                set_op(s, Op::Running(base));
+                set_op(me, Op::Running(base));
                 out.push(action);
+                After::Nothing
             }
-            Ok(None) => gone(s, ctx, out),
-            Err(e) => try_failed(s, e.into(), ctx, out),
+            Ok(None) => gone(me, s, w, ctx, out),
+            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
         },
         (Op::Running(base), Answer::Pass(_, Ok((new, report)))) => {
-            s.sync.pass.as_mut().expect("a pass runs").report = Some(report);
+            me.pass.as_mut().expect("a pass runs").report = Some(report);
             let diff = Diff::new(&base, &new);
             let changed = diff.status_changed();
-            let due = s.sync.report.due(ctx.now);
+            let due = me.report.due(ctx.now);
             let write = decide::write(kind, changed, due, ready_status(&new).as_deref());
             let patch = match write {
                 decide::Write::Skip => None,
@@ -244,13 +303,13 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
             let Some(p) = patch else {
                 s.came_back(out);
                 note_schedulable(s, &base, ctx, out);
-                return finish(s, Ok(SyncOutcome::Unchanged), ctx, out);
+                return finish(me, s, w, Ok(SyncOutcome::Unchanged), ctx, out);
             };
             let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
             let bytes = body.get().len();
             out.push(Action::Observe(Observation::Patch(bytes)));
             set_op(
-                s,
+                me,
                 Op::Patching {
                     base,
                     changed,
@@ -258,8 +317,9 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                 },
             );
             out.push(Action::Call(Call::PatchStatus(Loop::Sync, body)));
+            After::Nothing
         }
-        (Op::Running(_), Answer::Pass(_, Err(e))) => try_failed(s, Error::Pass(e), ctx, out),
+        (Op::Running(_), Answer::Pass(_, Err(e))) => try_failed(me, s, w, Error::Pass(e), ctx, out),
         (
             Op::Patching {
                 base,
@@ -273,32 +333,47 @@ pub(super) fn answer(s: &mut State, a: Answer, ctx: &Ctx, out: &mut Vec<Action>)
                 s.offer(updated, out);
                 s.came_back(out);
                 note_schedulable(s, &base, ctx, out);
-                s.sync.report.written(ctx.now, changed, ctx.rng.unit());
+                me.report.written(ctx.now, changed, ctx.rng.unit());
                 let outcome = if changed {
                     SyncOutcome::Patched { bytes }
                 } else {
                     SyncOutcome::Reported { bytes }
                 };
-                finish(s, Ok(outcome), ctx, out);
+                finish(me, s, w, Ok(outcome), ctx, out)
             }
-            Err(e) if e.code() == Some(404) => gone(s, ctx, out),
-            Err(e) => try_failed(s, e.into(), ctx, out),
+            Err(e) if e.code() == Some(404) => gone(me, s, w, ctx, out),
+            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
         },
         (op, a) => {
             tracing::debug!(?op, ?a, "status sync: an answer it did not wait for");
-            set_op(s, op);
+            set_op(me, op);
+            After::Nothing
         }
     }
 }
 
 /// The node is not on the server: the pass ends (no more tries).
-fn gone(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
+fn gone(
+    me: &mut Sync,
+    s: &mut Shared,
+    w: &mut WatchLoop,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) -> After {
     s.forget_node(out);
-    finish(s, Err(Error::NodeGone(s.cfg.node_name.clone())), ctx, out);
+    let name = s.cfg.node_name.clone();
+    finish(me, s, w, Err(Error::NodeGone(name)), ctx, out)
 }
 
-fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
-    let pass = s.sync.pass.as_mut().expect("a pass runs");
+fn try_failed(
+    me: &mut Sync,
+    s: &mut Shared,
+    w: &mut WatchLoop,
+    e: Error,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) -> After {
+    let pass = me.pass.as_mut().expect("a pass runs");
     let attempt = pass.attempt;
     tracing::warn!(
         node = s.cfg.node_name,
@@ -308,27 +383,34 @@ fn try_failed(s: &mut State, e: Error, ctx: &Ctx, out: &mut Vec<Action>) {
     let reset = decide::reset_after_failure(attempt);
     pass.last_error = Some(e);
     if reset {
-        s.reset_connections(ctx, out);
+        w.reset_connections(s, ctx, out);
     }
     // While the server does not answer, the other tries would not be
     // answered either: the pass ends ([`super::reach`]).
     let probing = s.reach.is_down()
-        && pass_error_unanswered(s.sync.pass.as_ref().and_then(|p| p.last_error.as_ref()));
+        && pass_error_unanswered(me.pass.as_ref().and_then(|p| p.last_error.as_ref()));
     // A 429 asks to back off: the pass ends, the next comes after the
     // update period.
-    let throttled = s
-        .sync
+    let throttled = me
         .pass
         .as_ref()
         .and_then(|p| p.last_error.as_ref())
-        .is_some_and(decide::throttled);
-    let pass = s.sync.pass.as_mut().expect("a pass runs");
+        .is_some_and(Error::throttled);
+    let pass = me.pass.as_mut().expect("a pass runs");
     pass.attempt += 1;
     if pass.attempt < NODE_STATUS_UPDATE_RETRY && !probing && !throttled {
-        try_next(s, out);
+        try_next(me, s, out);
+        After::Nothing
     } else {
         let last = pass.last_error.take().expect("set above");
-        finish(s, Err(Error::RetriesExceeded(Box::new(last))), ctx, out);
+        finish(
+            me,
+            s,
+            w,
+            Err(Error::RetriesExceeded(Box::new(last))),
+            ctx,
+            out,
+        )
     }
 }
 
@@ -338,8 +420,15 @@ fn pass_error_unanswered(e: Option<&Error>) -> bool {
 
 /// The pass ended: count its failures (per pass, not per try), record its
 /// events if it reached the server, and schedule the next one.
-fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mut Vec<Action>) {
-    let pass = s.sync.pass.take().expect("a pass runs");
+fn finish(
+    me: &mut Sync,
+    s: &mut Shared,
+    w: &mut WatchLoop,
+    result: super::common::Result<SyncOutcome>,
+    ctx: &Ctx,
+    out: &mut Vec<Action>,
+) -> After {
+    let pass = me.pass.take().expect("a pass runs");
     if let Some(report) = pass.report {
         s.note_pass(&report, out);
         if result.is_ok() {
@@ -366,16 +455,16 @@ fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mu
     if pass.kind == PassKind::Fast && result.is_err() {
         // The kubelet's fast update ends on a failed patch; the regular
         // sync goes on.
-        s.sync.fast.end();
+        me.fast.end();
     }
+    let mut after = After::Nothing;
     match &result {
         Err(Error::NodeGone(name)) if s.cfg.re_register_deleted_node => {
             tracing::warn!(
                 node = name,
                 "node was deleted; registering it again (reRegisterDeletedNode: true)"
             );
-            s.phase = Phase::Registering;
-            s.register.restart(ctx.now);
+            after = After::RegisterAgain;
         }
         Err(e) => tracing::warn!(
             retry_in = "the next update period",
@@ -386,24 +475,22 @@ fn finish(s: &mut State, result: super::Result<SyncOutcome>, ctx: &Ctx, out: &mu
     // The fast update stops once the live node is Ready (as the kubelet's
     // checks its lister before each tick).
     let ready = s.live.node.as_deref().is_some_and(is_ready);
-    let fast_now = s.sync.fast.active(ctx.now, ready);
-    let delay = s
-        .sync
-        .clock
-        .after(pass.kind, ctx.now, fast_now, ctx.rng.unit());
-    s.sync.next_at = Some(ctx.now + delay);
+    let fast_now = me.fast.active(ctx.now, ready);
+    let delay = me.clock.after(pass.kind, ctx.now, fast_now, ctx.rng.unit());
+    me.next_at = Some(ctx.now + delay);
     out.push(Action::SyncDone {
         result,
         for_shutdown: pass.for_shutdown,
     });
-    if std::mem::take(&mut s.sync.shutdown_pending) {
-        begin(s, PassKind::Regular, true, ctx, out);
+    if std::mem::take(&mut me.shutdown_pending) {
+        begin(me, s, w, PassKind::Regular, true, ctx, out);
     }
+    after
 }
 
 /// `NodeSchedulable` / `NodeNotSchedulable` on a flip of
 /// `spec.unschedulable` (the kubelet's last hook).
-fn note_schedulable(s: &mut State, node: &Value, ctx: &Ctx, out: &mut Vec<Action>) {
+fn note_schedulable(s: &mut Shared, node: &Value, ctx: &Ctx, out: &mut Vec<Action>) {
     let now = node
         .pointer("/spec/unschedulable")
         .and_then(Value::as_bool)
@@ -420,7 +507,7 @@ fn note_schedulable(s: &mut State, node: &Value, ctx: &Ctx, out: &mut Vec<Action
     }
 }
 
-fn note_ready_flip(s: &State, old: &Value, new: &Value) {
+fn note_ready_flip(s: &Shared, old: &Value, new: &Value) {
     if let (Some(a), Some(b)) = (ready_status(old), ready_status(new))
         && a != b
     {

@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::NodeClient;
 use super::decide::{self, Backoff};
-use super::state::{Action, Ctx, State, WatchEvent};
+use super::io::{Action, Observation, WatchEvent};
+use super::shared::{Ctx, Shared};
 
 /// How long the server keeps one watch open (`timeoutSeconds`); it is
 /// resumed at once after.
@@ -74,61 +75,80 @@ impl Default for WatchLoop {
     }
 }
 
-/// What the watch saw.
-pub(super) fn event(s: &mut State, e: WatchEvent, ctx: &Ctx, out: &mut Vec<Action>) {
-    match e {
-        WatchEvent::Restarted => {
-            s.live.stale = true;
-            s.live.watch_started = ctx.now;
-        }
-        WatchEvent::Listing => s.live.listed = false,
-        WatchEvent::Applied(node, from_list) => {
-            s.live.listed |= from_list;
-            s.offer(node, out);
-        }
-        WatchEvent::Listed => {
-            if !s.live.listed {
-                s.forget_node(out);
+impl WatchLoop {
+    /// What the watch saw.
+    pub(super) fn event(
+        &mut self,
+        s: &mut Shared,
+        e: WatchEvent,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        match e {
+            WatchEvent::Restarted => {
+                s.live.stale = true;
+                s.live.watch_started = ctx.now;
             }
-            ran(s);
-        }
-        WatchEvent::Resumed => ran(s),
-        WatchEvent::Deleted => s.forget_node(out),
-        WatchEvent::Failed => {
-            s.live.stale = true;
-            s.watch.failed = true;
-            s.watch.retry_at = (!s.reach.holding()).then(|| {
-                let d = s.watch.backoff.next_delay();
-                ctx.now + decide::jitter(d, decide::WATCH_RETRY_JITTER, ctx.rng.unit())
-            });
-            out.push(Action::Observe(super::state::Observation::LoopError(
-                "watch",
-                "transport",
-            )));
+            WatchEvent::Listing => s.live.listed = false,
+            WatchEvent::Applied(node, from_list) => {
+                s.live.listed |= from_list;
+                s.offer(node, out);
+            }
+            WatchEvent::Listed => {
+                if !s.live.listed {
+                    s.forget_node(out);
+                }
+                self.ran(s);
+            }
+            WatchEvent::Resumed => self.ran(s),
+            WatchEvent::Deleted => s.forget_node(out),
+            WatchEvent::Failed => {
+                s.live.stale = true;
+                self.failed = true;
+                self.retry_at = (!s.reach.holding()).then(|| {
+                    let d = self.backoff.next_delay();
+                    ctx.now + decide::jitter(d, decide::WATCH_RETRY_JITTER, ctx.rng.unit())
+                });
+                out.push(Action::Observe(Observation::LoopError(
+                    "watch",
+                    "transport",
+                )));
+            }
         }
     }
-}
 
-/// The watch runs again (listed, or resumed): the live copy is trusted.
-fn ran(s: &mut State) {
-    s.live.stale = false;
-    s.watch.failed = false;
-    s.watch.retry_at = None;
-    s.watch.backoff.reset();
+    /// The watch runs again (listed, or resumed): the live copy is trusted.
+    fn ran(&mut self, s: &mut Shared) {
+        s.live.stale = false;
+        self.failed = false;
+        self.retry_at = None;
+        self.backoff.reset();
+    }
+
+    /// Time passed: a failed watch whose backoff ran out is resumed.
+    pub(super) fn tick(&mut self, s: &mut Shared, ctx: &Ctx, out: &mut Vec<Action>) {
+        if self.retry_at.is_some_and(|t| ctx.now >= t) {
+            resume(self, s, ctx, out);
+        }
+    }
+
+    /// Drops every pooled connection after a failed try (the kubelet's
+    /// `closeAllConns`), the watch's too: a running watch starts again on
+    /// a new one (the driver does it when the connections were dropped).
+    pub(super) fn reset_connections(&self, s: &mut Shared, ctx: &Ctx, out: &mut Vec<Action>) {
+        let watch = !self.failed && !s.reach.holding();
+        if watch {
+            s.live.watch_started = ctx.now;
+        }
+        out.push(Action::ResetConnections { watch });
+    }
 }
 
 /// Resumes the watch on a new connection.
-pub(super) fn resume(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    s.watch.retry_at = None;
+pub(super) fn resume(w: &mut WatchLoop, s: &mut Shared, ctx: &Ctx, out: &mut Vec<Action>) {
+    w.retry_at = None;
     s.live.watch_started = ctx.now;
     out.push(Action::RestartWatch);
-}
-
-/// Time passed: a failed watch whose backoff ran out is resumed.
-pub(super) fn tick(s: &mut State, ctx: &Ctx, out: &mut Vec<Action>) {
-    if s.watch.retry_at.is_some_and(|t| ctx.now >= t) {
-        resume(s, ctx, out);
-    }
 }
 
 /// How the watch starts again: from where it was, or from the node as

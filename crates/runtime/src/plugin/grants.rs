@@ -54,7 +54,7 @@ pub(super) fn validate_metadata(
 pub(super) fn check_process_grants(grants: &Grants) -> Result<Vec<Withheld>, LoadError> {
     let mut withheld = Vec::new();
     for g in &grants.paths {
-        if !host_api::path_exists(&g.from) {
+        if !crate::facts::path_exists(&g.from) {
             continue;
         }
         match proc_view::classify(&g.from) {

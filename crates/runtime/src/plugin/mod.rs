@@ -10,7 +10,7 @@ use wasmtime::component::{ComponentExportIndex, Instance};
 use wasmtime::{Engine, Store};
 
 use super::call_thread::{self, Stuck};
-use super::host_api::{self, CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
+use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
 use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier, facts};
@@ -196,7 +196,7 @@ impl Plugin {
         // driver loads) is not an error: each call preopens what exists then,
         // so the plugin sees it as soon as it appears, with no reload.
         for g in &grants.paths {
-            if !host_api::path_exists(&g.from) {
+            if !crate::facts::path_exists(&g.from) {
                 // Not a mistake: a directory that an exporter or a driver
                 // creates later (the default config grants images
                 // /var/lib/nodestatus before anything writes there).

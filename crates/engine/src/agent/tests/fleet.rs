@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
+use crate::agent::WatchEvent;
 use crate::agent::decide::{self, Random};
-use crate::agent::state::WatchEvent;
 
 /// A seeded generator (splitmix64): each agent's own draws, as different
 /// as real ones, the same on every run.
@@ -101,7 +101,7 @@ fn run_fleet(n: usize, ramp: f64, secs: f64, server: Server) -> Seen {
         .map(|i| {
             let start = at(ramp * i as f64 / n as f64);
             let mut s = State::new(config(""), "host-a".into(), start);
-            s.server = Some(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
+            s.shared.server = Some(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
             (s, Seeded(AtomicU64::new(i as u64 * 7919 + 1)))
         })
         .collect();
@@ -170,7 +170,7 @@ fn run_fleet(n: usize, ramp: f64, secs: f64, server: Server) -> Seen {
                     let a = Answer::Pass(Loop::Sync, Ok((new, PassReport::default())));
                     let a = match a {
                         Answer::Pass(_, r)
-                            if matches!(state.phase(), crate::agent::Phase::Registering) =>
+                            if matches!(state.phase(), crate::agent::Phase::Registering(_)) =>
                         {
                             Answer::Pass(Loop::Register, r)
                         }

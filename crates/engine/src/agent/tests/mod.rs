@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::client;
 use super::decide::FixedRandom;
-use super::state::{Action, Answer, Call, Ctx, Input, Loop, Observation, State};
+use super::{Action, Answer, Call, Ctx, Input, Loop, Observation, State};
 use crate::config::{Config, ConfigFile};
 use crate::pipeline::{PassOptions, PassReport, SetterError, SetterErrorKind, SetterReport};
 
@@ -45,7 +45,7 @@ impl Sim {
     /// every random draw 0.5.
     pub fn new(yaml: &str) -> Self {
         let mut sim = Self::unversioned(yaml);
-        sim.state.server = Some(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
+        sim.state.shared.server = Some(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
         sim
     }
 

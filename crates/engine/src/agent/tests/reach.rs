@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::agent::WatchEvent;
 use crate::agent::reach::PROBE_CONNECT;
-use crate::agent::state::WatchEvent;
 
 /// The probe among `actions`: its call and connect timeout.
 fn probe(actions: &[Action]) -> Option<(&Call, Duration)> {

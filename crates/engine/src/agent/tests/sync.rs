@@ -68,9 +68,8 @@ fn a_pass_is_five_tries_the_first_from_the_live_node_the_others_from_a_get() {
     );
     assert!(observed(&a).contains(&Observation::SyncResult("error")));
     assert!(observed(&a).contains(&Observation::LoopError("sync", "server")));
-    assert_eq!(
-        sim.state.phase(),
-        Phase::Running,
+    assert!(
+        matches!(sim.state.phase(), Phase::Running),
         "retried at the next period"
     );
 }
@@ -336,7 +335,10 @@ fn a_deleted_node_is_not_registered_again_and_a_recreated_one_is_kept() {
     let a = sim.answer(Answer::Patched(Loop::Sync, Err(api(404))));
     assert!(sync_done(&a).unwrap().unwrap_err().contains("not found"));
     assert!(observed(&a).contains(&Observation::NodeDeleted(true)));
-    assert_eq!(sim.state.phase(), Phase::Running, "no registration");
+    assert!(
+        matches!(sim.state.phase(), Phase::Running),
+        "no registration"
+    );
     assert!(
         sim.state
             .snapshot()
@@ -368,7 +370,7 @@ fn re_register_deleted_node_registers_it_again() {
         PassReport::default(),
     ));
     sim.answer(Answer::Patched(Loop::Sync, Err(api(404))));
-    assert_eq!(sim.state.phase(), Phase::Registering);
+    assert!(matches!(sim.state.phase(), Phase::Registering(_)));
     let a = sim.advance_to_next();
     assert!(pass_base(&a).is_some(), "a registration pass: {a:?}");
 }
