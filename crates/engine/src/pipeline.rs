@@ -371,45 +371,19 @@ pub fn pass(
     options: PassOptions,
 ) -> (Value, PassReport) {
     let mut report = PassReport::default();
-    let found = Ownership::from_node(node);
-    let mut ownership = found.clone();
-    let mut current = node.clone();
-    let mut current_json = serde_json::to_string(&current).expect("a Value serializes");
-    let input_problems = validate::problems(&current);
-    let mut known = input_problems.clone();
+    let mut work = Work::new(node);
 
     for setter in set.setters() {
         let plugin = setter.plugin();
         let started = Instant::now();
-        let outcome = run_one(
-            runtime,
-            setter,
-            &current_json,
-            &current,
-            &known,
-            ctx.clone(),
-        )
-        .and_then(|acc| {
-            if let Some(next) = &acc.node {
-                ownership
-                    .record(plugin.name(), &acc.changed, next)
-                    .map_err(|e| SetterError::new(SetterErrorKind::Limit, e.to_string()))?;
-            }
-            Ok(acc)
-        })
-        .map(|acc| {
-            if let Some(next) = acc.node {
-                current = next;
-                current_json = acc.json;
-                known = acc.problems;
-            }
-            report.events.extend(
-                acc.events
-                    .into_iter()
-                    .map(|e| (plugin.name().to_owned(), e)),
-            );
-            acc.changed
-        });
+        let outcome = work
+            .setter(runtime, setter, ctx.clone())
+            .map(|(changed, events)| {
+                report
+                    .events
+                    .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
+                changed
+            });
         if let Err(e) = &outcome {
             tracing::warn!(
                 plugin = plugin.name(),
@@ -425,7 +399,6 @@ pub fn pass(
             affects_readiness: setter.affects_readiness(),
         });
     }
-
     for w in set.withheld() {
         report.setters.push(SetterReport {
             plugin: w.plugin.clone(),
@@ -435,67 +408,240 @@ pub fn pass(
             affects_readiness: w.affects_readiness,
         });
     }
-    report.released = ownership.release_unloaded(|p| set.contains(p), &mut current);
+    report.released = work.release_unloaded(set);
     for (plugin, path) in &report.released {
         tracing::info!(plugin, field = %path, "removed a field owned by a plugin that is no longer loaded");
     }
     if options.keep_ready {
-        let keep = |c: &Value| node::kubelet::keep_condition(node, c, "Ready");
-        report
-            .builtins
-            .push(builtin(KEEP_READY, &keep, &mut current, &mut known));
         report
             .events
             .retain(|(_, e)| !matches!(e.reason.as_str(), "NodeReady" | "NodeNotReady"));
     }
+    let facts = options.kubelet_fields.map(|_| runtime_and_machine(ctx));
+    for step in builtins(node, options, facts.as_ref()) {
+        report.builtins.push(work.builtin(step));
+    }
+    match work.finish() {
+        Ok(current) => (current, report),
+        Err(refused) => {
+            tracing::error!(
+                "the pass's node would be refused by the API server, so nothing of it is written: {}",
+                validate::describe(&refused)
+            );
+            report.refused = Some(refused);
+            (node.clone(), report)
+        }
+    }
+}
+
+/// A built-in step of the host: its name and what it writes (`None`: it
+/// changes nothing, the steady state, which costs no copy).
+struct Builtin<'a> {
+    name: &'static str,
+    step: Box<dyn Fn(&Value) -> Option<Value> + 'a>,
+}
+
+/// The host's built-in steps of a pass over `node` (the node as it came),
+/// in order, as `options` decide.
+fn builtins<'a>(
+    node: &'a Value,
+    options: PassOptions,
+    facts: Option<&'a node::kubelet::RuntimeAndMachine>,
+) -> Vec<Builtin<'a>> {
+    let mut steps = Vec::new();
+    if options.keep_ready {
+        steps.push(Builtin {
+            name: KEEP_READY,
+            step: Box::new(move |c: &Value| node::kubelet::keep_condition(node, c, "Ready")),
+        });
+    }
     if options.keep_addresses {
-        let keep = |c: &Value| node::kubelet::keep_addresses(node, c);
-        report
-            .builtins
-            .push(builtin(KEEP_ADDRESSES, &keep, &mut current, &mut known));
+        steps.push(Builtin {
+            name: KEEP_ADDRESSES,
+            step: Box::new(move |c: &Value| node::kubelet::keep_addresses(node, c)),
+        });
     }
-    if let Some(server) = options.kubelet_fields {
-        let facts = runtime_and_machine(ctx);
-        let step = |c: &Value| node::kubelet::current_kubelet_fields(c, server, &facts);
-        report.builtins.push(builtin(
-            CURRENT_KUBELET_FIELDS,
-            &step,
-            &mut current,
-            &mut known,
-        ));
+    if let (Some(server), Some(facts)) = (options.kubelet_fields, facts) {
+        steps.push(Builtin {
+            name: CURRENT_KUBELET_FIELDS,
+            step: Box::new(move |c: &Value| {
+                node::kubelet::current_kubelet_fields(c, server, facts)
+            }),
+        });
     }
-    report.builtins.push(builtin(
-        OS_ARCH_LABELS,
-        &node::kubelet::os_arch_labels,
-        &mut current,
-        &mut known,
-    ));
-    report.builtins.push(builtin(
-        ALLOCATABLE,
-        &node::kubelet::allocatable_for_every_capacity_key,
-        &mut current,
-        &mut known,
-    ));
-    ownership.write(&mut current);
-    node::patch::server_address_order(&mut current);
-    // The last line of defence, for what no step's check saw: the removal
-    // of a gone plugin's fields and the ownership record.
-    if !report.released.is_empty() || ownership != found {
-        known = validate::problems(&current);
+    steps.push(Builtin {
+        name: OS_ARCH_LABELS,
+        step: Box::new(node::kubelet::os_arch_labels),
+    });
+    steps.push(Builtin {
+        name: ALLOCATABLE,
+        step: Box::new(node::kubelet::allocatable_for_every_capacity_key),
+    });
+    steps
+}
+
+/// The node as a pass builds it, step by step: every write, a setter's or
+/// a built-in step's, goes through [`Work::accept`], the one place where
+/// an output is checked, its fields' ownership recorded and the node
+/// moved on; the ownership record is written and the whole node validated
+/// once, at the end ([`Work::finish`]).
+struct Work {
+    /// The node as it came.
+    found: Ownership,
+    input_problems: Vec<Problem>,
+    /// The node so far, and its text while it is current (the next
+    /// setter's input; `None`: serialized when a setter needs it).
+    current: Value,
+    json: Option<String>,
+    /// Its problems (all already in the input).
+    known: Vec<Problem>,
+    ownership: Ownership,
+    /// Whether fields of a plugin no longer loaded were removed (a change
+    /// no write's check saw).
+    released: bool,
+}
+
+impl Work {
+    fn new(node: &Value) -> Self {
+        let found = Ownership::from_node(node);
+        let input_problems = validate::problems(node);
+        Self {
+            ownership: found.clone(),
+            found,
+            known: input_problems.clone(),
+            input_problems,
+            current: node.clone(),
+            json: None,
+            released: false,
+        }
     }
-    let refused: Vec<Problem> = validate::introduced(&input_problems, known)
-        .into_iter()
-        .filter(|p| p.rule.origin() == validate::Origin::ApiServer)
-        .collect();
-    if !refused.is_empty() {
-        tracing::error!(
-            "the pass's node would be refused by the API server, so nothing of it is written: {}",
-            validate::describe(&refused)
-        );
-        report.refused = Some(refused);
-        return (node.clone(), report);
+
+    /// The node so far as text, the next setter's input.
+    fn json(&mut self) -> &str {
+        let current = &self.current;
+        self.json
+            .get_or_insert_with(|| serde_json::to_string(current).expect("a Value serializes"))
     }
-    (current, report)
+
+    /// Runs one setter over the node so far: its output, once parsed as a
+    /// Node, is accepted as its write.
+    fn setter(
+        &mut self,
+        runtime: &Runtime,
+        setter: &Setter,
+        ctx: CallContext,
+    ) -> Result<(Vec<FieldPath>, Vec<EmittedEvent>), SetterError> {
+        let input = self.json().to_owned();
+        let out = setter.plugin().call_set(runtime, &input, ctx)?;
+        if out.json == input {
+            return Ok((Vec::new(), out.events));
+        }
+        // Its size was bounded by the runtime ([`nodestatus_runtime::MAX_OUTPUT_BYTES`]).
+        let output: Value = serde_json::from_str(&out.json).map_err(|e| {
+            SetterError::new(
+                SetterErrorKind::Output,
+                format!("the output is not JSON: {e}"),
+            )
+        })?;
+        policy::validate(&output).map_err(|e| {
+            SetterError::new(
+                SetterErrorKind::Output,
+                format!("the output is not a valid Node: {e}"),
+            )
+        })?;
+        let owner = setter.plugin().name();
+        let changed = self.accept(Some(owner), output, &setter.config().fields, Some(out.json))?;
+        Ok((changed, out.events))
+    }
+
+    /// Runs one built-in step over the node so far, with the default
+    /// allowance; it owns no field.
+    fn builtin(&mut self, b: Builtin) -> SetterReport {
+        let started = Instant::now();
+        let outcome = match (b.step)(&self.current) {
+            None => Ok(Vec::new()),
+            Some(output) => self.accept(None, output, &Allowance::default(), None),
+        };
+        if let Err(e) = &outcome {
+            tracing::warn!(
+                step = b.name,
+                kind = e.kind.as_str(),
+                "built-in step failed: {e}"
+            );
+        }
+        SetterReport {
+            plugin: b.name.to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            outcome,
+            duration: started.elapsed(),
+            affects_readiness: false,
+        }
+    }
+
+    /// The one place a write is taken: `output` (whose text is `text`,
+    /// when a setter gave it) replaces the node so far if it passes the
+    /// checks of every write (its diff's bound, the allowance, the API
+    /// server's rules for problems it adds); a setter's (`owner`) condition
+    /// times are stamped and the fields it changed recorded as its own.
+    fn accept(
+        &mut self,
+        owner: Option<&str>,
+        output: Value,
+        allowance: &Allowance,
+        text: Option<String>,
+    ) -> Result<Vec<FieldPath>, SetterError> {
+        let checked = check(
+            &self.current,
+            output,
+            allowance,
+            &self.known,
+            owner.is_some(),
+        )?;
+        if let Some(owner) = owner {
+            self.ownership
+                .record(owner, &checked.changed, &checked.node)
+                .map_err(|e| SetterError::new(SetterErrorKind::Limit, e.to_string()))?;
+        }
+        self.json = text.filter(|_| !checked.stamped);
+        self.current = checked.node;
+        self.known = checked.problems;
+        Ok(checked.changed)
+    }
+
+    /// Removes the fields of plugins no longer in `set`.
+    fn release_unloaded(&mut self, set: &PluginSet) -> Vec<(String, FieldPath)> {
+        let released = self
+            .ownership
+            .release_unloaded(|p| set.contains(p), &mut self.current);
+        if !released.is_empty() {
+            self.json = None;
+            self.released = true;
+        }
+        released
+    }
+
+    /// The node the pass made: the ownership record written, the addresses
+    /// in the server's order; or what the API server would refuse in it,
+    /// when the checks of each step missed it (the removal of a gone
+    /// plugin's fields and the ownership record are checked only here).
+    fn finish(mut self) -> Result<Value, Vec<Problem>> {
+        self.ownership.write(&mut self.current);
+        node::patch::server_address_order(&mut self.current);
+        let known = if self.ownership != self.found || self.released {
+            validate::problems(&self.current)
+        } else {
+            self.known
+        };
+        let refused: Vec<Problem> = validate::introduced(&self.input_problems, known)
+            .into_iter()
+            .filter(|p| p.rule.origin() == validate::Origin::ApiServer)
+            .collect();
+        if refused.is_empty() {
+            Ok(self.current)
+        } else {
+            Err(refused)
+        }
+    }
 }
 
 /// What [`node::kubelet::current_kubelet_fields`] reads, from the pass's
@@ -514,102 +660,6 @@ fn runtime_and_machine(ctx: &CallContext) -> node::kubelet::RuntimeAndMachine {
         swap_bytes: ctx.facts.swap_bytes(),
         running_in_user_namespace: ctx.facts.running_in_user_namespace(),
     }
-}
-
-/// Runs one built-in step of the host over `current` (whose problems are
-/// `known`), with the checks of a plugin's output and the default
-/// allowance. `step` returns the new node, or `None` when it changes
-/// nothing (the steady state, which costs no copy). A step stamps no
-/// condition time: what it writes, it keeps.
-fn builtin(
-    name: &str,
-    step: &dyn Fn(&Value) -> Option<Value>,
-    current: &mut Value,
-    known: &mut Vec<Problem>,
-) -> SetterReport {
-    let started = Instant::now();
-    let outcome = match step(current) {
-        None => Ok(Vec::new()),
-        Some(output) => check(current, output, &Allowance::default(), known, false).map(|c| {
-            *current = c.node;
-            *known = c.problems;
-            c.changed
-        }),
-    };
-    if let Err(e) = &outcome {
-        tracing::warn!(
-            step = name,
-            kind = e.kind.as_str(),
-            "built-in step failed: {e}"
-        );
-    }
-    SetterReport {
-        plugin: name.to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        outcome,
-        duration: started.elapsed(),
-        affects_readiness: false,
-    }
-}
-
-/// A plugin's output that passed every check.
-struct Accepted {
-    /// The output's text (the next plugin's input).
-    json: String,
-    /// The output, or `None` when it is the input unchanged.
-    node: Option<Value>,
-    /// The fields it changed.
-    changed: Vec<FieldPath>,
-    /// The events it recorded.
-    events: Vec<EmittedEvent>,
-    /// The output's problems (all already in the input).
-    problems: Vec<Problem>,
-}
-
-fn run_one(
-    runtime: &Runtime,
-    setter: &Setter,
-    input_json: &str,
-    input: &Value,
-    known: &[Problem],
-    ctx: CallContext,
-) -> Result<Accepted, SetterError> {
-    let out = setter.plugin().call_set(runtime, input_json, ctx)?;
-    if out.json == input_json {
-        return Ok(Accepted {
-            json: out.json,
-            node: None,
-            changed: Vec::new(),
-            events: out.events,
-            problems: known.to_vec(),
-        });
-    }
-    // Its size was bounded by the runtime ([`nodestatus_runtime::MAX_OUTPUT_BYTES`]).
-    let output: Value = serde_json::from_str(&out.json).map_err(|e| {
-        SetterError::new(
-            SetterErrorKind::Output,
-            format!("the output is not JSON: {e}"),
-        )
-    })?;
-    policy::validate(&output).map_err(|e| {
-        SetterError::new(
-            SetterErrorKind::Output,
-            format!("the output is not a valid Node: {e}"),
-        )
-    })?;
-    let checked = check(input, output, &setter.config().fields, known, true)?;
-    let json = if checked.stamped {
-        serde_json::to_string(&checked.node).expect("a Value serializes")
-    } else {
-        out.json
-    };
-    Ok(Accepted {
-        json,
-        node: Some(checked.node),
-        changed: checked.changed,
-        events: out.events,
-        problems: checked.problems,
-    })
 }
 
 /// A new node that passed the checks of a write.
@@ -688,10 +738,25 @@ mod tests {
         assert!(default_order("gpu") < default_order("ready"));
     }
 
+    /// Runs one built-in step over `node` as a pass does.
+    fn builtin(
+        name: &'static str,
+        step: impl Fn(&Value) -> Option<Value> + 'static,
+        node: &mut Value,
+    ) -> SetterReport {
+        let mut work = Work::new(node);
+        let r = work.builtin(Builtin {
+            name,
+            step: Box::new(step),
+        });
+        *node = work.current;
+        r
+    }
+
     #[test]
     fn a_built_in_step_is_diffed_and_reported_like_a_plugin() {
         let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}});
-        let r = builtin(OS_ARCH_LABELS, &os_arch_labels, &mut node, &mut Vec::new());
+        let r = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
         assert_eq!(
             r.outcome.unwrap(),
             vec![
@@ -704,7 +769,7 @@ mod tests {
             std::env::consts::OS
         );
         // The steady state changes nothing.
-        let again = builtin(OS_ARCH_LABELS, &os_arch_labels, &mut node, &mut Vec::new());
+        let again = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
         assert_eq!(again.outcome.unwrap(), Vec::<FieldPath>::new());
     }
 
@@ -719,7 +784,7 @@ mod tests {
         }
         let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {}}});
         let before = node.clone();
-        let r = builtin("bad", &bad, &mut node, &mut Vec::new());
+        let r = builtin("bad", bad, &mut node);
         let e = r.outcome.unwrap_err();
         assert_eq!(e.kind, SetterErrorKind::Policy, "{e}");
         assert_eq!(node, before);
