@@ -105,7 +105,7 @@ pub use limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 pub use plugin::{
     CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, MAX_OUTPUT_BYTES,
     MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings, SETTER_EXPORT,
-    SetOutput, Ungranted, WORLD, Withheld, name_of_file, read_plugin_file, sha256_hex,
+    SetOutput, TierUp, Ungranted, WORLD, Withheld, name_of_file, read_plugin_file, sha256_hex,
 };
 pub use tier::{Tier, Tiers};
 

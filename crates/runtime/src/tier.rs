@@ -5,8 +5,9 @@
 //! compiler, makes slower code in one pass, in a fraction of that time. With
 //! [`Tiers::Tiered`] (the engine's default), a component with no cached
 //! compile is compiled by Winch and runs at once; Cranelift compiles it in
-//! the background (in one of the runtime's compile slots, under the same
-//! bounds) and its code replaces Winch's between two calls, and goes to the
+//! the background (a [`TierUp`](crate::TierUp): on a thread of its own, or
+//! when the caller chooses, in one of the runtime's compile slots, under
+//! the same bounds) and its code replaces Winch's between two calls, and goes to the
 //! precompile cache, so the next start loads Cranelift code from the cache
 //! and Winch is not used. A component Winch cannot compile (a wasm feature
 //! it lacks) is compiled by Cranelift at once, as with

@@ -20,30 +20,49 @@
 //!   component's bytes under the plugin name its path gives.
 //! - The new set is swapped in atomically; a pass holds the set it started
 //!   with, so it never sees half a reload.
+//! - A plugin that starts on Winch's code (`compiler: tiered`) gets
+//!   Cranelift's from a compile the directory starts once no load runs, one
+//!   at a time.
 //! - A plugin is named by its file: `gpu.wasm` (or `gpu_x.wasm` for
 //!   `gpu-x`, as cargo writes it) must declare the name `gpu`, so grants and
 //!   settings follow the operator's file name, never a name a plugin claims.
 //! - A file is opened without blocking and must be a regular file within
 //!   the size cap ([`nodestatus_runtime::read_plugin_file`]), so a FIFO or a
 //!   huge file swapped in cannot hang or flood a rescan.
+//!
+//! It is built as the agent is: [`state`] holds the directory as a value
+//! ([`DirState`]: the files seen, what is loaded, the loads under way with
+//! their tokens, the failures and when they are tried again, the
+//! Cranelift compiles waiting or running, what the registry puller gave,
+//! the settings) and its pure step, whose rules are tested in virtual
+//! time; `driver.rs` is the one thread that owns the state, performs the
+//! step's actions (the listing, the reads, the loads and the compiles on
+//! threads of their own, the set stored, the listeners told) and
+//! publishes the active set and each file's state after every step.
+//! [`PluginDir`] is a handle: its methods send the driver a command and
+//! read the published views; no lock guards the state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime};
-
-use arc_swap::ArcSwap;
-
-use crate::pipeline::PluginSet;
-use nodestatus_runtime::{LoadError, Plugin, Runtime, name_of_file, read_plugin_file};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
 
 use crate::config::SettingsFn;
-use crate::pipeline::Setter;
+use crate::pipeline::{PluginSet, Setter};
+use driver::{Msg, View};
+#[cfg(doc)]
+use nodestatus_runtime::read_plugin_file;
+use nodestatus_runtime::{LoadError, Plugin, Runtime, TierUp, name_of_file};
+use state::DirInput;
 
 pub use crate::dir_watch::DEBOUNCE;
+pub use state::{DirAction, DirState, RETRY_FIRST, RETRY_MAX, retry_wait};
 
-mod rescan;
+mod driver;
+pub mod state;
+
 /// How often the directory is rescanned even without events.
 pub const RESCAN_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -206,129 +225,23 @@ pub struct FileStatus {
     pub loading_seconds: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    inode: u64,
-}
-
-struct FileState {
-    stamp: Stamp,
-    sha256: String,
-    plugin: Option<Setter>,
-    error: Option<String>,
-    /// How long its last load took.
-    took: Option<Duration>,
-    /// Whether its last load compiled it.
-    compiled: bool,
-    /// The operator's settings changed since this file was loaded: if the
-    /// new settings refuse it, its running version (loaded under the old
-    /// grants) is not kept.
-    settings_changed: bool,
-    /// Its last load failed for a transient reason
-    /// ([`LoadError::is_transient`]): when it is loaded again.
-    retry: Option<Retry>,
-}
-
-/// When a file whose load failed for a transient reason is loaded again,
-/// and how many times in a row it failed so.
-#[derive(Debug, Clone, Copy)]
-struct Retry {
-    at: std::time::Instant,
-    attempts: u32,
-}
-
-/// The first wait before a file whose load failed for a transient reason
-/// ([`LoadError::is_transient`]: a compiler process killed for memory, a
-/// `metadata` call past its deadline on a starved CPU, an I/O error) is
-/// loaded again, by the first rescan after it (the periodic one,
-/// [`RESCAN_INTERVAL`], or an event's). The wait doubles with each failure
-/// in a row, up to [`RETRY_MAX`].
-pub const RETRY_FIRST: Duration = Duration::from_secs(30);
-
-/// The longest wait between two loads of a file that keeps failing for a
-/// transient reason.
-pub const RETRY_MAX: Duration = Duration::from_secs(600);
-
-/// The wait before the `attempts`-th load again: `first`, doubled for each
-/// failure before, at most `max`.
-fn retry_wait(first: Duration, max: Duration, attempts: u32) -> Duration {
-    first
-        .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
-        .min(max)
-}
-
 /// A function told of every reload event ([`PluginDir::on_event`]).
 type Listener = Box<dyn Fn(&ReloadEvent) + Send + Sync>;
 
-/// A watched plugin directory and the plugin set loaded from it.
+/// The longest one load can take: a compile is stopped at
+/// `compileTimeout`, at most an hour.
+const LONGEST_LOAD: Duration = Duration::from_secs(3600 + 60);
+
+/// A watched plugin directory and the plugin set loaded from it: a handle
+/// on its driver (`plugin_dir/driver.rs`), which alone holds its [`DirState`], and the
+/// views the driver publishes after every step.
 pub struct PluginDir {
     dir: PathBuf,
     runtime: Runtime,
-    settings: std::sync::RwLock<SettingsFn>,
-    files: Mutex<BTreeMap<PathBuf, FileState>>,
-    rescan_lock: Mutex<()>,
-    current: ArcSwap<PluginSet>,
-    listeners: Mutex<Vec<Listener>>,
-    /// The files being loaded now (by a background load).
-    loading: Mutex<HashMap<PathBuf, Loading>>,
-    /// Notified whenever a load ends.
-    loaded: Condvar,
-    next_token: AtomicU64,
-    /// Files outside the directory loaded as if they were in it: plugins
-    /// pulled from registries ([`crate::oci`]).
-    extra_files: Mutex<std::collections::BTreeSet<PathBuf>>,
-    /// Why a plugin source other than the directory cannot give the
-    /// version it should (a registry down, a bad signature), by plugin
-    /// name, for `/readyz`.
-    source_problems: Mutex<BTreeMap<String, String>>,
-    /// The first and the longest wait before a transient failure's file is
-    /// loaded again ([`RETRY_FIRST`], [`RETRY_MAX`]).
-    retry_backoff: Mutex<(Duration, Duration)>,
-    /// The plugins no version of which may run now, by name
-    /// ([`PluginDir::set_withheld`]); held while a set is stored, so that
-    /// every set stored carries the latest.
-    withheld: Mutex<BTreeMap<String, crate::pipeline::Withheld>>,
-}
-
-/// A load under way.
-struct Loading {
-    /// The content being loaded.
-    sha: String,
-    since: std::time::Instant,
-    /// Whether the precompile cache holds it (no compile).
-    cached: bool,
-    /// Which load: a load whose token is no longer the file's was
-    /// superseded.
-    token: u64,
-}
-
-/// A file to load.
-struct Job {
-    file: PathBuf,
-    stamp: Stamp,
-    sha: String,
-    bytes: Vec<u8>,
-    config: Arc<crate::config::PluginConfig>,
-    token: u64,
-}
-
-/// What loading a file gave.
-struct Load {
-    file: PathBuf,
-    stamp: Stamp,
-    sha: String,
-    took: Option<Duration>,
-    result: Result<Setter, Refusal>,
-}
-
-/// What a rescan settles.
-#[derive(Default)]
-struct Plan {
-    gone: Vec<PathBuf>,
-    same: Vec<(PathBuf, Stamp)>,
-    loads: Vec<Load>,
+    commands: Sender<Msg>,
+    view: Arc<View>,
+    /// The driver's thread, joined when the directory is dropped.
+    driver: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Why a component does not run.
@@ -356,30 +269,34 @@ pub fn is_plugin_file_name(name: &str) -> bool {
 
 impl PluginDir {
     /// A plugin directory; nothing is loaded until [`PluginDir::rescan`].
+    /// Starts its driver, on a thread of its own, which ends when the
+    /// directory is dropped.
     pub fn new(dir: impl Into<PathBuf>, runtime: Runtime, settings: SettingsFn) -> Arc<Self> {
+        let dir = dir.into();
+        let (commands, view, driver) = driver::spawn(dir.clone(), runtime.clone(), settings);
         Arc::new(Self {
-            dir: dir.into(),
+            dir,
             runtime,
-            settings: std::sync::RwLock::new(settings),
-            files: Mutex::new(BTreeMap::new()),
-            rescan_lock: Mutex::new(()),
-            current: ArcSwap::from_pointee(PluginSet::default()),
-            listeners: Mutex::new(Vec::new()),
-            loading: Mutex::new(HashMap::new()),
-            loaded: Condvar::new(),
-            next_token: AtomicU64::new(0),
-            extra_files: Mutex::new(Default::default()),
-            source_problems: Mutex::new(BTreeMap::new()),
-            retry_backoff: Mutex::new((RETRY_FIRST, RETRY_MAX)),
-            withheld: Mutex::new(BTreeMap::new()),
+            commands,
+            view,
+            driver: Some(driver),
         })
+    }
+
+    /// Sends `input` to the driver and waits until it is applied and the
+    /// views published.
+    fn apply(&self, input: DirInput) {
+        let (ack, done) = mpsc::channel();
+        if self.commands.send(Msg::Apply(input, ack)).is_ok() {
+            let _ = done.recv();
+        }
     }
 
     /// Waits `first`, doubling up to `max`, instead of [`RETRY_FIRST`] and
     /// [`RETRY_MAX`] before a file whose load failed for a transient reason
     /// is loaded again (tests).
     pub fn set_retry_backoff(&self, first: Duration, max: Duration) {
-        *self.retry_backoff.lock().expect("retry backoff lock") = (first, max);
+        self.apply(DirInput::RetryBackoff { first, max });
     }
 
     /// The plugin host as the engine opens it: a runtime with the config's
@@ -433,29 +350,7 @@ impl PluginDir {
     /// settings refuse does not keep its running version (loaded under the
     /// old grants).
     pub fn set_settings(&self, settings: SettingsFn) {
-        let _one_at_a_time = self.rescan_lock.lock().expect("rescan lock");
-        let old = std::mem::replace(
-            &mut *self.settings.write().expect("settings lock"),
-            settings.clone(),
-        );
-        let changed =
-            |file: &Path| name_of_file(file).is_none_or(|name| old(&name) != settings(&name));
-        // Loads under the old settings of a changed plugin are discarded
-        // when they end.
-        self.loading
-            .lock()
-            .expect("loading lock")
-            .retain(|file, _| !changed(file));
-        self.loaded.notify_all();
-        for (file, st) in self.files.lock().expect("files lock").iter_mut() {
-            if st.plugin.is_some() && !changed(file) {
-                continue;
-            }
-            // Neither the stamp nor the hash matches any more: reloaded.
-            st.stamp.len = u64::MAX;
-            st.sha256.clear();
-            st.settings_changed = true;
-        }
+        self.apply(DirInput::SettingsChanged(settings));
     }
 
     /// The runtime plugins are loaded into.
@@ -465,48 +360,46 @@ impl PluginDir {
 
     /// The active plugin set. Hold the `Arc` for a whole pass.
     pub fn current(&self) -> Arc<PluginSet> {
-        self.current.load_full()
+        self.view.current.load_full()
     }
 
-    /// Calls `f` for every reload event from now on (metrics, status).
+    /// Calls `f` for every reload event from now on (metrics, status), on
+    /// the directory's driver: `f` must not wait on the directory (a
+    /// rescan, a setting), only read it.
     pub fn on_event(&self, f: impl Fn(&ReloadEvent) + Send + Sync + 'static) {
-        self.listeners
-            .lock()
-            .expect("listeners lock")
-            .push(Box::new(f));
+        let _ = self.commands.send(Msg::Listen(Box::new(f)));
     }
 
     /// Each file's state.
     pub fn status(&self) -> Vec<FileStatus> {
-        let loading: HashMap<PathBuf, f64> = self
-            .loading()
-            .into_iter()
-            .map(|(f, d, _)| (f, d.as_secs_f64()))
-            .collect();
-        let mut status: Vec<FileStatus> = self
-            .files
-            .lock()
-            .expect("files lock")
+        let view = self.view.status.load();
+        let loading: HashMap<&PathBuf, f64> = view
+            .loading
             .iter()
-            .map(|(file, st)| FileStatus {
-                file: file.clone(),
-                plugin: st.plugin.as_ref().map(|p| p.name().to_owned()),
-                version: st
-                    .plugin
-                    .as_ref()
-                    .map(|p| p.plugin().metadata().version.clone()),
-                sha256: st.plugin.as_ref().map(|p| p.plugin().sha256().to_owned()),
-                error: st.error.clone(),
-                load_seconds: st.took.map(|d| d.as_secs_f64()),
-                compiled: st.compiled,
-                compiler: st.plugin.as_ref().map(|p| p.plugin().tier().as_str()),
-                loading_seconds: loading.get(file).copied(),
+            .map(|(f, since, _)| (f, since.elapsed().as_secs_f64()))
+            .collect();
+        let mut status: Vec<FileStatus> = view
+            .files
+            .iter()
+            .map(|(file, st)| {
+                let plugin = st.plugin.as_ref().map(|(p, _)| &p.setter);
+                FileStatus {
+                    file: file.clone(),
+                    plugin: plugin.map(|p| p.name().to_owned()),
+                    version: plugin.map(|p| p.plugin().metadata().version.clone()),
+                    sha256: plugin.map(|p| p.plugin().sha256().to_owned()),
+                    error: st.error.clone(),
+                    load_seconds: st.took.map(|d| d.as_secs_f64()),
+                    compiled: st.compiled,
+                    compiler: plugin.map(|p| p.plugin().tier().as_str()),
+                    loading_seconds: loading.get(file).copied(),
+                }
             })
             .collect();
         for (file, secs) in &loading {
-            if !status.iter().any(|s| &s.file == file) {
+            if !status.iter().any(|s| &s.file == *file) {
                 status.push(FileStatus {
-                    file: file.clone(),
+                    file: (*file).clone(),
                     plugin: None,
                     version: None,
                     sha256: None,
@@ -526,18 +419,17 @@ impl PluginDir {
     /// in it, named by their file names as directory files are: the plugins
     /// pulled from registries ([`crate::oci`]). A file left out of the set
     /// is unloaded at the next rescan.
-    pub fn set_extra_files(&self, files: std::collections::BTreeSet<PathBuf>) {
-        *self.extra_files.lock().expect("extra files lock") = files;
+    pub fn set_extra_files(&self, files: BTreeSet<PathBuf>) {
+        self.apply(DirInput::ExtraFiles(files));
     }
 
     /// Records why plugin `name`'s source cannot give the version it
     /// should (`None`: it can again); `/readyz` shows these.
     pub fn set_source_problem(&self, name: &str, problem: Option<String>) {
-        let mut problems = self.source_problems.lock().expect("problems lock");
-        match problem {
-            Some(p) => problems.insert(name.to_owned(), p),
-            None => problems.remove(name),
-        };
+        self.apply(DirInput::SourceProblem {
+            plugin: name.to_owned(),
+            problem,
+        });
     }
 
     /// Withholds plugin `name` from every pass from now on (`None`: no
@@ -545,67 +437,113 @@ impl PluginDir {
     /// the verification policy no longer trusts, [`crate::oci`]). The
     /// active set is replaced at once.
     pub fn set_withheld(&self, name: &str, withheld: Option<crate::pipeline::Withheld>) {
-        let mut all = self.withheld.lock().expect("withheld lock");
-        match withheld {
-            Some(w) => all.insert(name.to_owned(), w),
-            None => all.remove(name),
-        };
-        let set = PluginSet::clone(&self.current.load()).with_withheld(all.values().cloned());
-        self.current.store(Arc::new(set));
-    }
-
-    /// Stores `setters` as the active set, with the plugins withheld.
-    fn store_set(&self, setters: Vec<Setter>) {
-        let withheld = self.withheld.lock().expect("withheld lock");
-        let set = PluginSet::new(setters).with_withheld(withheld.values().cloned());
-        self.current.store(Arc::new(set));
+        self.apply(DirInput::Withheld {
+            plugin: name.to_owned(),
+            withheld,
+        });
     }
 
     /// What [`PluginDir::set_source_problem`] recorded, by plugin name.
     pub fn source_problems(&self) -> BTreeMap<String, String> {
-        self.source_problems.lock().expect("problems lock").clone()
+        self.view.status.load().source_problems.clone()
     }
 
-    fn list(&self) -> std::io::Result<Vec<(PathBuf, Stamp)>> {
-        use std::os::unix::fs::MetadataExt;
-        let mut out = Vec::new();
-        for file in self.extra_files.lock().expect("extra files lock").iter() {
-            if let Ok(meta) = std::fs::metadata(file)
-                && meta.is_file()
-            {
-                let stamp = Stamp {
-                    len: meta.len(),
-                    modified: meta.modified().ok(),
-                    inode: meta.ino(),
-                };
-                out.push((file.clone(), stamp));
-            }
+    /// Brings the loaded set in line with the directory, waits for every
+    /// load it started (and for those of the same content already under
+    /// way), and returns what changed. Safe to call at any time, from any
+    /// thread but the listeners' ([`PluginDir::on_event`]); rescans run one
+    /// step at a time on the driver. (`once`, `plugin list`, tests: the
+    /// engine itself uses [`PluginDir::rescan_in_background`].)
+    ///
+    /// Files are read ([`read_plugin_file`]) by the driver and loaded on
+    /// threads of their own, side by side, so a slow load never blocks
+    /// readers. The loads of one rescan are applied together, when the
+    /// last ends: no "loaded" line is ever written for a plugin that is
+    /// then refused for its name.
+    pub fn rescan(&self) -> Vec<ReloadEvent> {
+        self.rescan_with(true)
+    }
+
+    /// Brings the loaded set in line with the directory without waiting for
+    /// a compile: files that are gone, unchanged, unreadable or disabled are
+    /// settled at once (their events returned), and every file to load is
+    /// loaded on a thread of its own, and put in the active set (and told
+    /// to the listeners) when it is done. A pass runs the plugins that are
+    /// ready; one that becomes ready runs from the next pass on.
+    ///
+    /// A file already loading with the same content is not loaded twice; a
+    /// load whose file changed, went away, or whose settings changed while
+    /// it ran is discarded (a newer one replaces it).
+    pub fn rescan_in_background(self: &Arc<Self>) -> Vec<ReloadEvent> {
+        self.rescan_with(false)
+    }
+
+    fn rescan_with(&self, wait: bool) -> Vec<ReloadEvent> {
+        let (reply, events) = mpsc::channel();
+        if self.commands.send(Msg::Rescan { wait, reply }).is_err() {
+            return Vec::new();
         }
-        for entry in std::fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if !is_plugin_file_name(name) {
-                continue;
-            }
-            // Follow symlinks: ConfigMap volumes link each key through `..data`.
-            let Ok(meta) = std::fs::metadata(entry.path()) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            out.push((
-                entry.path(),
-                Stamp {
-                    len: meta.len(),
-                    modified: meta.modified().ok(),
-                    inode: meta.ino(),
-                },
-            ));
+        events.recv_timeout(LONGEST_LOAD).unwrap_or_default()
+    }
+
+    /// Waits until no load of a file that the precompile cache holds is
+    /// running, or `bound` passed; returns whether none is. A start waits
+    /// for these (milliseconds each) so that the node registers with the
+    /// plugins it had, and never for a compile.
+    pub fn wait_for_cached(&self, bound: Duration) -> bool {
+        self.wait_loading(bound, true)
+    }
+
+    /// Waits until no load runs, or `bound` passed; returns whether none
+    /// does.
+    pub fn wait_idle(&self, bound: Duration) -> bool {
+        self.wait_loading(bound, false)
+    }
+
+    fn wait_loading(&self, bound: Duration, cached_only: bool) -> bool {
+        let (reply, idle) = mpsc::channel();
+        if self
+            .commands
+            .send(Msg::WaitIdle { cached_only, reply })
+            .is_err()
+        {
+            return true;
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        idle.recv_timeout(bound).is_ok()
+    }
+
+    /// The files being loaded now, each with how long it has been loading
+    /// and whether it is being compiled (else taken from the precompile
+    /// cache).
+    pub fn loading(&self) -> Vec<(PathBuf, Duration, bool)> {
+        self.view
+            .status
+            .load()
+            .loading
+            .iter()
+            .map(|(f, since, cached)| (f.clone(), since.elapsed(), !cached))
+            .collect()
+    }
+
+    /// Loads a component: `bytes`, under the plugin name of `file` (its
+    /// stem, see [`name_of_file`]), with `config`. The one entry point of
+    /// every component the engine runs, whatever brought its bytes (the
+    /// directory, a registry pull): the check before the compile, the
+    /// memo of refused files, the precompile cache and the compile slots
+    /// all apply. Blocks for as long as the compile takes; a plugin that
+    /// starts on Winch's code gets Cranelift's from a thread of its own
+    /// (the directory's driver runs these one at a time instead).
+    pub fn load_component(
+        &self,
+        file: &Path,
+        bytes: &[u8],
+        config: &Arc<crate::config::PluginConfig>,
+    ) -> Result<Setter, Refusal> {
+        let (setter, tier_up) = load_setter(&self.runtime, file, bytes, config)?;
+        if let Some(t) = tier_up {
+            t.spawn();
+        }
+        Ok(setter)
     }
 
     /// Watches the directory on a background thread until `stop` is set:
@@ -637,6 +575,51 @@ impl PluginDir {
             },
         )
     }
+}
+
+impl Drop for PluginDir {
+    /// Stops the driver and waits for it to drop the state (the plugins
+    /// with it), unless the last handle goes on the driver's own thread (a
+    /// listener's).
+    fn drop(&mut self) {
+        let _ = self.commands.send(Msg::Stop);
+        if let Some(driver) = self.driver.take()
+            && driver.thread().id() != std::thread::current().id()
+        {
+            let _ = driver.join();
+        }
+    }
+}
+
+/// `bytes` loaded as the plugin of `file` under `config`: the setter, and
+/// Cranelift's compile that is to replace Winch's code, if any.
+fn load_setter(
+    runtime: &Runtime,
+    file: &Path,
+    bytes: &[u8],
+    config: &Arc<crate::config::PluginConfig>,
+) -> Result<(Setter, Option<TierUp>), Refusal> {
+    if !config.enabled {
+        // Not even compiled.
+        return Err(Refusal::Disabled(name_of_file(file).unwrap_or_default()));
+    }
+    let (plugin, tier_up) =
+        Plugin::load_deferring_tier_up(runtime, file, bytes, &|_| config.sandbox.clone())
+            .map_err(Refusal::Failed)?;
+    for w in plugin.withheld() {
+        // What the operator can grant is worth a warning; the files under
+        // a directory that holds /proc (`/`, granted for statvfs) never
+        // are: that grant serves what it is for.
+        if w.grantable() {
+            tracing::warn!(
+                plugin = plugin.name(),
+                "not granted, loading without it: {w}"
+            );
+        } else {
+            tracing::info!(plugin = plugin.name(), "granted for statvfs only: {w}");
+        }
+    }
+    Ok((Setter::new(Arc::new(plugin), config.clone()), tier_up))
 }
 
 #[cfg(test)]

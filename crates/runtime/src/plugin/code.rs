@@ -61,7 +61,7 @@ pub(super) struct Compiled {
     pub(super) tier: Tier,
     /// Whether it was compiled now (else taken from the cache).
     pub(super) compiled: bool,
-    /// Whether Cranelift is to replace it ([`tier_up`]): Winch's code of a
+    /// Whether Cranelift is to replace it ([`TierUp`]): Winch's code of a
     /// file whose Cranelift compile was not refused before.
     pub(super) tier_up: bool,
 }
@@ -86,7 +86,7 @@ fn tier_up_key(sha256: &str) -> String {
 /// ([`precheck`](crate::precheck)); else compiled (one of the runtime's
 /// compile slots at a time), and a refusal remembered. With
 /// [`Tiers::Tiered`], Winch compiles it (Cranelift when Winch cannot), and
-/// the caller starts [`tier_up`] (unless the runtime does not tier up:
+/// the caller starts a [`TierUp`] (unless the runtime does not tier up:
 /// [`RuntimeOptions::tier_up`](crate::RuntimeOptions::tier_up)).
 pub(super) fn compile(
     runtime: &Runtime,
@@ -235,63 +235,121 @@ pub(super) fn release_freed_memory() {
     }
 }
 
-/// Compiles `bytes` with Cranelift on a thread of its own and puts the
-/// code in `cell` (and in the precompile cache), in place of Winch's. A
-/// plugin dropped meanwhile (its file changed or went away) gets nothing;
-/// a compile that fails leaves Winch's code in force, with a warning, and
-/// is remembered as the compile's refusals are, so that the next start
-/// runs Winch's code without trying again.
-pub(super) fn tier_up(
-    runtime: &Runtime,
+/// Cranelift's compile of a plugin that runs on Winch's code, to replace
+/// it: what [`Plugin::load_bytes`](super::Plugin::load_bytes) starts on a
+/// thread of its own, and what
+/// [`Plugin::load_deferring_tier_up`](super::Plugin::load_deferring_tier_up)
+/// hands its caller to run when it chooses (the plugin directory runs them
+/// one at a time, once no load is under way). A plugin dropped meanwhile
+/// (its file changed or went away) gets nothing; a compile that fails
+/// leaves Winch's code in force, with a warning, and is remembered as the
+/// compile's refusals are, so that the next start runs Winch's code
+/// without trying again.
+pub struct TierUp {
+    runtime: Runtime,
     name: Arc<str>,
     sha256: String,
     bytes: Vec<u8>,
     cell: Weak<CodeCell>,
-) {
-    let runtime = runtime.clone();
-    let spawned = std::thread::Builder::new()
-        .name("nodestatus-tier-up".into())
-        .spawn(move || {
-            if cell.strong_count() == 0 {
-                return;
-            }
-            let started = Instant::now();
-            let result = compile_tier(&runtime, Tier::Optimized, &bytes, Some(&sha256), true)
-                .and_then(|c| Code::link(&runtime, Tier::Optimized, &c));
-            match result {
-                Ok(code) => {
-                    let Some(cell) = cell.upgrade() else { return };
-                    let winchs = {
-                        let mut current = cell.lock().expect("code lock");
-                        // Counted under the lock: whoever sees Cranelift's
-                        // code (`Plugin::tier`) sees the count.
-                        runtime
-                            .load_stats()
-                            .tiered_up
-                            .fetch_add(1, Ordering::Relaxed);
-                        std::mem::replace(&mut *current, Arc::new(code))
-                    };
-                    drop(winchs);
-                    release_freed_memory();
-                    tracing::info!(
-                        plugin = %name,
-                        took = ?started.elapsed(),
-                        "runs Cranelift's code from its next call (Winch's until now)"
-                    );
-                }
-                Err(e) => {
+}
+
+impl std::fmt::Debug for TierUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TierUp")
+            .field("name", &self.name)
+            .field("sha256", &self.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TierUp {
+    pub(super) fn new(
+        runtime: &Runtime,
+        name: Arc<str>,
+        sha256: String,
+        bytes: Vec<u8>,
+        cell: Weak<CodeCell>,
+    ) -> Self {
+        Self {
+            runtime: runtime.clone(),
+            name,
+            sha256,
+            bytes,
+            cell,
+        }
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compiles the component with Cranelift (in the runtime's tier-up
+    /// compile slot, under its compile bounds) and puts the code in force
+    /// in place of Winch's, from the plugin's next call. Blocks for as
+    /// long as the compile takes. `Ok(false)`: the plugin was dropped
+    /// before the code was ready, and nothing changed.
+    pub fn run(self) -> Result<bool, LoadError> {
+        let Self {
+            runtime,
+            name,
+            sha256,
+            bytes,
+            cell,
+        } = self;
+        if cell.strong_count() == 0 {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        let result = compile_tier(&runtime, Tier::Optimized, &bytes, Some(&sha256), true)
+            .and_then(|c| Code::link(&runtime, Tier::Optimized, &c));
+        match result {
+            Ok(code) => {
+                let Some(cell) = cell.upgrade() else {
+                    return Ok(false);
+                };
+                let winchs = {
+                    let mut current = cell.lock().expect("code lock");
+                    // Counted under the lock: whoever sees Cranelift's
+                    // code (`Plugin::tier`) sees the count.
                     runtime
-                        .refused()
-                        .remember(&tier_up_key(&sha256), &e, limits(&runtime));
-                    tracing::warn!(
-                        plugin = %name,
-                        "keeps running Winch's code: Cranelift could not compile it: {}",
-                        error_chain(&e)
-                    )
-                }
+                        .load_stats()
+                        .tiered_up
+                        .fetch_add(1, Ordering::Relaxed);
+                    std::mem::replace(&mut *current, Arc::new(code))
+                };
+                drop(winchs);
+                release_freed_memory();
+                tracing::info!(
+                    plugin = %name,
+                    took = ?started.elapsed(),
+                    "runs Cranelift's code from its next call (Winch's until now)"
+                );
+                Ok(true)
             }
-        });
-    if let Err(e) = spawned {
-        tracing::warn!("cannot start a Cranelift compile; the plugin keeps Winch's code: {e}");
+            Err(e) => {
+                runtime
+                    .refused()
+                    .remember(&tier_up_key(&sha256), &e, limits(&runtime));
+                tracing::warn!(
+                    plugin = %name,
+                    "keeps running Winch's code: Cranelift could not compile it: {}",
+                    error_chain(&e)
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// [`TierUp::run`] on a thread of its own.
+    pub fn spawn(self) {
+        let spawned = std::thread::Builder::new()
+            .name("nodestatus-tier-up".into())
+            .spawn(move || {
+                let _ = self.run();
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a Cranelift compile; the plugin keeps Winch's code: {e}");
+        }
     }
 }

@@ -43,6 +43,7 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
+pub use code::TierUp;
 use code::{Code, CodeCell};
 pub use errors::*;
 use grants::*;
@@ -149,13 +150,31 @@ impl Plugin {
 
     /// Like [`Plugin::load_file`], from bytes already read from `source`,
     /// whose file name is the plugin's identity: the plugin must declare
-    /// that name ([`LoadError::NameMismatch`] otherwise).
+    /// that name ([`LoadError::NameMismatch`] otherwise). A plugin that
+    /// starts on Winch's code gets Cranelift's from a thread of its own
+    /// ([`TierUp::spawn`]).
     pub fn load_bytes(
         runtime: &Runtime,
         source: &Path,
         bytes: &[u8],
         settings_for: &dyn Fn(&str) -> PluginSettings,
     ) -> Result<Self, LoadError> {
+        let (plugin, tier_up) = Self::load_deferring_tier_up(runtime, source, bytes, settings_for)?;
+        if let Some(t) = tier_up {
+            t.spawn();
+        }
+        Ok(plugin)
+    }
+
+    /// Like [`Plugin::load_bytes`], with the Cranelift compile that is to
+    /// replace Winch's code, if any, handed back to run when the caller
+    /// chooses ([`TierUp::run`]) instead of started at once.
+    pub fn load_deferring_tier_up(
+        runtime: &Runtime,
+        source: &Path,
+        bytes: &[u8],
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<(Self, Option<TierUp>), LoadError> {
         check_header(bytes)?;
         if bytes.len() > MAX_PLUGIN_BYTES {
             return Err(LoadError::TooLarge {
@@ -215,16 +234,16 @@ impl Plugin {
                 })?;
         }
         let code = Arc::new(Mutex::new(Arc::new(code)));
-        if compiled.tier_up {
-            code::tier_up(
+        let tier_up = compiled.tier_up.then(|| {
+            TierUp::new(
                 runtime,
                 Arc::from(metadata.name.as_str()),
                 sha256.clone(),
                 bytes.to_vec(),
                 Arc::downgrade(&code),
-            );
-        }
-        Ok(Self {
+            )
+        });
+        let plugin = Self {
             name: Arc::from(metadata.name.as_str()),
             metadata,
             sha256,
@@ -236,7 +255,8 @@ impl Plugin {
             stuck: Stuck::default(),
             warm: Mutex::new(None),
             compiled: compiled.compiled,
-        })
+        };
+        Ok((plugin, tier_up))
     }
 
     /// The compiler of the code in force (Winch's is replaced by
