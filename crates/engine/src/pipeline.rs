@@ -434,11 +434,14 @@ pub fn pass(
     }
 }
 
-/// A built-in step of the host: its name and what it writes (`None`: it
-/// changes nothing, the steady state, which costs no copy).
+/// What a built-in step writes over the node so far (`None`: it changes
+/// nothing, the steady state, which costs no copy).
+type StepFn<'a> = Box<dyn Fn(&Value) -> Option<Value> + 'a>;
+
+/// A built-in step of the host: its name and what it writes.
 struct Builtin<'a> {
     name: &'static str,
-    step: Box<dyn Fn(&Value) -> Option<Value> + 'a>,
+    step: StepFn<'a>,
 }
 
 /// The host's built-in steps of a pass over `node` (the node as it came),

@@ -132,7 +132,54 @@ impl LeaseLoop {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) {
-        answer(self, s, w, a, ctx, out)
+        let me = self;
+        let op = std::mem::replace(&mut me.op, Op::Idle);
+        match (op, a) {
+            (Op::Getting, Answer::Lease(r)) => match r {
+                Ok(Some(l)) => update(me, s, l, ctx, out),
+                Ok(None) if s.live.uid.is_none() => try_failed(
+                    me,
+                    s,
+                    w,
+                    Error::LeaseWaitsForNode(s.cfg.node_name.clone()),
+                    ctx,
+                    out,
+                ),
+                Ok(None) => {
+                    let lease = new_lease(s, None, ctx);
+                    me.op = Op::Creating;
+                    out.push(call(s, Call::CreateLease(lease)));
+                }
+                Err(e) => try_failed(me, s, w, e.into(), ctx, out),
+            },
+            (Op::Creating, Answer::LeaseWritten(r)) => match r {
+                Ok(l) => {
+                    me.cache = Some(l);
+                    done(me, s, Ok(()), ctx, out);
+                }
+                Err(e) => try_failed(me, s, w, e.into(), ctx, out),
+            },
+            (Op::Updating(base), Answer::LeaseWritten(r)) => match r {
+                Ok(l) => {
+                    me.cache = Some(l);
+                    done(me, s, Ok(()), ctx, out);
+                }
+                // Stale or gone: GET (and create if missing) on the next try.
+                Err(
+                    e @ client::Error::Api {
+                        code: 409 | 404, ..
+                    },
+                ) => try_failed(me, s, w, e.into(), ctx, out),
+                Err(e) => {
+                    me.cache = Some(*base);
+                    try_failed(me, s, w, e.into(), ctx, out);
+                }
+            },
+            (op, a) => {
+                tracing::debug!(?op, ?a, "lease: an answer it did not wait for");
+                me.op = op;
+            }
+        }
     }
 }
 
@@ -162,63 +209,6 @@ fn update(me: &mut LeaseLoop, s: &mut Shared, base: Lease, ctx: &Ctx, out: &mut 
     let lease = new_lease(s, Some(base.clone()), ctx);
     me.op = Op::Updating(Box::new(base));
     out.push(call(s, Call::UpdateLease(lease)));
-}
-
-fn answer(
-    me: &mut LeaseLoop,
-    s: &mut Shared,
-    w: &WatchLoop,
-    a: Answer,
-    ctx: &Ctx,
-    out: &mut Vec<Action>,
-) {
-    let op = std::mem::replace(&mut me.op, Op::Idle);
-    match (op, a) {
-        (Op::Getting, Answer::Lease(r)) => match r {
-            Ok(Some(l)) => update(me, s, l, ctx, out),
-            Ok(None) if s.live.uid.is_none() => try_failed(
-                me,
-                s,
-                w,
-                Error::LeaseWaitsForNode(s.cfg.node_name.clone()),
-                ctx,
-                out,
-            ),
-            Ok(None) => {
-                let lease = new_lease(s, None, ctx);
-                me.op = Op::Creating;
-                out.push(call(s, Call::CreateLease(lease)));
-            }
-            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
-        },
-        (Op::Creating, Answer::LeaseWritten(r)) => match r {
-            Ok(l) => {
-                me.cache = Some(l);
-                done(me, s, Ok(()), ctx, out);
-            }
-            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
-        },
-        (Op::Updating(base), Answer::LeaseWritten(r)) => match r {
-            Ok(l) => {
-                me.cache = Some(l);
-                done(me, s, Ok(()), ctx, out);
-            }
-            // Stale or gone: GET (and create if missing) on the next try.
-            Err(
-                e @ client::Error::Api {
-                    code: 409 | 404, ..
-                },
-            ) => try_failed(me, s, w, e.into(), ctx, out),
-            Err(e) => {
-                me.cache = Some(*base);
-                try_failed(me, s, w, e.into(), ctx, out);
-            }
-        },
-        (op, a) => {
-            tracing::debug!(?op, ?a, "lease: an answer it did not wait for");
-            me.op = op;
-        }
-    }
 }
 
 fn try_failed(

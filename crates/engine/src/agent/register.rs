@@ -130,7 +130,129 @@ impl Register {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> Option<Ended> {
-        answer(self, s, a, ctx, out)
+        let me = self;
+        let op = std::mem::replace(&mut me.op, Op::Idle);
+        let result: Result<Option<Value>, Error> = match (op, a) {
+            (Op::Version, Answer::Version(r)) => match r {
+                Ok(v) => {
+                    tracing::info!(node = s.cfg.node_name, server = %v, "API server version");
+                    s.server = Some(v);
+                    begin(me, s, out);
+                    return None;
+                }
+                Err(e) => Err(e.into()),
+            },
+            (Op::Waiting, Answer::Node(_, r)) => match r {
+                Ok(Some(n)) => Ok(Some(n)),
+                Ok(None) => {
+                    tracing::info!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "registerNode is false: waiting for the node to exist");
+                    Ok(None)
+                }
+                Err(e) => Err(e.into()),
+            },
+            (Op::Pass, Answer::Pass(_, Ok((node, report)))) => {
+                s.note_pass(&report, out);
+                s.last_pass = Some(std::sync::Arc::new(report.clone()));
+                match nodestatus_model::validate::node(&node) {
+                    Err(problems) => {
+                        Err(nodestatus_model::validate::Error::Refused(problems).into())
+                    }
+                    Ok(()) => {
+                        me.op = Op::Creating(report);
+                        out.push(Action::Call(Call::CreateNode(node)));
+                        return None;
+                    }
+                }
+            }
+            (Op::Pass, Answer::Pass(_, Err(e))) => Err(Error::Pass(e)),
+            (Op::Creating(report), Answer::Created(r)) => match r {
+                Ok(created) => {
+                    tracing::info!(node = s.cfg.node_name, "node registered");
+                    s.pass_events(&report, ctx, out);
+                    Ok(Some(created))
+                }
+                // AlreadyExists, or Forbidden (since 1.32): GET and reconcile.
+                Err(
+                    e @ client::Error::Api {
+                        code: 409 | 403, ..
+                    },
+                ) => {
+                    me.op = Op::Getting(e);
+                    out.push(Action::Call(Call::GetNode(Loop::Register)));
+                    return None;
+                }
+                Err(e) => Err(e.into()),
+            },
+            (Op::Getting(create_err), Answer::Node(_, r)) => match r {
+                Ok(Some(existing)) => {
+                    let reconciled = reconcile(&existing, &wanted_labels(s));
+                    match patch::two_way(&existing, &reconciled) {
+                        Some(p) => {
+                            me.op = Op::Reconciling;
+                            let body =
+                                serde_json::value::to_raw_value(&p).expect("a patch serializes");
+                            out.push(Action::Call(Call::PatchStatus(Loop::Register, body)));
+                            return None;
+                        }
+                        None => {
+                            tracing::info!(
+                                node = s.cfg.node_name,
+                                "node already exists; reconciled"
+                            );
+                            Ok(Some(existing))
+                        }
+                    }
+                }
+                Ok(None) => Err(create_err.into()),
+                // The GET is refused too: the create's error says why (a 403
+                // is an identity error at start).
+                Err(get_err) if get_err.is_permanent() => Err(create_err.into()),
+                // A transient failure of the GET: retry with backoff.
+                Err(get_err) => Err(get_err.into()),
+            },
+            (Op::Reconciling, Answer::Patched(_, r)) => match r {
+                Ok(current) => {
+                    tracing::info!(node = s.cfg.node_name, "node already exists; reconciled");
+                    Ok(Some(current))
+                }
+                Err(e) => Err(e.into()),
+            },
+            (op, a) => {
+                tracing::debug!(?op, ?a, "registration: an answer it did not wait for");
+                me.op = op;
+                return None;
+            }
+        };
+        match result {
+            Ok(Some(node)) => {
+                me.backoff.reset();
+                Some(Ended::Registered(node))
+            }
+            Ok(None) => {
+                schedule(me, ctx);
+                out.push(Action::RegisterDone(Ok(false)));
+                None
+            }
+            Err(e) if e.is_permanent() => {
+                let e = match e {
+                    Error::Permanent(_) => e,
+                    other => Error::Permanent(Box::new(other)),
+                };
+                tracing::error!(node = s.cfg.node_name, "unable to register node: {e}");
+                out.push(Action::Exit(e));
+                Some(Ended::Stopped)
+            }
+            Err(e) => {
+                out.push(Action::Observe(Observation::LoopError(
+                    "register",
+                    e.class(),
+                )));
+                tracing::warn!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "unable to register node, backing off: {e}");
+                schedule(me, ctx);
+                out.push(Action::RegisterDone(Err(e)));
+                None
+            }
+        }
     }
 }
 
@@ -144,132 +266,6 @@ fn begin(me: &mut Register, s: &mut Shared, out: &mut Vec<Action>) {
     me.op = Op::Pass;
     let node = initial_node(s);
     out.push(s.run_pass(Loop::Register, node));
-}
-
-/// An answer to one of registration's calls or passes.
-fn answer(
-    me: &mut Register,
-    s: &mut Shared,
-    a: Answer,
-    ctx: &Ctx,
-    out: &mut Vec<Action>,
-) -> Option<Ended> {
-    let op = std::mem::replace(&mut me.op, Op::Idle);
-    let result: Result<Option<Value>, Error> = match (op, a) {
-        (Op::Version, Answer::Version(r)) => match r {
-            Ok(v) => {
-                tracing::info!(node = s.cfg.node_name, server = %v, "API server version");
-                s.server = Some(v);
-                begin(me, s, out);
-                return None;
-            }
-            Err(e) => Err(e.into()),
-        },
-        (Op::Waiting, Answer::Node(_, r)) => match r {
-            Ok(Some(n)) => Ok(Some(n)),
-            Ok(None) => {
-                tracing::info!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "registerNode is false: waiting for the node to exist");
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        },
-        (Op::Pass, Answer::Pass(_, Ok((node, report)))) => {
-            s.note_pass(&report, out);
-            s.last_pass = Some(std::sync::Arc::new(report.clone()));
-            match nodestatus_model::validate::node(&node) {
-                Err(problems) => Err(nodestatus_model::validate::Error::Refused(problems).into()),
-                Ok(()) => {
-                    me.op = Op::Creating(report);
-                    out.push(Action::Call(Call::CreateNode(node)));
-                    return None;
-                }
-            }
-        }
-        (Op::Pass, Answer::Pass(_, Err(e))) => Err(Error::Pass(e)),
-        (Op::Creating(report), Answer::Created(r)) => match r {
-            Ok(created) => {
-                tracing::info!(node = s.cfg.node_name, "node registered");
-                s.pass_events(&report, ctx, out);
-                Ok(Some(created))
-            }
-            // AlreadyExists, or Forbidden (since 1.32): GET and reconcile.
-            Err(
-                e @ client::Error::Api {
-                    code: 409 | 403, ..
-                },
-            ) => {
-                me.op = Op::Getting(e);
-                out.push(Action::Call(Call::GetNode(Loop::Register)));
-                return None;
-            }
-            Err(e) => Err(e.into()),
-        },
-        (Op::Getting(create_err), Answer::Node(_, r)) => match r {
-            Ok(Some(existing)) => {
-                let reconciled = reconcile(&existing, &wanted_labels(s));
-                match patch::two_way(&existing, &reconciled) {
-                    Some(p) => {
-                        me.op = Op::Reconciling;
-                        let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
-                        out.push(Action::Call(Call::PatchStatus(Loop::Register, body)));
-                        return None;
-                    }
-                    None => {
-                        tracing::info!(node = s.cfg.node_name, "node already exists; reconciled");
-                        Ok(Some(existing))
-                    }
-                }
-            }
-            Ok(None) => Err(create_err.into()),
-            // The GET is refused too: the create's error says why (a 403
-            // is an identity error at start).
-            Err(get_err) if get_err.is_permanent() => Err(create_err.into()),
-            // A transient failure of the GET: retry with backoff.
-            Err(get_err) => Err(get_err.into()),
-        },
-        (Op::Reconciling, Answer::Patched(_, r)) => match r {
-            Ok(current) => {
-                tracing::info!(node = s.cfg.node_name, "node already exists; reconciled");
-                Ok(Some(current))
-            }
-            Err(e) => Err(e.into()),
-        },
-        (op, a) => {
-            tracing::debug!(?op, ?a, "registration: an answer it did not wait for");
-            me.op = op;
-            return None;
-        }
-    };
-    match result {
-        Ok(Some(node)) => {
-            me.backoff.reset();
-            Some(Ended::Registered(node))
-        }
-        Ok(None) => {
-            schedule(me, ctx);
-            out.push(Action::RegisterDone(Ok(false)));
-            None
-        }
-        Err(e) if e.is_permanent() => {
-            let e = match e {
-                Error::Permanent(_) => e,
-                other => Error::Permanent(Box::new(other)),
-            };
-            tracing::error!(node = s.cfg.node_name, "unable to register node: {e}");
-            out.push(Action::Exit(e));
-            Some(Ended::Stopped)
-        }
-        Err(e) => {
-            out.push(Action::Observe(Observation::LoopError(
-                "register",
-                e.class(),
-            )));
-            tracing::warn!(node = s.cfg.node_name, retry_in = ?me.backoff.peek(), "unable to register node, backing off: {e}");
-            schedule(me, ctx);
-            out.push(Action::RegisterDone(Err(e)));
-            None
-        }
-    }
 }
 
 fn schedule(me: &mut Register, ctx: &Ctx) {

@@ -201,7 +201,88 @@ impl Sync {
         ctx: &Ctx,
         out: &mut Vec<Action>,
     ) -> After {
-        answer(self, s, w, a, ctx, out)
+        let me = self;
+        let Some(pass) = me.pass.as_mut() else {
+            tracing::debug!(?a, "status sync: an answer with no pass running");
+            return After::Nothing;
+        };
+        let op = std::mem::replace(&mut pass.op, Op::Idle);
+        let kind = pass.kind;
+        match (op, a) {
+            (Op::Getting, Answer::Node(_, r)) => match r {
+                Ok(Some(n)) => {
+                    s.offer(n.clone(), out);
+                    let base = Arc::new(n);
+                    let action = s.run_pass(Loop::Sync, (*base).clone());
+                    set_op(me, Op::Running(base));
+                    out.push(action);
+                    After::Nothing
+                }
+                Ok(None) => gone(me, s, w, ctx, out),
+                Err(e) => try_failed(me, s, w, e.into(), ctx, out),
+            },
+            (Op::Running(base), Answer::Pass(_, Ok((new, report)))) => {
+                me.pass.as_mut().expect("a pass runs").report = Some(report);
+                let diff = Diff::new(&base, &new);
+                let changed = diff.status_changed();
+                let due = me.report.due(ctx.now);
+                let write = decide::write(kind, changed, due, ready_status(&new).as_deref());
+                let patch = match write {
+                    decide::Write::Skip => None,
+                    _ => diff.patch(),
+                };
+                let Some(p) = patch else {
+                    s.came_back(out);
+                    note_schedulable(s, &base, ctx, out);
+                    return finish(me, s, w, Ok(SyncOutcome::Unchanged), ctx, out);
+                };
+                let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
+                let bytes = body.get().len();
+                out.push(Action::Observe(Observation::Patch(bytes)));
+                set_op(
+                    me,
+                    Op::Patching {
+                        base,
+                        changed,
+                        bytes,
+                    },
+                );
+                out.push(Action::Call(Call::PatchStatus(Loop::Sync, body)));
+                After::Nothing
+            }
+            (Op::Running(_), Answer::Pass(_, Err(e))) => {
+                try_failed(me, s, w, Error::Pass(e), ctx, out)
+            }
+            (
+                Op::Patching {
+                    base,
+                    changed,
+                    bytes,
+                },
+                Answer::Patched(_, r),
+            ) => match r {
+                Ok(updated) => {
+                    note_ready_flip(s, &base, &updated);
+                    s.offer(updated, out);
+                    s.came_back(out);
+                    note_schedulable(s, &base, ctx, out);
+                    me.report.written(ctx.now, changed, ctx.rng.unit());
+                    let outcome = if changed {
+                        SyncOutcome::Patched { bytes }
+                    } else {
+                        SyncOutcome::Reported { bytes }
+                    };
+                    finish(me, s, w, Ok(outcome), ctx, out)
+                }
+                Err(e) if e.code() == Some(404) => gone(me, s, w, ctx, out),
+                Err(e) => try_failed(me, s, w, e.into(), ctx, out),
+            },
+            (op, a) => {
+                tracing::debug!(?op, ?a, "status sync: an answer it did not wait for");
+                set_op(me, op);
+                After::Nothing
+            }
+        }
     }
 }
 
@@ -261,95 +342,6 @@ fn try_next(me: &mut Sync, s: &mut Shared, out: &mut Vec<Action>) {
 
 fn set_op(me: &mut Sync, op: Op) {
     me.pass.as_mut().expect("a pass runs").op = op;
-}
-
-fn answer(
-    me: &mut Sync,
-    s: &mut Shared,
-    w: &mut WatchLoop,
-    a: Answer,
-    ctx: &Ctx,
-    out: &mut Vec<Action>,
-) -> After {
-    let Some(pass) = me.pass.as_mut() else {
-        tracing::debug!(?a, "status sync: an answer with no pass running");
-        return After::Nothing;
-    };
-    let op = std::mem::replace(&mut pass.op, Op::Idle);
-    let kind = pass.kind;
-    match (op, a) {
-        (Op::Getting, Answer::Node(_, r)) => match r {
-            Ok(Some(n)) => {
-                s.offer(n.clone(), out);
-                let base = Arc::new(n);
-                let action = s.run_pass(Loop::Sync, (*base).clone());
-                set_op(me, Op::Running(base));
-                out.push(action);
-                After::Nothing
-            }
-            Ok(None) => gone(me, s, w, ctx, out),
-            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
-        },
-        (Op::Running(base), Answer::Pass(_, Ok((new, report)))) => {
-            me.pass.as_mut().expect("a pass runs").report = Some(report);
-            let diff = Diff::new(&base, &new);
-            let changed = diff.status_changed();
-            let due = me.report.due(ctx.now);
-            let write = decide::write(kind, changed, due, ready_status(&new).as_deref());
-            let patch = match write {
-                decide::Write::Skip => None,
-                _ => diff.patch(),
-            };
-            let Some(p) = patch else {
-                s.came_back(out);
-                note_schedulable(s, &base, ctx, out);
-                return finish(me, s, w, Ok(SyncOutcome::Unchanged), ctx, out);
-            };
-            let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
-            let bytes = body.get().len();
-            out.push(Action::Observe(Observation::Patch(bytes)));
-            set_op(
-                me,
-                Op::Patching {
-                    base,
-                    changed,
-                    bytes,
-                },
-            );
-            out.push(Action::Call(Call::PatchStatus(Loop::Sync, body)));
-            After::Nothing
-        }
-        (Op::Running(_), Answer::Pass(_, Err(e))) => try_failed(me, s, w, Error::Pass(e), ctx, out),
-        (
-            Op::Patching {
-                base,
-                changed,
-                bytes,
-            },
-            Answer::Patched(_, r),
-        ) => match r {
-            Ok(updated) => {
-                note_ready_flip(s, &base, &updated);
-                s.offer(updated, out);
-                s.came_back(out);
-                note_schedulable(s, &base, ctx, out);
-                me.report.written(ctx.now, changed, ctx.rng.unit());
-                let outcome = if changed {
-                    SyncOutcome::Patched { bytes }
-                } else {
-                    SyncOutcome::Reported { bytes }
-                };
-                finish(me, s, w, Ok(outcome), ctx, out)
-            }
-            Err(e) if e.code() == Some(404) => gone(me, s, w, ctx, out),
-            Err(e) => try_failed(me, s, w, e.into(), ctx, out),
-        },
-        (op, a) => {
-            tracing::debug!(?op, ?a, "status sync: an answer it did not wait for");
-            set_op(me, op);
-            After::Nothing
-        }
-    }
 }
 
 /// The node is not on the server: the pass ends (no more tries).
