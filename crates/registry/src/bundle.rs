@@ -25,7 +25,10 @@
 //! A bundle that is malformed, or of a form not read (a `messageSignature`,
 //! which is what `cosign sign-blob` writes, not `cosign sign`), is skipped
 //! with a reason. Nothing here talks to Rekor or Fulcio: with a key the
-//! check is offline, as for the classic `.sig` layout.
+//! check is offline, as for the classic `.sig` layout. A keyless bundle's
+//! `verificationMaterial` (its certificate and transparency log entry) is
+//! kept with each of its signatures ([`StoredSignature::material`]), for
+//! [`crate::keyless`] to check offline against a trusted root.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +38,7 @@ use serde::Deserialize;
 use crate::artifact::Descriptor;
 use crate::client::{self, Session};
 use crate::reference::{Digest, Reference};
-use crate::signature::{SignatureFormat, StoredSignature};
+use crate::stored::{SignatureFormat, StoredSignature};
 
 /// The media type of a Sigstore bundle v0.3 (the referrer's
 /// `artifactType` and its layer's media type).
@@ -139,6 +142,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
         .verification_material
         .as_ref()
         .is_some_and(|m| m.get("certificate").is_some() || m.get("x509CertificateChain").is_some());
+    let material = bundle.verification_material.filter(|_| keyless);
     Ok(Parsed {
         signatures: envelope
             .signatures
@@ -147,6 +151,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
                 payload: payload.clone(),
                 signature: s.sig,
                 format: SignatureFormat::Dsse,
+                material: material.clone(),
             })
             .collect(),
         keyless,
@@ -264,7 +269,12 @@ impl Session {
                         index
                             .manifests
                             .into_iter()
-                            .filter(|e| e.artifact_type.as_deref() == Some(BUNDLE_MEDIA_TYPE))
+                            .filter(|e| {
+                                matches!(
+                                    e.artifact_type.as_deref(),
+                                    Some(BUNDLE_MEDIA_TYPE | EMPTY_MEDIA_TYPE)
+                                )
+                            })
                             .map(|e| (e.digest, e.size)),
                     )
                 }

@@ -20,6 +20,19 @@
 //! body cut as it passes it ([`Error::ManifestTooLarge`]). oci-client reads
 //! a manifest's body whole, so these requests are made here, with its
 //! credentials: the bearer token its own flow gets, else the Basic ones.
+//!
+//! # Credentials
+//!
+//! Each session gets its credentials as the docker CLI does
+//! ([`crate::credentials`]): Basic credentials go to the registry, or, when
+//! its `/v2/` challenges with `Bearer`, to its token server (oci-client's
+//! token flow, with the scope `repository:<name>:pull`, or `pull,push` for
+//! a push); an identity token is exchanged at that token server for an
+//! access token of the same scope; a credential helper is asked first. A
+//! token server that refuses the credentials is
+//! [`Error::CredentialsRefused`], a token that does not grant the
+//! repository [`Error::NoAccess`], a helper or identity token that fails
+//! [`Error::Credentials`]; each names where the credentials came from.
 
 use std::error::Error as StdError;
 use std::sync::{Arc, Once};
@@ -37,8 +50,9 @@ use crate::artifact::{
     DOCKER_MANIFEST_LIST_MEDIA_TYPE, DOCKER_MANIFEST_MEDIA_TYPE, Descriptor, LayoutError, Manifest,
     OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE,
 };
+use crate::credentials::{self, Challenge, Found};
 use crate::reference::{Digest, Reference};
-use crate::settings::{self, Registries};
+use crate::settings::{self, Auth, Registries};
 
 /// The deadline of one operation unless [`Client::with_timeout`] says
 /// otherwise.
@@ -129,6 +143,51 @@ pub enum Error {
         /// The cause.
         #[source]
         source: OciDistributionError,
+    },
+    /// The registry's token server refused the credentials (or their
+    /// absence).
+    #[error("{reference}: the token server of {registry} refused access with {origin}")]
+    CredentialsRefused {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// Where the credentials came from.
+        origin: String,
+        /// The cause.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// The token server accepted the credentials, but its token does not
+    /// grant the access needed: the account has no access to the
+    /// repository.
+    #[error(
+        "{reference}: the token that the token server of {registry} gave for {origin} does not grant {action} on the repository {repository} (the registry answered 401{scope}): use an account with access to it, or ask for that access"
+    )]
+    NoAccess {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// Where the credentials came from.
+        origin: String,
+        /// `pull` or `push`.
+        action: &'static str,
+        /// The repository.
+        repository: String,
+        /// `, insufficient_scope for <scope>` when the registry said so.
+        scope: String,
+    },
+    /// A credential helper or an identity token failed.
+    #[error("{reference}: no credentials for {registry}")]
+    Credentials {
+        /// The reference.
+        reference: Reference,
+        /// The registry.
+        registry: String,
+        /// The cause (boxed: the variant stays small).
+        #[source]
+        source: Box<credentials::Error>,
     },
     /// Another error status (5xx, 429, ...).
     #[error("{reference}: the registry answered {status}")]
@@ -263,7 +322,10 @@ impl Error {
             Error::Unreachable { .. } => "unreachable",
             Error::Tls { .. } => "tls",
             Error::Timeout { .. } => "timeout",
-            Error::Unauthorized { .. } => "unauthorized",
+            Error::Unauthorized { .. }
+            | Error::CredentialsRefused { .. }
+            | Error::NoAccess { .. } => "unauthorized",
+            Error::Credentials { source, .. } => source.kind(),
             Error::NotFound { .. } => "not-found",
             Error::Status { .. } | Error::Protocol { .. } => "server",
             Error::DigestMismatch { .. }
@@ -304,13 +366,18 @@ pub struct Client {
 /// HTTP client of its bounded reads (the same CA bundle and deadlines).
 pub(crate) struct Session {
     pub oci: oci_client::Client,
-    pub auth: RegistryAuth,
     pub reference: Reference,
     pub timeout: Duration,
     http: reqwest::Client,
     scheme: &'static str,
-    /// The bearer token of this session's reads, once asked for.
-    token: tokio::sync::Mutex<Option<Option<String>>>,
+    /// Where the credentials come from, read from the auth file.
+    auth: Option<Auth>,
+    /// The same, in words, for the errors.
+    origin: String,
+    /// The credentials, once a helper has answered.
+    found: tokio::sync::OnceCell<Found>,
+    /// The bearer token of each operation (pull, push), once asked for.
+    tokens: tokio::sync::Mutex<[Option<Option<String>>; 2]>,
 }
 
 /// The manifest media types asked for: the index types too, to refuse an
@@ -417,17 +484,28 @@ impl Client {
         let http = http
             .build()
             .map_err(|e| bad_ca(OciDistributionError::RequestError(e)))?;
-        let auth = match settings
-            .read_credentials(registry)
-            .map_err(settings_error)?
-        {
-            Some(c) => RegistryAuth::Basic(c.username, c.password.expose().to_owned()),
-            None => RegistryAuth::Anonymous,
+        let auth = settings.read_auth(registry).map_err(settings_error)?;
+        let origin = match (&auth, &settings.auth) {
+            (None, _) | (_, None) => {
+                format!("no credentials (registries.{registry}.auth is not set)")
+            }
+            (Some(Auth::Basic(c)), Some(path)) => format!(
+                "the credentials of {} in {} (registries.{registry}.auth)",
+                c.username,
+                path.display()
+            ),
+            (Some(Auth::IdentityToken(_)), Some(path)) => format!(
+                "the identity token in {} (registries.{registry}.auth)",
+                path.display()
+            ),
+            (Some(Auth::Helper { helper, field, .. }), Some(path)) => format!(
+                "the credentials of docker-credential-{helper} ({field} in {})",
+                path.display()
+            ),
         };
         let oci = oci_client::Client::try_from(config).map_err(bad_ca)?;
         Ok(Session {
             oci,
-            auth,
             reference: reference.clone(),
             timeout: self.timeout,
             http,
@@ -435,7 +513,10 @@ impl Client {
                 true => "http",
                 false => "https",
             },
-            token: tokio::sync::Mutex::new(None),
+            auth,
+            origin,
+            found: tokio::sync::OnceCell::new(),
+            tokens: tokio::sync::Mutex::new([None, None]),
         })
     }
 
@@ -684,21 +765,172 @@ impl Session {
         )
     }
 
-    /// The bearer token for this session's reads: oci-client's own flow
-    /// (the registry's challenge, its token server), asked once; `None`
-    /// for a registry that takes Basic credentials or none.
-    async fn token(&self, reference: &Reference) -> Result<Option<String>> {
-        let mut token = self.token.lock().await;
-        if let Some(t) = &*token {
+    /// The credentials: the auth file's, or its helper's answer (asked
+    /// once).
+    async fn found(&self) -> Result<&Found> {
+        self.found
+            .get_or_try_init(|| async {
+                match &self.auth {
+                    None => Ok(Found::Anonymous),
+                    Some(Auth::Basic(c)) => Ok(Found::Basic(c.clone())),
+                    Some(Auth::IdentityToken(t)) => Ok(Found::IdentityToken(t.clone())),
+                    Some(Auth::Helper {
+                        helper,
+                        field,
+                        path,
+                    }) => credentials::helper_get(
+                        helper,
+                        field,
+                        path,
+                        self.reference.registry(),
+                        credentials::HELPER_TIMEOUT.min(self.timeout / 2),
+                    )
+                    .await
+                    .map_err(|e| self.credentials_error(e)),
+                }
+            })
+            .await
+    }
+
+    /// Where the credentials came from, in words, for the errors.
+    fn origin(&self) -> String {
+        match (self.found.get(), &self.auth) {
+            (Some(Found::Anonymous), Some(Auth::Helper { helper, .. })) => format!(
+                "no credentials (docker-credential-{helper} has none for {})",
+                self.reference.registry()
+            ),
+            _ => self.origin.clone(),
+        }
+    }
+
+    fn credentials_error(&self, source: credentials::Error) -> Error {
+        Error::Credentials {
+            reference: self.reference.clone(),
+            registry: self.reference.registry().to_owned(),
+            source: Box::new(source),
+        }
+    }
+
+    /// The bearer token for `op` (`repository:<name>:pull`, or `pull,push`)
+    /// on this session's repository, asked once, and oci-client made
+    /// ready for `op`'s requests: oci-client's own flow with Basic
+    /// credentials or none (`None` for a registry that takes Basic
+    /// credentials or none), or an identity token exchanged at the token
+    /// server.
+    async fn authorize(&self, op: RegistryOperation) -> Result<Option<String>> {
+        let slot = usize::from(op == RegistryOperation::Push);
+        let mut tokens = self.tokens.lock().await;
+        if let Some(t) = &tokens[slot] {
             return Ok(t.clone());
         }
+        let auth = match self.found().await? {
+            Found::Anonymous => RegistryAuth::Anonymous,
+            Found::Basic(c) => {
+                RegistryAuth::Basic(c.username.clone(), c.password.expose().to_owned())
+            }
+            Found::IdentityToken(refresh) => {
+                let challenge = self.challenge().await?;
+                let scope = format!(
+                    "repository:{}:{}",
+                    self.reference.oci().repository(),
+                    match op {
+                        RegistryOperation::Pull => "pull",
+                        RegistryOperation::Push => "pull,push",
+                    }
+                );
+                let access = credentials::exchange(
+                    &self.http,
+                    self.reference.registry(),
+                    &challenge,
+                    refresh,
+                    &scope,
+                    &self.origin(),
+                )
+                .await
+                .map_err(|e| self.credentials_error(e))?;
+                RegistryAuth::Bearer(access.expose().to_owned())
+            }
+        };
         let got = self
             .oci
-            .auth(reference.oci(), &self.auth, RegistryOperation::Pull)
+            .auth(self.reference.oci(), &auth, op)
             .await
-            .map_err(|e| self.error(e))?;
-        *token = Some(got.clone());
+            .map_err(|e| match e {
+                OciDistributionError::AuthenticationFailure(_) => Error::CredentialsRefused {
+                    reference: self.reference.clone(),
+                    registry: self.reference.registry().to_owned(),
+                    origin: self.origin(),
+                    source: e,
+                },
+                e => self.error(e),
+            })?;
+        tokens[slot] = Some(got.clone());
         Ok(got)
+    }
+
+    /// The registry's `Bearer` challenge to an anonymous `GET /v2/`: where
+    /// its token server is.
+    async fn challenge(&self) -> Result<Challenge> {
+        let url = format!(
+            "{}://{}/v2/",
+            self.scheme,
+            self.reference.oci().resolve_registry()
+        );
+        let response = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| self.error(OciDistributionError::RequestError(e)))?;
+        response
+            .headers()
+            .get(http::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Challenge::parse)
+            .ok_or_else(|| {
+                self.credentials_error(credentials::Error::NoTokenServer {
+                    registry: self.reference.registry().to_owned(),
+                    status: response.status().as_u16(),
+                    origin: self.origin(),
+                })
+            })
+    }
+
+    /// `e`, or [`Error::NoAccess`] when it is a 401 or 403 to a request
+    /// that carried a bearer token for `op`: the token server accepted the
+    /// credentials but did not grant the repository. `challenge` is the
+    /// registry's `WWW-Authenticate`, when there is one.
+    async fn no_access(
+        &self,
+        e: Error,
+        op: RegistryOperation,
+        challenge: Option<Challenge>,
+    ) -> Error {
+        let granted = matches!(
+            self.tokens.lock().await[usize::from(op == RegistryOperation::Push)],
+            Some(Some(_))
+        );
+        match e {
+            Error::Unauthorized { .. } if granted => Error::NoAccess {
+                reference: self.reference.clone(),
+                registry: self.reference.registry().to_owned(),
+                origin: self.origin(),
+                action: match op {
+                    RegistryOperation::Pull => "pull",
+                    RegistryOperation::Push => "push",
+                },
+                repository: self.reference.oci().repository().to_owned(),
+                scope: match challenge {
+                    Some(Challenge {
+                        error: Some(error),
+                        scope,
+                        ..
+                    }) => format!(", {error} for {}", scope.unwrap_or_default()),
+                    _ => String::new(),
+                },
+            },
+            e => e,
+        }
     }
 
     /// A request for a manifest or an index at `url` with `query`, with
@@ -720,14 +952,22 @@ impl Session {
             .request(method.clone(), url)
             .query(query)
             .header(http::header::ACCEPT, MANIFEST_TYPES.join(", "));
-        request = match (self.token(reference).await?, &self.auth) {
+        request = match (
+            self.authorize(RegistryOperation::Pull).await?,
+            self.found().await?,
+        ) {
             (Some(token), _) => request.bearer_auth(token),
-            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, Found::Basic(c)) => request.basic_auth(&c.username, Some(c.password.expose())),
             (None, _) => request,
         };
         let mut response = request.send().await.map_err(transport)?;
         let status = response.status();
         if !status.is_success() {
+            let challenge = response
+                .headers()
+                .get(http::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(Challenge::parse);
             // An error's body, for the registry's error codes: a few KiB.
             let mut body = Vec::new();
             while body.len() < 16 << 10 {
@@ -736,7 +976,8 @@ impl Session {
                     _ => break,
                 }
             }
-            return Err(self.error(status_error(status, &body, url)));
+            let e = self.error(status_error(status, &body, url));
+            return Err(self.no_access(e, RegistryOperation::Pull, challenge).await);
         }
         let headers = response.headers().clone();
         if method == reqwest::Method::HEAD {
@@ -794,11 +1035,18 @@ impl Session {
                 limit: max_bytes,
             });
         }
-        let mut stream = self
+        // oci-client made ready for the blob's request (no request when
+        // the session's reads have done it).
+        self.authorize(RegistryOperation::Pull).await?;
+        let stream = self
             .oci
             .pull_blob_stream(reference.oci(), &layer.to_oci())
             .await
-            .map_err(|e| self.error(e))?;
+            .map_err(|e| self.error(e));
+        let mut stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => return Err(self.no_access(e, RegistryOperation::Pull, None).await),
+        };
         let mut bytes = Vec::with_capacity(declared as usize);
         let mut hasher = Sha256::new();
         while let Some(chunk) = stream.next().await {
@@ -868,22 +1116,26 @@ impl Session {
     /// Uploads a blob unless the registry has it.
     pub(crate) async fn push_blob(&self, desc: &Descriptor, bytes: &[u8]) -> Result<()> {
         let r = self.reference.oci();
-        // Stores the credentials for the upload requests that follow.
-        self.oci
-            .store_auth_if_needed(r.resolve_registry(), &self.auth)
-            .await;
-        let exists = self
-            .oci
-            .blob_exists(r, &desc.digest)
-            .await
-            .map_err(|e| self.error(e))?;
-        if !exists {
-            self.oci
-                .push_blob(r, bytes.to_vec(), &desc.digest)
+        // The credentials and token of the upload requests that follow.
+        self.authorize(RegistryOperation::Push).await?;
+        let pushed = async {
+            let exists = self
+                .oci
+                .blob_exists(r, &desc.digest)
                 .await
                 .map_err(|e| self.error(e))?;
+            if !exists {
+                self.oci
+                    .push_blob(r, bytes.to_vec(), &desc.digest)
+                    .await
+                    .map_err(|e| self.error(e))?;
+            }
+            Ok(())
+        };
+        match pushed.await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.no_access(e, RegistryOperation::Push, None).await),
         }
-        Ok(())
     }
 
     /// Uploads a manifest at `reference` (a tag); returns its digest.
@@ -894,14 +1146,16 @@ impl Session {
     ) -> Result<Digest> {
         let body = manifest.to_bytes();
         let digest = Digest::of(&body);
-        self.oci
-            .store_auth_if_needed(reference.oci().resolve_registry(), &self.auth)
-            .await;
-        self.oci
+        self.authorize(RegistryOperation::Push).await?;
+        let pushed = self
+            .oci
             .push_manifest_raw(reference.oci(), body, http_header(OCI_MANIFEST_MEDIA_TYPE))
             .await
-            .map_err(|e| self.error(e))?;
-        Ok(digest)
+            .map_err(|e| self.error(e));
+        match pushed {
+            Ok(_) => Ok(digest),
+            Err(e) => Err(self.no_access(e, RegistryOperation::Push, None).await),
+        }
     }
 }
 

@@ -4,8 +4,19 @@
 use crate::artifact::Artifact;
 use crate::cache::{self, Cache};
 use crate::client::{self, Client};
+use crate::policy::{self, Policy};
 use crate::reference::{Digest, Reference};
-use crate::signature::{self, PublicKey, Verified};
+use crate::signature::{self, PublicKey, StoredSignature, Verified};
+
+/// What a fetched artifact's signatures must satisfy: a key, or a policy
+/// ([`crate::policy`]: keys and keyless identities, `allOf` / `anyOf`).
+#[derive(Debug, Clone, Copy)]
+pub enum Trust<'a> {
+    /// A signature by this key.
+    Key(&'a PublicKey),
+    /// Signatures that meet this policy.
+    Policy(&'a Policy),
+}
 
 /// Why a plugin could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +28,10 @@ pub enum Error {
     /// the key).
     #[error(transparent)]
     Signature(#[from] signature::Error),
+    /// The signatures do not meet the policy (it names the reference, the
+    /// entries not met and the signatures found).
+    #[error(transparent)]
+    Policy(Box<policy::Error>),
     /// The cache failed.
     #[error("{reference}: the registry cache failed")]
     Cache {
@@ -34,6 +49,12 @@ pub enum Error {
     },
 }
 
+impl From<policy::Error> for Error {
+    fn from(e: policy::Error) -> Self {
+        Error::Policy(Box::new(e))
+    }
+}
+
 /// The result of this module's functions.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -47,6 +68,7 @@ impl Error {
         match self {
             Error::Registry(e) => e.kind(),
             Error::Signature(e) => e.kind(),
+            Error::Policy(e) => e.kind(),
             Error::Cache { .. } => "cache",
             Error::NotCached { .. } => "not-cached",
         }
@@ -79,6 +101,17 @@ pub struct Fetched {
 pub struct Fetcher {
     client: Client,
     cache: Cache,
+}
+
+/// A policy that passed always matched at least one signature.
+fn first_verified(digest: &Digest, matched: Vec<StoredSignature>) -> Verified {
+    Verified {
+        digest: digest.clone(),
+        signature: matched
+            .into_iter()
+            .next()
+            .expect("a policy is met by at least one signature"),
+    }
 }
 
 impl Fetcher {
@@ -114,6 +147,20 @@ impl Fetcher {
         reference: &Reference,
         max_bytes: u64,
         key: Option<&PublicKey>,
+    ) -> Result<Fetched> {
+        self.fetch_trusted(reference, max_bytes, key.map(Trust::Key))
+            .await
+    }
+
+    /// [`Fetcher::fetch`], with a key or a policy to satisfy. With a
+    /// policy, every signature that matched an entry is cached (an offline
+    /// start checks the policy against them again); [`Fetched::verified`]
+    /// holds the first.
+    pub async fn fetch_trusted(
+        &self,
+        reference: &Reference,
+        max_bytes: u64,
+        key: Option<Trust<'_>>,
     ) -> Result<Fetched> {
         let digest = self.client.resolve(reference).await?;
         let cached = match self.cache.get(reference, &digest, max_bytes) {
@@ -166,6 +213,16 @@ impl Fetcher {
         max_bytes: u64,
         key: Option<&PublicKey>,
     ) -> Result<Fetched> {
+        self.fetch_cached_trusted(reference, max_bytes, key.map(Trust::Key))
+    }
+
+    /// [`Fetcher::fetch_cached`], with a key or a policy to satisfy.
+    pub fn fetch_cached_trusted(
+        &self,
+        reference: &Reference,
+        max_bytes: u64,
+        key: Option<Trust<'_>>,
+    ) -> Result<Fetched> {
         let not_cached = || Error::NotCached {
             reference: reference.clone(),
         };
@@ -196,32 +253,43 @@ impl Fetcher {
         &self,
         reference: &Reference,
         digest: &Digest,
-        key: &PublicKey,
+        key: Trust<'_>,
     ) -> Result<Verified> {
         let signatures = self
             .cache
             .signatures(digest)
             .map_err(|source| self.cache_error(reference, source))?;
-        Ok(signature::verify_signatures(
-            reference,
-            digest,
-            key,
-            &signatures,
-            0,
-        )?)
+        match key {
+            Trust::Key(key) => Ok(signature::verify_signatures(
+                reference,
+                digest,
+                key,
+                &signatures,
+                0,
+            )?),
+            Trust::Policy(policy) => {
+                let matched = policy.evaluate(reference, digest, &signatures, &[])?;
+                Ok(first_verified(digest, matched))
+            }
+        }
     }
 
     async fn verify_online(
         &self,
         reference: &Reference,
         digest: &Digest,
-        key: &PublicKey,
+        key: Trust<'_>,
     ) -> Result<Verified> {
-        let verified = self.client.verify(reference, digest, key).await?;
-        self.cache
-            .put_signature(digest, &verified.signature)
-            .map_err(|source| self.cache_error(reference, source))?;
-        Ok(verified)
+        let matched = match key {
+            Trust::Key(key) => vec![self.client.verify(reference, digest, key).await?.signature],
+            Trust::Policy(policy) => self.client.verify_policy(reference, digest, policy).await?,
+        };
+        for signature in &matched {
+            self.cache
+                .put_signature(digest, signature)
+                .map_err(|source| self.cache_error(reference, source))?;
+        }
+        Ok(first_verified(digest, matched))
     }
 
     fn record_tag(&self, reference: &Reference, digest: &Digest) -> Result<()> {
@@ -238,5 +306,52 @@ impl Fetcher {
             reference: reference.clone(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+    use crate::keyless::tests::{DIGEST, EMAIL, issuer};
+    use crate::policy::PolicyFile;
+
+    #[test]
+    fn a_keyless_signature_in_the_cache_is_checked_against_the_policy_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let fetcher = Fetcher::new(
+            Client::new(crate::Registries::default()).unwrap(),
+            Cache::open(dir.path().join("cache")).unwrap(),
+        );
+        let reference = Reference::parse("127.0.0.1:5000/vendor/probe:1.0.0").unwrap();
+        let digest: Digest = DIGEST.trim().parse().unwrap();
+        let signature = crate::bundle::parse(EMAIL).unwrap().signatures.remove(0);
+        fetcher.cache.put_signature(&digest, &signature).unwrap();
+        let mut root = tempfile::NamedTempFile::new().unwrap();
+        root.write_all(include_bytes!(
+            "../tests/fixtures/keyless/trusted_root.json"
+        ))
+        .unwrap();
+        let policy = |subject: &str| {
+            let file: PolicyFile = serde_yaml::from_str(&format!(
+                "allOf: [{{kind: genericIssuer, issuer: '{}', subject: {{equal: {subject}}}}}]",
+                issuer("/email")
+            ))
+            .unwrap();
+            Policy::new(&file, Some(root.path()), "verify.").unwrap()
+        };
+        // Read back from the cache's file: the certificate and the log
+        // entry came with it.
+        let alice = policy("alice@example.com");
+        let verified = fetcher
+            .verify_cached(&reference, &digest, Trust::Policy(&alice))
+            .unwrap();
+        assert_eq!(verified.signature, signature);
+        let bob = policy("bob@example.com");
+        let err = fetcher
+            .verify_cached(&reference, &digest, Trust::Policy(&bob))
+            .unwrap_err();
+        assert_eq!(err.kind(), "bad-signature");
     }
 }

@@ -21,7 +21,10 @@
 //! where the `kubernetes.io/dockerconfigjson` credentials are (`auth`), and
 //! whether the registry speaks plain HTTP (`insecure: true`, for that
 //! registry only). Files are read at each operation; no credential appears
-//! in a `Debug`, a log line or an error.
+//! in a `Debug`, a log line or an error. The auth file is read as the docker
+//! CLI reads its `config.json`: Basic credentials (sent to the registry's
+//! token server when it has one), an `identitytoken`, or a credential helper
+//! (`credHelpers`, `credsStore`) run under a deadline ([`credentials`]).
 //!
 //! # Pulling
 //!
@@ -71,8 +74,14 @@
 //! writes by default ([`bundle`]: found through the referrers API or the
 //! referrers tag `sha256-<hex>`; a DSSE envelope of an in-toto statement,
 //! checked offline with the key). The [`signature`] module says which key
-//! files are accepted and what is not supported (cosign's encrypted keys,
-//! keyless signing, the transparency log).
+//! files are accepted and what is not supported (cosign's encrypted keys).
+//!
+//! Keyless signatures (a Fulcio certificate and a Rekor entry, in a bundle)
+//! are checked offline against a Sigstore trusted root ([`keyless`]), and
+//! matched with an identity policy as Kubewarden writes it ([`policy`]:
+//! `allOf` / `anyOf` of `pubKey`, `genericIssuer`, `githubAction`):
+//! [`Client::verify_policy`], or [`Fetcher::fetch_trusted`] with
+//! [`Trust::Policy`].
 //!
 //! ```no_run
 //! # async fn sign(client: nodestatus_registry::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -130,6 +139,10 @@
 //! | registry accepts but never answers | [`client::Error::Timeout`] | `timeout` |
 //! | unknown CA, or a plain-HTTP registry without `insecure` | [`client::Error::Tls`] | `tls` |
 //! | 401 / 403 (wrong password, no access) | [`client::Error::Unauthorized`] | `unauthorized` |
+//! | the token server refuses the credentials | [`client::Error::CredentialsRefused`] | `unauthorized` |
+//! | a token that does not grant the repository | [`client::Error::NoAccess`] | `unauthorized` |
+//! | a credential helper missing, failing or hanging | [`client::Error::Credentials`] | `settings` |
+//! | an identity token refused | [`client::Error::Credentials`] | `unauthorized` |
 //! | 404 (unknown or deleted tag, unknown repository) | [`client::Error::NotFound`] | `not-found` |
 //! | 5xx, 429 | [`client::Error::Status`] | `server` |
 //! | content whose sha256 is not its digest | [`client::Error::DigestMismatch`] | `digest-mismatch` |
@@ -143,6 +156,7 @@
 //! | signed by another key | [`signature::Error::WrongKey`] | `bad-signature` |
 //! | a signature of another digest | [`signature::Error::OtherDigest`] | `bad-signature` |
 //! | only keyless signatures | [`signature::Error::Keyless`] | `bad-signature` |
+//! | signatures that do not meet a policy | [`policy::Error::NotMet`] | `bad-signature` (`unsigned`: none at all) |
 //! | a tampered cache file | [`cache::Error::Tampered`] (removed; [`Fetcher::fetch`] pulls again) | `cache` |
 //! | offline, not cached | [`fetch::Error::NotCached`] | `not-cached` |
 
@@ -150,15 +164,19 @@ pub mod artifact;
 pub mod bundle;
 pub mod cache;
 pub mod client;
+pub mod credentials;
 pub mod fetch;
+pub mod keyless;
+pub mod policy;
 pub mod reference;
 pub mod settings;
 pub mod signature;
+pub mod stored;
 
 pub use artifact::{ANNOTATION_VERSION, ANNOTATION_WORLD, Artifact, Layout};
 pub use cache::Cache;
 pub use client::{Client, DEFAULT_TIMEOUT, PushMeta};
-pub use fetch::{Fetched, Fetcher, Origin};
+pub use fetch::{Fetched, Fetcher, Origin, Trust};
 pub use reference::{Digest, Reference};
 pub use settings::{Registries, RegistrySettings};
 pub use signature::{PrivateKey, PublicKey, Verified};

@@ -15,7 +15,11 @@
 //! `{"auths": {"HOST[:PORT]": {"auth": "<base64 of user:password>"}}}` or
 //! `{"username": ..., "password": ...}` in place of `auth`; its entry for
 //! the registry is matched by host and port, with or without a scheme
-//! (`https://HOST/v1/` as `docker login` writes it).
+//! (`https://HOST/v1/` as `docker login` writes it). As the docker CLI reads
+//! a `config.json`, an entry's `identitytoken` (an OAuth2 refresh token) is
+//! used in place of its `auth`, and a credential helper named by
+//! `credHelpers` for the registry, else by `credsStore`, in place of
+//! `auths` ([`Auth`]; the helper is run by [`crate::credentials`]).
 //!
 //! No error of this module quotes the content of an auth file: a parse
 //! error gives the line and column, never the text around it.
@@ -239,6 +243,12 @@ fn read(registry: &str, field: &'static str, path: &Path) -> Result<Vec<u8>> {
 struct DockerConfig {
     #[serde(default)]
     auths: BTreeMap<String, AuthEntry>,
+    /// A credential helper per registry (`docker-credential-<name>`).
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+    /// The credential helper of every registry not in `credHelpers`.
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -249,6 +259,49 @@ struct AuthEntry {
     username: Option<String>,
     #[serde(default)]
     password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+}
+
+/// Where a registry's credentials come from, as the docker CLI picks them
+/// in a `config.json`: `credHelpers.<registry>`, else `credsStore`, else the
+/// registry's entry under `auths` (its `identitytoken` before its `auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// A user name and password (`auth`, or `username` and `password`),
+    /// sent as Basic credentials, to the registry or to its token server.
+    Basic(Credentials),
+    /// An OAuth2 refresh token (`identitytoken`), exchanged at the
+    /// registry's token server for an access token.
+    IdentityToken(Secret),
+    /// A credential helper: `docker-credential-<helper> get`.
+    Helper {
+        /// The helper's name (the program is `docker-credential-<helper>`).
+        helper: String,
+        /// `credHelpers` or `credsStore`.
+        field: &'static str,
+        /// The file that names it.
+        path: PathBuf,
+    },
+}
+
+impl RegistrySettings {
+    /// Where the credentials for `registry` come from, by the `auth` file
+    /// (none when `auth` is not set).
+    pub fn read_auth(&self, registry: &str) -> Result<Option<Auth>> {
+        let Some(path) = &self.auth else {
+            return Ok(None);
+        };
+        let bytes = read(registry, "auth", path)?;
+        auth(registry, path, &bytes).map(Some)
+    }
+}
+
+impl Secret {
+    /// A secret read elsewhere (a credential helper's answer).
+    pub(crate) fn new(secret: String) -> Self {
+        Self(secret)
+    }
 }
 
 /// The key of a dockerconfigjson entry as `HOST[:PORT]`: without a scheme
@@ -261,8 +314,22 @@ fn entry_host(key: &str) -> &str {
     key.split('/').next().unwrap_or(key)
 }
 
-/// Parses a dockerconfigjson and picks `registry`'s entry.
+/// Parses a dockerconfigjson and picks `registry`'s user name and
+/// password (an identity token or a helper is refused here).
 fn credentials(registry: &str, path: &Path, bytes: &[u8]) -> Result<Credentials> {
+    match auth(registry, path, bytes)? {
+        Auth::Basic(credentials) => Ok(credentials),
+        Auth::IdentityToken(_) | Auth::Helper { .. } => Err(Error::BadAuthEntry {
+            registry: registry.to_owned(),
+            path: path.to_owned(),
+            reason: "names an identity token or a credential helper, not a user name and password",
+        }),
+    }
+}
+
+/// Parses a dockerconfigjson and picks where `registry`'s credentials come
+/// from.
+fn auth(registry: &str, path: &Path, bytes: &[u8]) -> Result<Auth> {
     let bad = |reason| Error::BadAuthEntry {
         registry: registry.to_owned(),
         path: path.to_owned(),
@@ -280,6 +347,21 @@ fn credentials(registry: &str, path: &Path, bytes: &[u8]) -> Result<Credentials>
         line: e.line(),
         column: e.column(),
     })?;
+    let helper = |helper: &String, field| Auth::Helper {
+        helper: helper.clone(),
+        field,
+        path: path.to_owned(),
+    };
+    if let Some((_, name)) = config
+        .cred_helpers
+        .iter()
+        .find(|(key, _)| entry_host(key) == registry)
+    {
+        return Ok(helper(name, "credHelpers"));
+    }
+    if let Some(name) = config.creds_store.as_ref().filter(|n| !n.is_empty()) {
+        return Ok(helper(name, "credsStore"));
+    }
     let entry = config
         .auths
         .iter()
@@ -289,6 +371,9 @@ fn credentials(registry: &str, path: &Path, bytes: &[u8]) -> Result<Credentials>
             registry: registry.to_owned(),
             path: path.to_owned(),
         })?;
+    if let Some(token) = entry.identitytoken.as_ref().filter(|t| !t.is_empty()) {
+        return Ok(Auth::IdentityToken(Secret(token.clone())));
+    }
     if let Some(auth) = &entry.auth {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.trim())
@@ -298,17 +383,19 @@ fn credentials(registry: &str, path: &Path, bytes: &[u8]) -> Result<Credentials>
         let (user, password) = decoded
             .split_once(':')
             .ok_or_else(|| bad("has an `auth` that is not base64 of user:password"))?;
-        return Ok(Credentials {
+        return Ok(Auth::Basic(Credentials {
             username: user.to_owned(),
             password: Secret(password.to_owned()),
-        });
+        }));
     }
     match (&entry.username, &entry.password) {
-        (Some(username), Some(password)) => Ok(Credentials {
+        (Some(username), Some(password)) => Ok(Auth::Basic(Credentials {
             username: username.clone(),
             password: Secret(password.clone()),
-        }),
-        _ => Err(bad("has neither `auth` nor `username` and `password`")),
+        })),
+        _ => Err(bad(
+            "has neither `auth`, `username` and `password`, nor `identitytoken`",
+        )),
     }
 }
 
@@ -370,6 +457,51 @@ mod tests {
         assert!(matches!(
             credentials("127.0.0.1:5001", path, file.as_bytes()),
             Err(Error::NoAuthEntry { .. })
+        ));
+    }
+
+    #[test]
+    fn helpers_and_identity_tokens_are_picked_as_the_docker_cli_picks_them() {
+        let path = Path::new("/root/.docker/config.json");
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("vendor:{PASSWORD}"));
+        let helper = |name: &str, field| Auth::Helper {
+            helper: name.into(),
+            field,
+            path: path.to_owned(),
+        };
+        // credHelpers for the registry (a key with a scheme too), before
+        // credsStore, before auths.
+        let file = format!(
+            r#"{{"credsStore":"desktop","credHelpers":{{"https://r.example.com/v1/":"ecr-login"}},
+                "auths":{{"r.example.com":{{"auth":"{basic}"}},"s.example.com":{{"auth":"{basic}"}}}}}}"#
+        );
+        assert_eq!(
+            auth("r.example.com", path, file.as_bytes()).unwrap(),
+            helper("ecr-login", "credHelpers")
+        );
+        assert_eq!(
+            auth("s.example.com", path, file.as_bytes()).unwrap(),
+            helper("desktop", "credsStore")
+        );
+        // An empty credsStore is none; an identity token before `auth`.
+        let file = format!(
+            r#"{{"credsStore":"","auths":{{"r.example.com":{{"auth":"{basic}","identitytoken":"rt-{PASSWORD}"}}}}}}"#
+        );
+        let got = auth("r.example.com", path, file.as_bytes()).unwrap();
+        assert_eq!(got, Auth::IdentityToken(Secret(format!("rt-{PASSWORD}"))));
+        assert!(!format!("{got:?}").contains(PASSWORD), "{got:?}");
+        // `read_credentials` wants a user name and password.
+        let err = credentials("r.example.com", path, file.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("identity token"), "{err}");
+        // An identity token alone is an entry; an empty entry is not.
+        let file = r#"{"auths":{"r.example.com":{"identitytoken":"rt"}, "e.example.com":{}}}"#;
+        assert!(matches!(
+            auth("r.example.com", path, file.as_bytes()),
+            Ok(Auth::IdentityToken(_))
+        ));
+        assert!(matches!(
+            auth("e.example.com", path, file.as_bytes()),
+            Err(Error::BadAuthEntry { .. })
         ));
     }
 

@@ -27,8 +27,9 @@
 //!
 //! Not supported, each with its own error: cosign's encrypted private key
 //! format (`ENCRYPTED SIGSTORE PRIVATE KEY`) and encrypted PKCS#8; keys other
-//! than P-256; keyless signatures (a Fulcio certificate and a Rekor entry,
-//! which need the internet to check). The signature's `docker-reference` is
+//! than P-256. Keyless signatures (a Fulcio certificate and a Rekor entry)
+//! do not verify with a key ([`Error::Keyless`]): [`Client::verify_policy`]
+//! checks them against a trusted root ([`crate::keyless`], [`crate::policy`]). The signature's `docker-reference` is
 //! written but not checked, so a signed artifact copied to a mirror still
 //! verifies, as with cosign.
 //!
@@ -49,6 +50,7 @@ use crate::artifact::{Descriptor, Manifest, OCI_MANIFEST_MEDIA_TYPE};
 use crate::bundle::{self, IN_TOTO_PAYLOAD_TYPE};
 use crate::client::{self, Client};
 use crate::reference::{Digest, Reference};
+pub use crate::stored::{SignatureFormat, StoredSignature};
 
 /// The media type of a cosign signature layer.
 pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -137,8 +139,8 @@ pub enum Error {
         /// The key.
         key: PathBuf,
     },
-    /// Only keyless (Fulcio/Rekor) signatures, which are not supported.
-    #[error("{reference}: {digest} has only keyless (Fulcio certificate) signatures; keyless verification is not supported, sign with a key and verify with the key {}", key.display())]
+    /// Only keyless (Fulcio/Rekor) signatures, which a key does not verify.
+    #[error("{reference}: {digest} has only keyless (Fulcio certificate) signatures, which the key {} cannot verify: verify them with a policy (verify.trustedRoot and allOf/anyOf) instead", key.display())]
     Keyless {
         /// The reference.
         reference: Reference,
@@ -344,59 +346,6 @@ impl fmt::Debug for PrivateKey {
     }
 }
 
-/// A signature as cosign stores it: the payload and its base64 signature.
-/// Kept in the cache, so that a restart with the registry down can check
-/// it again offline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredSignature {
-    /// The simple-signing payload's bytes, or a bundle's in-toto statement.
-    #[serde(with = "base64_bytes")]
-    pub payload: Vec<u8>,
-    /// The base64 DER signature of `payload` (of its DSSE encoding, for a
-    /// bundle).
-    pub signature: String,
-    /// Which of cosign's formats it came in (absent in cache files written
-    /// before bundles were read: the classic one).
-    #[serde(default, skip_serializing_if = "SignatureFormat::is_simple_signing")]
-    pub format: SignatureFormat,
-}
-
-/// The format of a [`StoredSignature`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SignatureFormat {
-    /// A layer of the `sha256-<hex>.sig` manifest: the signature is over the
-    /// simple-signing payload itself.
-    #[default]
-    SimpleSigning,
-    /// A Sigstore bundle's DSSE envelope: the signature is over
-    /// [`bundle::pae`] of [`IN_TOTO_PAYLOAD_TYPE`] and the in-toto
-    /// statement.
-    Dsse,
-}
-
-impl SignatureFormat {
-    fn is_simple_signing(&self) -> bool {
-        *self == SignatureFormat::SimpleSigning
-    }
-}
-
-mod base64_bytes {
-    use base64::Engine as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
 /// A digest verified with a key, and the signature that did it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
@@ -494,6 +443,54 @@ fn check(signature: &StoredSignature, digest: &Digest, key: &PublicKey) -> Check
         Ok(p) if p.critical.image.docker_manifest_digest == digest.as_str() => Check::Valid,
         Ok(p) => Check::Other(p.critical.image.docker_manifest_digest),
         Err(_) => Check::Other("an unreadable payload".into()),
+    }
+}
+
+/// What a signature's key signed: the payload, or its DSSE encoding.
+pub(crate) fn signed_bytes(signature: &StoredSignature) -> Vec<u8> {
+    match signature.format {
+        SignatureFormat::Dsse => bundle::pae(IN_TOTO_PAYLOAD_TYPE, &signature.payload),
+        SignatureFormat::SimpleSigning => signature.payload.clone(),
+    }
+}
+
+/// Whether `signature` is `key`'s over `digest`.
+pub(crate) fn verifies(signature: &StoredSignature, digest: &Digest, key: &PublicKey) -> bool {
+    matches!(check(signature, digest, key), Check::Valid)
+}
+
+/// The annotations `signature` carries when its payload names `digest`
+/// (whoever signed it): a `.sig` payload's `optional` map, or the
+/// matching subject's `annotations` in a bundle's statement. `None` when
+/// it names another digest or is unreadable.
+pub(crate) fn annotations(
+    signature: &StoredSignature,
+    digest: &Digest,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let strings = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let payload: serde_json::Value = serde_json::from_slice(&signature.payload).ok()?;
+    match signature.format {
+        SignatureFormat::Dsse => {
+            bundle::check_statement(&signature.payload, digest).ok()?;
+            let subject = payload["subject"].as_array()?.iter().find(|s| {
+                s["digest"]["sha256"]
+                    .as_str()
+                    .is_some_and(|h| h.eq_ignore_ascii_case(digest.hex()))
+            })?;
+            Some(strings(subject.get("annotations")))
+        }
+        SignatureFormat::SimpleSigning => {
+            let signed = payload["critical"]["image"]["docker-manifest-digest"].as_str()?;
+            (signed == digest.as_str()).then(|| strings(payload.get("optional")))
+        }
     }
 }
 
@@ -597,13 +594,50 @@ impl Client {
         digest: &Digest,
         key: &PublicKey,
     ) -> Result<Verified> {
-        let tag = signature_tag(reference, digest);
         let registry_error = |source| Error::Registry {
             reference: reference.clone(),
             action: "read",
             key: key.path.clone(),
             source: Box::new(source),
         };
+        let (mut signatures, mut keyless) = self
+            .classic_signatures(reference, digest)
+            .await
+            .map_err(registry_error)?;
+        // A classic signature that verifies needs no bundle.
+        if let Ok(verified) = verify_signatures(reference, digest, key, &signatures, keyless) {
+            return Ok(verified);
+        }
+        let found = self
+            .bundles_of(reference, digest)
+            .await
+            .map_err(registry_error)?;
+        signatures.extend(found.signatures);
+        keyless += found.keyless;
+        verify_found(reference, digest, key, &signatures, keyless, &found.skipped)
+    }
+
+    /// The Sigstore bundles that refer to `digest`, under the deadline.
+    pub(crate) async fn bundles_of(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+    ) -> client::Result<bundle::Found> {
+        self.deadline(reference, async {
+            let s = self.session(reference)?;
+            s.bundles(reference, digest).await
+        })
+        .await
+    }
+
+    /// The signatures in `digest`'s `.sig` tag, and how many of them are
+    /// keyless (none when there is no such tag).
+    pub(crate) async fn classic_signatures(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+    ) -> client::Result<(Vec<StoredSignature>, usize)> {
+        let tag = signature_tag(reference, digest);
         let fetched = self
             .deadline(&tag, async {
                 let s = self.session(&tag)?;
@@ -631,27 +665,13 @@ impl Client {
                         payload,
                         signature: signature.clone(),
                         format: SignatureFormat::SimpleSigning,
+                        material: None,
                     });
                 }
                 Ok(Some((signatures, keyless)))
             })
-            .await
-            .map_err(registry_error)?;
-        let (mut signatures, mut keyless) = fetched.unwrap_or_default();
-        // A classic signature that verifies needs no bundle.
-        if let Ok(verified) = verify_signatures(reference, digest, key, &signatures, keyless) {
-            return Ok(verified);
-        }
-        let found = self
-            .deadline(reference, async {
-                let s = self.session(reference)?;
-                s.bundles(reference, digest).await
-            })
-            .await
-            .map_err(registry_error)?;
-        signatures.extend(found.signatures);
-        keyless += found.keyless;
-        verify_found(reference, digest, key, &signatures, keyless, &found.skipped)
+            .await?;
+        Ok(fetched.unwrap_or_default())
     }
 
     /// Signs what `reference` names now (its digest, or what its tag
@@ -744,6 +764,7 @@ mod tests {
                 signature: k.sign_b64(&payload),
                 payload,
                 format: SignatureFormat::SimpleSigning,
+                material: None,
             }
         };
         let public = key.public_key();

@@ -218,6 +218,7 @@ async fn plain_http_is_refused_unless_that_registry_is_insecure() {
     let registry = Registry::start_with(Options {
         tls: false,
         auth: false,
+        ..Default::default()
     });
     let tag = registry.reference("vendor/gpu:1");
     let https = Client::new(registry.registries_with(RegistrySettings::default())).unwrap();
@@ -250,6 +251,7 @@ async fn tls_needs_the_registrys_ca() {
     let other = Registry::start_with(Options {
         tls: true,
         auth: false,
+        ..Default::default()
     });
     let tag = registry.reference("vendor/gpu:1");
     let with_ca = Client::new(registry.registries()).unwrap();

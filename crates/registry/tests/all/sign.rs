@@ -218,6 +218,7 @@ async fn a_signature_made_by_another_signer_verifies_and_keyless_ones_are_named(
             payload: payload.clone(),
             signature: openssl_sign(keys.path(), &private, &payload),
             format: Default::default(),
+            material: None,
         };
         signature::verify_signatures(&tag, &digest, &key, &[signature], 0).unwrap();
     }
@@ -251,7 +252,7 @@ async fn a_signature_made_by_another_signer_verifies_and_keyless_ones_are_named(
     client.verify(&tag, &digest, &key).await.unwrap();
 
     // A keyless signature (a Fulcio certificate, another key): named as
-    // such, since it cannot be checked here.
+    // such, since a key cannot check it (a policy does: crate::policy).
     let (fulcio_private, _) = key_pair(keys.path(), "fulcio");
     write_sig(serde_json::json!({
         SIGNATURE_ANNOTATION: openssl_sign(keys.path(), &fulcio_private, &payload),
@@ -266,7 +267,7 @@ async fn a_signature_made_by_another_signer_verifies_and_keyless_ones_are_named(
     );
     assert!(
         err.to_string()
-            .contains("keyless verification is not supported"),
+            .contains("cannot verify: verify them with a policy"),
         "{err}"
     );
 }
