@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodestatus_registry::{Cache, Client, Digest, Fetched, Fetcher, PublicKey, Reference};
+use nodestatus_registry::{Cache, Client, Digest, Fetched, Fetcher, PublicKey, Reference, Trust};
 use nodestatus_runtime::EventType;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -538,9 +538,15 @@ impl Puller {
         let last = self
             .last_running(name, reference)
             .map(|d| reference.with_digest(&d));
-        let fetched = match last.and_then(|r| fetcher.fetch_cached(&r, cap, key.as_ref()).ok()) {
+        let fetched = match last.and_then(|r| {
+            fetcher
+                .fetch_cached_trusted(&r, cap, key.as_ref().map(Required::trust))
+                .ok()
+        }) {
             Some(f) => f,
-            None => fetcher.fetch_cached(reference, cap, key.as_ref())?,
+            None => {
+                fetcher.fetch_cached_trusted(reference, cap, key.as_ref().map(Required::trust))?
+            }
         };
         self.hand(name, &fetched, "cached")
     }
@@ -831,7 +837,8 @@ impl Puller {
             // The version of the tag the cache holds, with no request,
             // unless the loader refused it: then the registry is asked.
             let slot = &self.slots[name];
-            if let Ok(cached) = fetcher.fetch_cached(reference, cap, key.as_ref())
+            if let Ok(cached) =
+                fetcher.fetch_cached_trusted(reference, cap, key.as_ref().map(Required::trust))
                 && slot
                     .refused
                     .as_ref()
@@ -868,12 +875,15 @@ impl Puller {
             });
         }
         let pinned = reference.with_digest(&digest);
-        let fetched = tokio::time::timeout(bound, fetcher.fetch(&pinned, cap, key.as_ref()))
-            .await
-            .map_err(|_| Error::Deadline {
-                reference: reference.clone(),
-                timeout: bound,
-            })??;
+        let fetched = tokio::time::timeout(
+            bound,
+            fetcher.fetch_trusted(&pinned, cap, key.as_ref().map(Required::trust)),
+        )
+        .await
+        .map_err(|_| Error::Deadline {
+            reference: reference.clone(),
+            timeout: bound,
+        })??;
         if !reference.is_pinned() {
             // What a start with the registry down takes.
             let _ = fetcher.cache().put_tag(reference, &digest);
@@ -897,12 +907,15 @@ impl Puller {
         let pinned = source.reference.with_digest(&running);
         let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
         let bound = self.timeout * 4;
-        tokio::time::timeout(bound, fetcher.fetch(&pinned, cap, Some(&key)))
-            .await
-            .map_err(|_| Error::Deadline {
-                reference: source.reference.clone(),
-                timeout: bound,
-            })??;
+        tokio::time::timeout(
+            bound,
+            fetcher.fetch_trusted(&pinned, cap, Some(key.trust())),
+        )
+        .await
+        .map_err(|_| Error::Deadline {
+            reference: source.reference.clone(),
+            timeout: bound,
+        })??;
         Ok(())
     }
 
@@ -1019,18 +1032,48 @@ pub fn report(agent: &AgentHandle, r: &Report) {
     }
 }
 
-/// The sha256 of `source`'s key file, when it has one that can be read.
+/// The sha256 of `source`'s key file, when it has one that can be read;
+/// with a signature policy, of the policy and its trusted root file.
 fn key_id(source: &ImageSource) -> Option<String> {
+    if let Some(policy) = &source.policy {
+        let mut bytes = format!("{policy:?}").into_bytes();
+        if let Some(root) = &policy.trusted_root {
+            bytes.extend(std::fs::read(root).ok()?);
+        }
+        return Some(nodestatus_runtime::sha256_hex(&bytes));
+    }
     let bytes = std::fs::read(source.key.as_ref()?).ok()?;
     Some(nodestatus_runtime::sha256_hex(&bytes))
 }
 
-fn read_key(source: &ImageSource) -> Result<Option<PublicKey>> {
+/// What an image's signatures must satisfy, read again at each check.
+enum Required {
+    Key(PublicKey),
+    Policy(nodestatus_registry::policy::Policy),
+}
+
+impl Required {
+    fn trust(&self) -> Trust<'_> {
+        match self {
+            Required::Key(key) => Trust::Key(key),
+            Required::Policy(policy) => Trust::Policy(policy),
+        }
+    }
+}
+
+fn read_key(source: &ImageSource) -> Result<Option<Required>> {
+    if let Some(policy) = &source.policy {
+        return policy
+            .build()
+            .map(|p| Some(Required::Policy(p)))
+            .map_err(|e| Error::Fetch(e.into()));
+    }
     source
         .key
         .as_deref()
         .map(PublicKey::read)
         .transpose()
+        .map(|key| key.map(Required::Key))
         .map_err(|e| Error::Fetch(e.into()))
 }
 

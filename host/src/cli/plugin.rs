@@ -236,7 +236,7 @@ mod registry {
     }
 
     /// Why a pull printed no verified signature.
-    const NO_KEY: &str = "no key: give --key, or a config whose plugin of this repository has a `verify` key, or a top-level `verify`";
+    const NO_KEY: &str = "no key: give --key, or a config whose plugin of this repository has a `verify` key or policy, or a top-level `verify`";
 
     pub fn pull(
         reference: &str,
@@ -274,17 +274,34 @@ mod registry {
         let pins = section
             .and_then(|(_, p)| p.image.as_ref()?.reference.digest().cloned())
             .filter(|_| !reference.is_pinned());
-        let key = key
-            .or_else(|| section.and_then(|(_, p)| p.image.as_ref()?.key.clone()))
-            .or_else(|| config.verify_key.clone());
+        // --key, else what the plugin's section requires (its own verify,
+        // else the top-level one), else the top-level verify.
+        let (key, policy) = match (key, section.and_then(|(_, p)| p.image.as_ref())) {
+            (Some(key), _) => (Some(key), None),
+            (None, Some(image)) => (image.key.clone(), image.policy.clone()),
+            (None, None) => (config.verify_key.clone(), config.verify_policy.clone()),
+        };
         let key = key.map(|k| PublicKey::read(&k)).transpose()?;
+        let built = policy.as_ref().map(|p| p.build()).transpose()?;
         let client = client(&config)?;
         let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
         let fetched = block_on(async {
             let artifact = client.pull(&reference, cap).await?;
-            let verified = match &key {
-                Some(key) => Some(client.verify(&reference, &artifact.digest, key).await?),
-                None => None,
+            let verified = match (&key, &built) {
+                (Some(key), _) => Some(client.verify(&reference, &artifact.digest, key).await?),
+                (None, Some(policy)) => {
+                    let matched = client
+                        .verify_policy(&reference, &artifact.digest, policy)
+                        .await?;
+                    matched
+                        .into_iter()
+                        .next()
+                        .map(|signature| nodestatus_registry::Verified {
+                            digest: artifact.digest.clone(),
+                            signature,
+                        })
+                }
+                (None, None) => None,
             };
             anyhow::Ok((artifact, verified))
         });
@@ -316,6 +333,11 @@ mod registry {
             "bytes": artifact.bytes.len(),
             "sha256": nodestatus_runtime::sha256_hex(&artifact.bytes),
             "signature": match (&verified, &key) {
+                (Some(v), None) => serde_json::json!({
+                    "policy": policy.as_ref().map(|p| p.field.clone()),
+                    "verified": true,
+                    "keyless": v.signature.material.is_some(),
+                }),
                 (Some(v), Some(key)) => serde_json::json!({
                     "key": key.path().display().to_string(),
                     "verified": true,

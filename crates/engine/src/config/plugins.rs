@@ -96,12 +96,108 @@ pub struct PluginFile {
 }
 
 /// `verify:` on a plugin or at the top level: the PEM public key whose
-/// cosign-compatible signature an image must carry.
+/// cosign-compatible signature an image must carry (`key`), or a signature
+/// policy as Kubewarden writes it (`allOf` / `anyOf`, see
+/// [`nodestatus_registry::policy`]), with the Sigstore trusted root its
+/// keyless entries are checked against (`trustedRoot`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct VerifyFile {
     /// The PEM public key file (ECDSA P-256).
-    pub key: PathBuf,
+    pub key: Option<PathBuf>,
+    /// The Sigstore `trusted_root.json` of the Fulcio and Rekor that keyless
+    /// signatures come from.
+    pub trusted_root: Option<PathBuf>,
+    /// Signatures that must each be present.
+    pub all_of: Option<Vec<nodestatus_registry::policy::SignatureFile>>,
+    /// Signatures of which `minimumMatches` must be present.
+    pub any_of: Option<nodestatus_registry::policy::AnyOfFile>,
+}
+
+/// A signature policy of a `verify:` section, checked when the config was
+/// validated (its keys parsed, its trusted root read); the puller builds it
+/// again at each pull, as it reads a key file again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyPolicy {
+    /// Where it was written (`verify`, `plugins.NAME.verify`), for messages.
+    pub field: String,
+    /// The trusted root file.
+    pub trusted_root: Option<PathBuf>,
+    /// `allOf` and `anyOf`.
+    pub policy: nodestatus_registry::policy::PolicyFile,
+}
+
+impl VerifyPolicy {
+    /// Builds the policy: its keys parsed, its trusted root read.
+    pub fn build(
+        &self,
+    ) -> nodestatus_registry::policy::Result<nodestatus_registry::policy::Policy> {
+        nodestatus_registry::policy::Policy::new(
+            &self.policy,
+            self.trusted_root.as_deref(),
+            &format!("{}.", self.field),
+        )
+    }
+}
+
+/// What a `verify:` section requires: a key file, or a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// A signature by the key in this PEM file.
+    Key(PathBuf),
+    /// Signatures that meet this policy.
+    Policy(VerifyPolicy),
+}
+
+/// Checks a `verify:` section (`field`: where it is) as the puller will use
+/// it: a readable key, or a policy that builds.
+pub(super) fn check_verify(field: &str, v: &VerifyFile) -> Result<Verification> {
+    let policy = v.all_of.is_some() || v.any_of.is_some();
+    match (&v.key, policy) {
+        (Some(_), true) => Err(invalid(
+            field,
+            "give key, or a policy (allOf / anyOf), not both: put the key in the policy as {kind: pubKey, key: <PEM>}",
+        )),
+        (Some(key), false) => {
+            if v.trusted_root.is_some() {
+                return Err(invalid(
+                    format!("{field}.trustedRoot"),
+                    "applies to a policy's keyless entries: add allOf or anyOf, or remove it",
+                ));
+            }
+            check_key(&format!("{field}.key"), key)?;
+            Ok(Verification::Key(key.clone()))
+        }
+        (None, true) => {
+            let policy = VerifyPolicy {
+                field: field.to_owned(),
+                trusted_root: v.trusted_root.clone(),
+                policy: nodestatus_registry::policy::PolicyFile {
+                    all_of: v.all_of.clone(),
+                    any_of: v.any_of.clone(),
+                },
+            };
+            policy.build().map_err(|e| match e {
+                nodestatus_registry::policy::Error::Invalid { field, reason } => {
+                    invalid(field, reason)
+                }
+                e => invalid(
+                    match &e {
+                        nodestatus_registry::policy::Error::Root(_) => {
+                            format!("{field}.trustedRoot")
+                        }
+                        _ => field.to_owned(),
+                    },
+                    nodestatus_runtime::error_chain(&e),
+                ),
+            })?;
+            Ok(Verification::Policy(policy))
+        }
+        (None, false) => Err(invalid(
+            field,
+            "needs key (a PEM public key file), or a signature policy (allOf / anyOf, with trustedRoot for keyless entries)",
+        )),
+    }
 }
 
 /// The default `pullInterval`: how often a tag is resolved again.
@@ -183,6 +279,9 @@ pub struct ImageSource {
     /// The public key required (the plugin's `verify`, else the top-level
     /// one), checked readable and valid when the config was validated.
     pub key: Option<PathBuf>,
+    /// The signature policy required instead of a key (the plugin's
+    /// `verify`, else the top-level one).
+    pub policy: Option<VerifyPolicy>,
 }
 
 /// What the operator decided for one plugin: its sandbox
@@ -234,7 +333,7 @@ pub type SettingsFn = std::sync::Arc<dyn Fn(&str) -> PluginConfig + Send + Sync>
 
 /// Reads a public key file as the puller will, so that a missing or bad
 /// key is refused with the config rather than at the first pull.
-pub(super) fn check_key(field: &str, path: &Path) -> Result<()> {
+fn check_key(field: &str, path: &Path) -> Result<()> {
     nodestatus_registry::PublicKey::read(path)
         .map(drop)
         .map_err(|e| invalid(field, nodestatus_runtime::error_chain(&e)))
@@ -245,7 +344,7 @@ pub(super) fn check_key(field: &str, path: &Path) -> Result<()> {
 fn image_source(
     name: &str,
     p: &PluginFile,
-    global_key: Option<PathBuf>,
+    global: Option<&Verification>,
 ) -> Result<Option<ImageSource>> {
     let f = |field: &str| format!("plugins.{name}.{field}");
     let Some(image) = &p.image else {
@@ -322,12 +421,14 @@ fn image_source(
             ));
         }
     };
-    let key = match &p.verify {
-        Some(v) => {
-            check_key(&f("verify.key"), &v.key)?;
-            Some(v.key.clone())
-        }
-        None => global_key,
+    let verification = match &p.verify {
+        Some(v) => Some(check_verify(&f("verify"), v)?),
+        None => global.cloned(),
+    };
+    let (key, policy) = match verification {
+        Some(Verification::Key(key)) => (Some(key), None),
+        Some(Verification::Policy(policy)) => (None, Some(policy)),
+        None => (None, None),
     };
     Ok(Some(ImageSource {
         reference,
@@ -335,16 +436,17 @@ fn image_source(
         failure_policy,
         pull_interval,
         key,
+        policy,
     }))
 }
 
 pub(super) fn plugin_settings(
     name: &str,
     p: PluginFile,
-    global_key: Option<PathBuf>,
+    global: Option<&Verification>,
 ) -> Result<PluginConfig> {
     let f = |field: &str| format!("plugins.{name}.{field}");
-    let image = image_source(name, &p, global_key)?;
+    let image = image_source(name, &p, global)?;
     let mut s = PluginSettings::default();
     if let Some(t) = p.timeout {
         if t.0 < Duration::from_millis(10) || t.0 > Duration::from_secs(60) {
@@ -635,5 +737,109 @@ mod tests {
         ] {
             assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
         }
+    }
+
+    /// A trusted root made by the real Fulcio and Rekor (the registry
+    /// crate's keyless fixtures), in a file.
+    fn trusted_root(dir: &Path) -> PathBuf {
+        let path = dir.join("trusted_root.json");
+        std::fs::write(
+            &path,
+            include_str!("../../../registry/tests/fixtures/keyless/trusted_root.json"),
+        )
+        .unwrap();
+        path
+    }
+
+    #[test]
+    fn verify_takes_a_key_or_a_kubewarden_policy_with_a_trusted_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = trusted_root(dir.path());
+        let root = root.display();
+        let policy = format!(
+            "{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, allOf: [{{kind: githubAction, owner: vendor, repo: gpu-setter}}], anyOf: {{minimumMatches: 1, signatures: [{{kind: genericIssuer, issuer: 'https://accounts.example.com', subject: {{urlPrefix: 'https://ci.example.com/vendor'}}, annotations: {{env: prod}}}}]}}}}}}"
+        );
+        let source = image(&policy);
+        assert_eq!(source.key, None);
+        let p = source.policy.clone().unwrap();
+        assert_eq!(p.field, "plugins.gpu.verify");
+        assert_eq!(
+            p.trusted_root.as_deref(),
+            Some(dir.path().join("trusted_root.json").as_path())
+        );
+        p.build().unwrap();
+        // The top-level policy applies to a plugin without its own verify.
+        let c = check(&format!(
+            "nodeName: n\nverify: {{trustedRoot: {root}, allOf: [{{kind: githubAction, owner: vendor}}]}}\nplugins:\n  gpu: {{image: r.example.com/v/gpu:1}}\n"
+        ))
+        .unwrap();
+        assert_eq!(c.verify_key, None);
+        assert_eq!(
+            c.plugins["gpu"].image.as_ref().unwrap().policy,
+            c.verify_policy
+        );
+        assert_eq!(c.verify_policy.as_ref().unwrap().field, "verify");
+        for (section, field, says) in [
+            (
+                "{image: r.example.com/v/gpu:1, verify: {key: /k.pub, allOf: [{kind: githubAction, owner: o}]}}".into(),
+                "plugins.gpu.verify",
+                "not both",
+            ),
+            (
+                format!("{{image: r.example.com/v/gpu:1, verify: {{key: /k.pub, trustedRoot: {root}}}}}"),
+                "plugins.gpu.verify.trustedRoot",
+                "applies to a policy's keyless entries",
+            ),
+            (
+                format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}}}}}"),
+                "plugins.gpu.verify",
+                "needs key",
+            ),
+            (
+                "{image: r.example.com/v/gpu:1, verify: {allOf: [{kind: githubAction, owner: o}]}}".into(),
+                "plugins.gpu.verify.trustedRoot",
+                "is required by a genericIssuer or githubAction entry",
+            ),
+            (
+                "{image: r.example.com/v/gpu:1, verify: {trustedRoot: /nonexistent/root.json, allOf: [{kind: githubAction, owner: o}]}}".into(),
+                "plugins.gpu.verify.trustedRoot",
+                "cannot read the trusted root /nonexistent/root.json",
+            ),
+            (
+                format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {}, allOf: [{{kind: githubAction, owner: o}}]}}}}", dir.path().display()),
+                "plugins.gpu.verify.trustedRoot",
+                "cannot read the trusted root",
+            ),
+            (
+                format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, anyOf: {{minimumMatches: 3, signatures: [{{kind: githubAction, owner: o}}]}}}}}}"),
+                "plugins.gpu.verify.anyOf.minimumMatches",
+                "3 must be between 1 and the 1 signatures listed",
+            ),
+            (
+                format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, allOf: [{{kind: genericIssuer, issuer: i, subject: {{urlPrefix: nope}}}}]}}}}"),
+                "plugins.gpu.verify.allOf[0].subject.urlPrefix",
+                "is not a URL",
+            ),
+        ] {
+            let err = refused(&section);
+            assert!(err.contains(field) && err.contains(says), "{section}: {err}");
+        }
+        // A file that is not a trusted root.
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, r#"{"mediaType": "application/json"}"#).unwrap();
+        let err = refused(&format!(
+            "{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {}, allOf: [{{kind: githubAction, owner: o}}]}}}}",
+            bad.display()
+        ));
+        assert!(
+            err.contains("plugins.gpu.verify.trustedRoot")
+                && err.contains("is not a Sigstore trusted root"),
+            "{err}"
+        );
+        // Kubewarden's kinds only.
+        let err = refused(
+            "{image: r.example.com/v/gpu:1, verify: {allOf: [{kind: keyless, issuer: i}]}}",
+        );
+        assert!(err.contains("unknown variant `keyless`"), "{err}");
     }
 }

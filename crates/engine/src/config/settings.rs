@@ -261,11 +261,14 @@ settings! {
     "registryCacheMaxAge" registry_cache_max_age: GoDuration, Live,
         #[arg(long)]
         show |c| format!("{:?}", c.registry_cache.max_unused);
-    /// verify: the key every plugin `image` must be signed with, unless its
-    /// own `verify` names another (file only).
+    /// verify: the key (or the signature policy) every plugin `image` must
+    /// be signed with, unless its own `verify` names another (file only).
     "verify" verify: VerifyFile, Live,
         #[arg(skip)]
-        show |c| or_none(c.verify_key.as_ref().map(|p| p.display()));
+        show |c| match &c.verify_policy {
+            Some(p) => format!("a signature policy (trustedRoot {})", p.trusted_root.as_ref().map_or("none".into(), |r| r.display().to_string())),
+            None => or_none(c.verify_key.as_ref().map(|p| p.display())),
+        };
 }
 
 /// The keys accepted at the top of the file: every setting, and `plugins`.
