@@ -29,6 +29,13 @@
 # says when they do not; NODESTATUS_AOT=0 never runs them.
 # NODESTATUS_SKIP_REALNODE=1 skips the real-node suite (a machine without
 # root or cgroups).
+# The live Sigstore tests (tests/all/keyless.rs: a private Fulcio and Rekor,
+# real cosign signing keyless) run when Fulcio, Rekor and Trillian are
+# already in the cache (scripts/ensure-sigstore.sh), and say when they are
+# not; NODESTATUS_TEST_SIGSTORE=1 builds them from their Go modules first
+# (about 8 minutes on 2 cores, more than a cold run's budget has left), and
+# NODESTATUS_TEST_SIGSTORE=0 never runs them. Without them the keyless
+# checks still run, on fixtures those services made.
 #
 # Style is checked with warnings denied: `cargo fmt --check` first
 # (seconds); `cargo clippy --workspace --all-targets` (then over the
@@ -53,9 +60,11 @@ log "style: cargo fmt --check (the workspace, plugins/ and tests/components/)"
 for manifest in Cargo.toml plugins/Cargo.toml tests/components/Cargo.toml; do
   cargo fmt --all --check --manifest-path "$manifest" || style=1
 done
+log "style: no circle of imports between the files of a crate (scripts/import-cycles.py)"
+python3 scripts/import-cycles.py || style=1
 scripts/ensure-packages.sh protobuf-compiler containerd \
   runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev \
-  docker-registry apache2-utils openssl
+  docker-registry apache2-utils openssl curl
 
 logs=target/test-logs
 mkdir -p "$logs"
@@ -64,10 +73,16 @@ scripts/ensure-apiserver.sh >"$logs/apiserver.log" 2>&1 &
 apiserver=$!
 # The real cosign, v2 and v3, for tests/all/cosign.rs: built once from their
 # Go modules into the cache (scripts/ensure-cosign.sh; about 5 to 8 minutes
-# of CPU cold, for both, and nothing once cached).
+# of CPU cold, for both, and nothing once cached). Then, in the same job,
+# distribution's token server (tests/all/registry_auth.rs) and
+# go-containerregistry's registry with the referrers API (tests/all/cosign.rs)
+# from theirs (scripts/ensure-registries.sh; about 1 CPU-minute cold for
+# both, the latter sharing cosign v3's go-containerregistry).
 (
   scripts/ensure-cosign.sh v2 >"$logs/cosign-v2.path" &&
-    scripts/ensure-cosign.sh v3 >"$logs/cosign-v3.path"
+    scripts/ensure-cosign.sh v3 >"$logs/cosign-v3.path" &&
+    scripts/ensure-registries.sh token-server >"$logs/token-server.path" &&
+    scripts/ensure-registries.sh ggcr-registry >"$logs/ggcr-registry.path"
 ) 2>"$logs/cosign.log" &
 cosign=$!
 (
@@ -76,6 +91,18 @@ cosign=$!
     scripts/guests/c.sh target/guest-plugins
 ) >"$logs/guests.log" 2>&1 &
 guests=$!
+# The live Sigstore (NODESTATUS_TEST_SIGSTORE=1): Fulcio, Rekor and Trillian,
+# built once into the cache (scripts/ensure-sigstore.sh), with MariaDB and
+# python3-cryptography from Debian; its tests run after the others.
+sigstore=
+want_sigstore="${NODESTATUS_TEST_SIGSTORE:-auto}"
+if [ "$want_sigstore" = auto ] && scripts/ensure-sigstore.sh --cached; then
+  want_sigstore=1
+fi
+if [ "$want_sigstore" = 1 ]; then
+  scripts/ensure-sigstore.sh >"$logs/sigstore.path" 2>"$logs/sigstore.log" &
+  sigstore=$!
+fi
 # NODESTATUS_AOT=1: the JavaScript setter built ahead of time (build.mjs
 # --aot), for the tests guests::aot_*: weval is built once from crates.io at
 # nice 19, on the CPU the others leave idle, through the set-up and the
@@ -130,6 +157,9 @@ export NODESTATUS_APISERVER
 NODESTATUS_COSIGN_V2="$(tail -n 1 "$logs/cosign-v2.path")"
 NODESTATUS_COSIGN_V3="$(tail -n 1 "$logs/cosign-v3.path")"
 export NODESTATUS_COSIGN_V2 NODESTATUS_COSIGN_V3
+NODESTATUS_TOKEN_SERVER="$(tail -n 1 "$logs/token-server.path")"
+NODESTATUS_GGCR_REGISTRY="$(tail -n 1 "$logs/ggcr-registry.path")"
+export NODESTATUS_TOKEN_SERVER NODESTATUS_GGCR_REGISTRY
 # kubectl (and etcd) of the same build, first on PATH for the tests.
 PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
 export PATH
@@ -169,6 +199,19 @@ elif wait "$aot"; then
 else
   log "the ahead-of-time build (weval, load-average): FAILED; the end of $logs/aot.log:"
   tail -n 60 "$logs/aot.log" >&2
+  status=1
+fi
+
+if [ -z "$sigstore" ]; then
+  log "the live Sigstore: not tested (not in the cache: NODESTATUS_TEST_SIGSTORE=1 builds Fulcio, Rekor and Trillian and runs tests/all/keyless.rs; the keyless checks ran on their fixtures)"
+elif wait "$sigstore"; then
+  NODESTATUS_SIGSTORE="$(tail -n 1 "$logs/sigstore.path")"
+  export NODESTATUS_SIGSTORE
+  log "the live Sigstore: its tests (keyless::*)"
+  cargo test -p nodestatus --test all -- --ignored keyless:: || status=1
+else
+  log "the Sigstore build (scripts/ensure-sigstore.sh): FAILED; the end of $logs/sigstore.log:"
+  tail -n 60 "$logs/sigstore.log" >&2
   status=1
 fi
 

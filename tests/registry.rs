@@ -3,6 +3,14 @@
 //! TLS from a CA made here with the openssl CLI, and htpasswd (bcrypt)
 //! authentication. Stopped on drop.
 //!
+//! Two other kinds, with the tools `scripts/ensure-registries.sh` builds
+//! (`scripts/test.sh` names them in `NODESTATUS_TOKEN_SERVER` and
+//! `NODESTATUS_GGCR_REGISTRY`): [`Options::token`], the same registry with
+//! `auth: token` behind distribution's own token server (users [`USER`] and
+//! [`OTHER_USER`], each granted the repositories under `<user>/`); and
+//! [`Options::referrers`], go-containerregistry's registry with the OCI 1.1
+//! referrers API (in memory, no authentication).
+//!
 //! Needs `scripts/ensure-packages.sh docker-registry apache2-utils openssl`.
 
 use std::io::Write as _;
@@ -18,6 +26,13 @@ use nodestatus_registry::{Digest, Reference, Registries, RegistrySettings};
 pub const USER: &str = "vendor";
 /// Its password: the tests check that no error or Debug shows it.
 pub const PASSWORD: &str = "pw-Zq8-never-shown";
+/// A second user of the token server ([`Options::token`]): granted
+/// `other/...`, not `vendor/...`.
+pub const OTHER_USER: &str = "other";
+/// Its password.
+pub const OTHER_PASSWORD: &str = "pw-other-Xk3";
+/// The token server's `service`, and the registry's.
+pub const TOKEN_SERVICE: &str = "nodestatus-test-registry";
 
 /// How a registry is started.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +41,13 @@ pub struct Options {
     pub tls: bool,
     /// htpasswd authentication (else anonymous).
     pub auth: bool,
+    /// With `auth`: bearer tokens from distribution's token server
+    /// (`auth: token`) in place of htpasswd at the registry; the token
+    /// server checks the htpasswd file.
+    pub token: bool,
+    /// go-containerregistry's registry, with the referrers API, in place
+    /// of docker-registry (no `auth`, no storage on disk).
+    pub referrers: bool,
 }
 
 impl Default for Options {
@@ -33,8 +55,42 @@ impl Default for Options {
         Self {
             tls: true,
             auth: true,
+            token: false,
+            referrers: false,
         }
     }
+}
+
+/// A Go tool of `scripts/ensure-registries.sh`: `$VAR`, else where that
+/// script leaves it. A missing one fails the test with the command that
+/// builds it.
+pub fn ensured_tool(var: &str, tool: &str, version: &str) -> PathBuf {
+    let path = match std::env::var_os(var) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::var_os("NODESTATUS_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/nodestatus")
+            })
+            .join(format!("{tool}-{version}"))
+            .join(tool),
+    };
+    assert!(
+        path.is_file(),
+        "{tool} is missing at {} (${var}): build it with scripts/ensure-registries.sh {tool} (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// distribution's token server (v2.8.3).
+pub fn token_server_binary() -> PathBuf {
+    ensured_tool("NODESTATUS_TOKEN_SERVER", "token-server", "2.8.3")
+}
+
+/// go-containerregistry's registry with the referrers API (v0.21.7).
+pub fn ggcr_registry_binary() -> PathBuf {
+    ensured_tool("NODESTATUS_GGCR_REGISTRY", "ggcr-registry", "0.21.7")
 }
 
 /// A running registry.
@@ -45,7 +101,10 @@ pub struct Registry {
     pub addr: SocketAddr,
     /// How it was started.
     pub options: Options,
+    /// Where the token server listens ([`Options::token`]).
+    pub token_addr: Option<SocketAddr>,
     child: Option<Child>,
+    token_server: Option<Child>,
 }
 
 fn run(cmd: &mut Command) {
@@ -153,8 +212,14 @@ impl Registry {
         need("docker-registry", "docker-registry");
         need("htpasswd", "apache2-utils");
         need("openssl", "openssl");
+        assert!(
+            !(options.referrers && options.auth),
+            "the referrers registry has no authentication"
+        );
         let dir = tempfile::tempdir().unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let token_addr: Option<SocketAddr> = (options.auth && options.token)
+            .then(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let mut config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n  secret: test-secret\n",
             dir.path().join("storage").display()
@@ -168,59 +233,129 @@ impl Registry {
             );
         }
         if options.auth {
-            let out = Command::new("htpasswd")
-                .args(["-Bbn", USER, PASSWORD])
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-            std::fs::write(dir.path().join("htpasswd"), out.stdout).unwrap();
-            config += &format!(
-                "auth:\n  htpasswd:\n    realm: nodestatus-test\n    path: {}\n",
-                dir.path().join("htpasswd").display()
-            );
+            let mut htpasswd = Vec::new();
+            for (user, password) in [(USER, PASSWORD), (OTHER_USER, OTHER_PASSWORD)] {
+                let out = Command::new("htpasswd")
+                    .args(["-Bbn", user, password])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success());
+                htpasswd.extend(out.stdout.trim_ascii_end());
+                htpasswd.push(b'\n');
+            }
+            std::fs::write(dir.path().join("htpasswd"), htpasswd).unwrap();
+            if let Some(token_addr) = token_addr {
+                // The token server's signing key, and its certificate as
+                // the registry's root bundle.
+                let d = dir.path();
+                run(Command::new("openssl").current_dir(d).args([
+                    "ecparam",
+                    "-genkey",
+                    "-name",
+                    "prime256v1",
+                    "-noout",
+                    "-out",
+                    "token.key",
+                ]));
+                run(Command::new("openssl").current_dir(d).args([
+                    "req",
+                    "-x509",
+                    "-key",
+                    "token.key",
+                    "-out",
+                    "token.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=nodestatus test token signer",
+                ]));
+                let scheme = if options.tls { "https" } else { "http" };
+                config += &format!(
+                    "auth:\n  token:\n    realm: {scheme}://{token_addr}/token/\n    service: {TOKEN_SERVICE}\n    issuer: nodestatus-test-issuer\n    rootcertbundle: {}\n",
+                    d.join("token.pem").display()
+                );
+            } else {
+                config += &format!(
+                    "auth:\n  htpasswd:\n    realm: nodestatus-test\n    path: {}\n",
+                    dir.path().join("htpasswd").display()
+                );
+            }
         }
         std::fs::write(dir.path().join("config.yml"), config).unwrap();
         let mut registry = Self {
             dir,
             addr,
             options,
+            token_addr,
             child: None,
+            token_server: None,
         };
         registry.restart();
         registry
     }
 
     /// Starts the registry again (same port, same storage).
+    /// Starts the registry again (same port, same storage; the referrers
+    /// registry keeps nothing), and its token server.
     pub fn restart(&mut self) {
         self.stop();
-        let log = std::fs::File::create(self.dir.path().join("registry.log")).unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(self.dir.path().join("config.yml"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("cannot start docker-registry");
-        self.child = Some(child);
-        let start = Instant::now();
-        while TcpStream::connect(self.addr).is_err() {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("docker-registry exited ({status}): {}", self.log());
+        let d = self.dir.path().to_owned();
+        let mut command = match self.options.referrers {
+            false => {
+                let mut c = Command::new("docker-registry");
+                c.arg("serve").arg(d.join("config.yml"));
+                c
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "docker-registry did not listen on {} within 20 s: {}",
-                self.addr,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            true => {
+                let mut c = Command::new(ggcr_registry_binary());
+                c.arg("-addr").arg(self.addr.to_string());
+                if self.options.tls {
+                    c.arg("-tlscert")
+                        .arg(d.join("server.pem"))
+                        .arg("-tlskey")
+                        .arg(d.join("server.key"));
+                }
+                c
+            }
+        };
+        self.child = Some(spawn(&mut command, &d.join("registry.log")));
+        if let Some(token_addr) = self.token_addr {
+            let mut command = Command::new(token_server_binary());
+            command
+                .arg("-addr")
+                .arg(token_addr.to_string())
+                .arg("-key")
+                .arg(d.join("token.key"))
+                .arg("-passwd")
+                .arg(d.join("htpasswd"))
+                .args([
+                    "-realm",
+                    "nodestatus-test",
+                    "-issuer",
+                    "nodestatus-test-issuer",
+                ]);
+            if self.options.tls {
+                command
+                    .arg("-tlscert")
+                    .arg(d.join("server.pem"))
+                    .arg("-tlskey")
+                    .arg(d.join("server.key"));
+            }
+            let log = d.join("token-server.log");
+            let child = self.token_server.insert(spawn(&mut command, &log));
+            wait_listening(token_addr, child, &log);
         }
+        let log = d.join("registry.log");
+        wait_listening(self.addr, self.child.as_mut().unwrap(), &log);
     }
 
-    /// Stops the registry (its storage stays).
+    /// Stops the registry (its storage stays) and its token server.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        for child in [self.child.take(), self.token_server.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -229,6 +364,20 @@ impl Registry {
     /// The registry's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+
+    /// The token server's log.
+    pub fn token_server_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("token-server.log")).unwrap_or_default()
+    }
+
+    /// The token server's realm ([`Options::token`]).
+    pub fn realm(&self) -> String {
+        let scheme = if self.options.tls { "https" } else { "http" };
+        format!(
+            "{scheme}://{}/token/",
+            self.token_addr.expect("a token server")
+        )
     }
 
     /// `127.0.0.1:PORT`.
@@ -316,10 +465,44 @@ impl Registry {
     }
 }
 
+/// `command` started with its output in `log`.
+fn spawn(command: &mut Command, log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"))
+}
+
+/// Waits until `addr` accepts connections, or panics with the `log` file
+/// when `child` exits or 20 s pass.
+fn wait_listening(addr: SocketAddr, child: &mut Child, log: &Path) {
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
+    let start = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{child:?} exited ({status}): {}", log());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "nothing listened on {addr} within 20 s: {}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A docker config's `auth`: the base64 of `user:password`.
+pub fn docker_auth(user: &str, password: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }
 
 /// A fake component: the Wasm magic and version, then `n` bytes.
@@ -494,6 +677,46 @@ pub mod oci {
                 "layers": descriptors,
             });
             self.manifest(reference, &manifest).await
+        }
+
+        /// The tags of `reference`'s repository, sorted.
+        pub async fn tags(&self, reference: &Reference) -> Vec<String> {
+            let mut tags = self
+                .client
+                .list_tags(&oci(reference), &self.auth, None, None)
+                .await
+                .unwrap()
+                .tags;
+            tags.sort();
+            tags
+        }
+
+        /// The manifest or index at `reference`.
+        pub async fn get_any_manifest(&self, reference: &Reference) -> serde_json::Value {
+            let (body, _) = self
+                .client
+                .pull_manifest_raw(
+                    &oci(reference),
+                    &self.auth,
+                    &[
+                        "application/vnd.oci.image.manifest.v1+json",
+                        "application/vnd.oci.image.index.v1+json",
+                    ],
+                )
+                .await
+                .unwrap();
+            serde_json::from_slice(&body).unwrap()
+        }
+
+        /// The JSON blob `digest` of `reference`'s repository.
+        pub async fn get_blob(&self, reference: &Reference, digest: &str) -> serde_json::Value {
+            let mut body = Vec::new();
+            let r = oci(reference);
+            self.client
+                .store_auth_if_needed(r.resolve_registry(), &self.auth)
+                .await;
+            self.client.pull_blob(&r, digest, &mut body).await.unwrap();
+            serde_json::from_slice(&body).unwrap()
         }
 
         /// The raw manifest at `reference`.

@@ -16,11 +16,19 @@
 //! verifies with the key too) has its own test, as has v2's
 //! `--new-bundle-format`, so that a change on either side is seen.
 //!
+//! The bundle tests run twice: on docker-registry 2.8, which has no OCI 1.1
+//! referrers API (cosign lists the bundle under the referrers tag
+//! `sha256-<hex>`), and on go-containerregistry's registry with the API on
+//! (`scripts/ensure-registries.sh ggcr-registry`; cosign writes no tag, the
+//! registry lists the bundle), so that nodestatus is seen finding it both
+//! ways.
+//!
 //! A cosign that is not built fails the test with the command that builds
 //! it; `scripts/test.sh` builds both and names them in
-//! `NODESTATUS_COSIGN_V2` and `NODESTATUS_COSIGN_V3`.
+//! `NODESTATUS_COSIGN_V2` and `NODESTATUS_COSIGN_V3` (and the registry in
+//! `NODESTATUS_GGCR_REGISTRY`).
 //!
-//! Needs `scripts/ensure-packages.sh docker-registry apache2-utils openssl`.
+//! Needs `scripts/ensure-packages.sh docker-registry apache2-utils openssl curl`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -28,7 +36,8 @@ use std::process::{Command, Output};
 use nodestatus_registry::PublicKey;
 use nodestatus_registry::signature::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE};
 use nodestatus_tests::built;
-use nodestatus_tests::registry::{PASSWORD, Registry, USER, key_pair};
+use nodestatus_tests::registry::oci::Oci;
+use nodestatus_tests::registry::{Options, PASSWORD, Registry, USER, key_pair};
 
 const REPO: &str = "vendor/probe";
 
@@ -160,6 +169,17 @@ fn nodestatus_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The registry a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// Debian's docker-registry 2.8 (TLS, htpasswd): no referrers API, so
+    /// cosign keeps the referrers tag scheme.
+    TagScheme,
+    /// go-containerregistry's registry with the referrers API (TLS, no
+    /// authentication).
+    Referrers,
+}
+
 /// A registry, a config with its CA and credentials, and two plugins pushed
 /// (`probe` as `:1.0.0` and its second version as `:2.0.0`), by digest.
 struct Setup {
@@ -172,8 +192,19 @@ struct Setup {
 
 impl Setup {
     fn new() -> Self {
+        Self::on(Api::TagScheme)
+    }
+
+    fn on(api: Api) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let registry = Registry::start();
+        let registry = match api {
+            Api::TagScheme => Registry::start(),
+            Api::Referrers => Registry::start_with(Options {
+                auth: false,
+                referrers: true,
+                ..Default::default()
+            }),
+        };
         let d = dir.path();
         let auth = d.join("auth.json");
         std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
@@ -253,27 +284,75 @@ impl Setup {
         Ok(pulled["signature"].clone())
     }
 
-    /// The tags of the repository, from the registry's storage.
-    fn tags(&self) -> Vec<String> {
-        let dir = self.registry.tag_dir(REPO, "");
-        let mut tags: Vec<String> = std::fs::read_dir(dir)
+    /// `op` on the registry, with a raw OCI client.
+    fn oci<T>(&self, op: impl AsyncFnOnce(Oci) -> T) -> T {
+        let oci = Oci::new(&self.registry);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        tags.sort();
-        tags
+            .block_on(op(oci))
     }
 
-    /// The manifest a tag names, from the registry's storage.
+    /// The tags of the repository, sorted.
+    fn tags(&self) -> Vec<String> {
+        let repo = self.registry.reference(REPO);
+        self.oci(async |oci| oci.tags(&repo).await)
+    }
+
+    /// The manifest or index a tag names.
     fn manifest(&self, tag: &str) -> serde_json::Value {
-        let link = self.registry.tag_dir(REPO, tag).join("current/link");
-        self.blob(std::fs::read_to_string(link).unwrap().trim())
+        let reference = self.registry.reference(&format!("{REPO}:{tag}"));
+        self.oci(async |oci| oci.get_any_manifest(&reference).await)
     }
 
-    /// A JSON blob (or manifest) by digest, from the registry's storage.
+    /// A JSON blob, or a manifest, by digest.
     fn blob(&self, digest: &str) -> serde_json::Value {
-        let bytes = std::fs::read(self.registry.blob_file(&digest.parse().unwrap())).unwrap();
-        serde_json::from_slice(&bytes).unwrap()
+        let repo = self.registry.reference(REPO);
+        match self.manifest_by_digest(digest) {
+            Some(manifest) => manifest,
+            None => self.oci(async |oci| oci.get_blob(&repo, digest).await),
+        }
+    }
+
+    /// The manifest `digest` names, if it is one.
+    fn manifest_by_digest(&self, digest: &str) -> Option<serde_json::Value> {
+        let out = self.curl(&format!("manifests/{digest}"));
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// What the registry's referrers API lists for the pinned reference
+    /// `pinned` (`GET /v2/<name>/referrers/<digest>`), or `None` when it
+    /// answers 404: it has no such API.
+    fn referrers_api(&self, pinned: &str) -> Option<serde_json::Value> {
+        let (_, digest) = pinned.split_once('@').unwrap();
+        let out = self.curl(&format!("referrers/{digest}"));
+        let status = String::from_utf8_lossy(&out.stderr);
+        if status.contains("404") {
+            return None;
+        }
+        assert!(out.status.success(), "referrers API: {status}");
+        Some(serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// `curl https://HOST/v2/<REPO>/<path>`, with the CA and credentials,
+    /// accepting manifests and indexes.
+    fn curl(&self, path: &str) -> Output {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--fail", "--cacert"])
+            .arg(self.registry.ca())
+            .args([
+                "-H",
+                "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json",
+            ]);
+        if self.registry.options.auth {
+            c.args(["-u", &format!("{USER}:{PASSWORD}")]);
+        }
+        c.arg(format!("https://{}/v2/{REPO}/{path}", self.registry.host()))
+            .output()
+            .expect("curl is missing: scripts/ensure-packages.sh curl")
     }
 }
 
@@ -435,15 +514,26 @@ fn cosign_v3_verifies_what_nodestatus_signs_and_the_reverse() {
 /// writes the same layout: a Sigstore bundle (a DSSE envelope of an in-toto
 /// statement) as an OCI 1.1 referrer of the artifact. docker-registry 2.8
 /// has no referrers API, so cosign lists it in an index under the
-/// referrers tag `sha256-<hex>`; no `.sig` tag is written. nodestatus reads
-/// that bundle and verifies it with the key (and refuses another key);
-/// what it verified is cached, so a start with the registry down verifies
-/// it again. cosign v3's own verify then looks at the bundles only, so a
-/// nodestatus signature beside one verifies only with
+/// referrers tag `sha256-<hex>`; go-containerregistry's registry lists it
+/// through its API, and no such tag is written. No `.sig` tag is written.
+/// nodestatus reads that bundle and verifies it with the key (and refuses
+/// another key); what it verified is cached, so a start with the registry
+/// down verifies it again. cosign v3's own verify then looks at the bundles
+/// only, so a nodestatus signature beside one verifies only with
 /// `--new-bundle-format=false`.
 #[test]
 fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatus_verifies() {
-    let mut s = Setup::new();
+    cosign_v3_bundle(Api::TagScheme);
+}
+
+/// The same on a registry with the referrers API.
+#[test]
+fn cosign_v3_bundle_is_found_through_the_referrers_api() {
+    cosign_v3_bundle(Api::Referrers);
+}
+
+fn cosign_v3_bundle(api: Api) {
+    let mut s = Setup::on(api);
     let dir = s.d().to_owned();
     let d = dir.as_path();
     let cosign = Cosign::new("v3", d, &s.registry);
@@ -482,9 +572,7 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
             &s.first,
         ],
     );
-    let referrers_tag = digest_tag(&s.first);
-    assert_eq!(s.tags(), ["1.0.0", "2.0.0", referrers_tag.as_str()]);
-    check_bundle_layout(&s, BUNDLE_MEDIA_TYPE);
+    check_bundle_layout(&s, api, BUNDLE_MEDIA_TYPE);
 
     // cosign verifies its bundle offline; so does nodestatus, with the key
     // only, and refuses another key naming what it checked.
@@ -503,9 +591,6 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
     let refused = s.pull(&s.second, &cosign_pub).unwrap_err();
     assert!(refused.contains("is not signed"), "{refused}");
 
-    // Verified once, cached, and verified again with the registry down.
-    fetch_then_offline(&mut s, &cosign_pub, &other_pub);
-
     // A nodestatus signature beside the bundle: cosign v3 checks only the
     // bundles unless told otherwise; nodestatus reads both.
     let (vendor_key, vendor_pub) = key_pair(d, "vendor");
@@ -522,6 +607,10 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
     let mut classic = verify(&vendor_pub, &s.first).to_vec();
     classic.insert(1, "--new-bundle-format=false");
     cosign.ok(d, &classic);
+
+    // Verified once, cached, and verified again with the registry down
+    // (last: the referrers registry keeps nothing over a restart).
+    fetch_then_offline(&mut s, &cosign_pub, &other_pub);
 }
 
 /// cosign v2 writes the same bundle with `--new-bundle-format` (but labels
@@ -530,7 +619,17 @@ fn cosign_v3_by_default_attaches_a_sigstore_bundle_as_a_referrer_which_nodestatu
 /// root, from the internet.)
 #[test]
 fn cosign_v2_new_bundle_format_is_verified_too() {
-    let mut s = Setup::new();
+    cosign_v2_bundle(Api::TagScheme);
+}
+
+/// The same on a registry with the referrers API.
+#[test]
+fn cosign_v2_new_bundle_format_is_found_through_the_referrers_api() {
+    cosign_v2_bundle(Api::Referrers);
+}
+
+fn cosign_v2_bundle(api: Api) {
+    let mut s = Setup::on(api);
     let d = s.d();
     let cosign = Cosign::new("v2", d, &s.registry);
     let (cosign_key, cosign_pub) = cosign_key_pair(&cosign, &d.join("cosign-keys"));
@@ -547,7 +646,7 @@ fn cosign_v2_new_bundle_format_is_verified_too() {
             &s.first,
         ],
     );
-    check_bundle_layout(&s, "application/vnd.oci.empty.v1+json");
+    check_bundle_layout(&s, api, "application/vnd.oci.empty.v1+json");
     let signature = s.pull(&s.first, &cosign_pub).unwrap();
     assert_eq!(signature["verified"], true, "{signature}");
     assert_eq!(signature["format"], "sigstore-bundle", "{signature}");
@@ -561,12 +660,33 @@ fn cosign_v2_new_bundle_format_is_verified_too() {
 
 const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
 
-/// The referrers index at `sha256-<hex>` of the first artifact, its one
-/// entry (labelled `entry_type`), the referrer manifest and its bundle, as
-/// cosign writes them.
-fn check_bundle_layout(s: &Setup, entry_type: &str) {
+/// How the first artifact's bundle is listed, and what it is, as cosign
+/// writes them: on docker-registry, the referrers API answers 404 and an
+/// index at the referrers tag `sha256-<hex>` lists it (its entry labelled
+/// `entry_type`); on go-containerregistry's registry, no such tag is
+/// written and the referrers API lists it (the entry labelled with the
+/// config's type, as that registry does). Then the referrer manifest and
+/// its bundle.
+fn check_bundle_layout(s: &Setup, api: Api, entry_type: &str) {
     let (_, digest) = s.first.split_once('@').unwrap();
-    let index = s.manifest(&digest_tag(&s.first));
+    let referrers_tag = digest_tag(&s.first);
+    let index = match api {
+        Api::TagScheme => {
+            assert_eq!(s.referrers_api(&s.first), None);
+            assert_eq!(s.tags(), ["1.0.0", "2.0.0", referrers_tag.as_str()]);
+            s.manifest(&referrers_tag)
+        }
+        Api::Referrers => {
+            assert_eq!(s.tags(), ["1.0.0", "2.0.0"]);
+            let index = s.referrers_api(&s.first).expect("a referrers API");
+            assert_eq!(index["manifests"].as_array().unwrap().len(), 1, "{index}");
+            index
+        }
+    };
+    let entry_type = match api {
+        Api::TagScheme => entry_type,
+        Api::Referrers => "application/vnd.oci.empty.v1+json",
+    };
     assert_eq!(
         index["mediaType"], "application/vnd.oci.image.index.v1+json",
         "{index}"

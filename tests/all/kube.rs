@@ -58,6 +58,7 @@ const NODES: &[&str] = &[
     "pull-policy-restart-node",
     "failure-open-node",
     "failure-closed-node",
+    "keyless-node",
     "tiered-rss",
 ];
 
