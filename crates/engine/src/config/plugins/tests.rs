@@ -1,0 +1,260 @@
+//! Tests of the parent module.
+
+use std::path::Path;
+
+use super::super::{Config, ConfigFile};
+use super::*;
+
+const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn check(yaml: &str) -> super::Result<Config> {
+    ConfigFile::parse(yaml, Path::new("c.yaml"))?.validate()
+}
+
+fn image(section: &str) -> ImageSource {
+    check(&format!("nodeName: n\nplugins:\n  gpu: {section}\n"))
+        .unwrap()
+        .plugins["gpu"]
+        .image
+        .clone()
+        .unwrap()
+}
+
+fn refused(section: &str) -> String {
+    check(&format!("nodeName: n\nplugins:\n  gpu: {section}\n"))
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_tag_is_resolved_once_unless_it_is_latest_or_the_policy_is_always() {
+    let pinned = format!("{{image: 'r.example.com/v/gpu@sha256:{HEX}'}}");
+    for (section, policy) in [
+        ("{image: r.example.com/v/gpu:1.4}", PullPolicy::IfNotPresent),
+        (pinned.as_str(), PullPolicy::IfNotPresent),
+        ("{image: r.example.com/v/gpu:latest}", PullPolicy::Always),
+        ("{image: r.example.com/v/gpu}", PullPolicy::Always),
+        (
+            "{image: r.example.com/v/gpu:1.4, pullPolicy: Always}",
+            PullPolicy::Always,
+        ),
+        (
+            "{image: r.example.com/v/gpu:latest, pullPolicy: IfNotPresent}",
+            PullPolicy::IfNotPresent,
+        ),
+    ] {
+        assert_eq!(image(section).pull_policy, policy, "{section}");
+    }
+    let err = refused("{image: r.example.com/v/gpu:1, pullPolicy: always}");
+    assert!(
+        err.contains("plugins.gpu.pullPolicy")
+            && err.contains("\"always\"")
+            && err.contains("IfNotPresent")
+            && err.contains("Always"),
+        "{err}"
+    );
+    let err = refused("{pullPolicy: Always}");
+    assert!(
+        err.contains("plugins.gpu.pullPolicy") && err.contains("add image:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plugin_never_pulled_fails_open_unless_its_section_says_closed() {
+    let section = "{image: r.example.com/v/gpu:1}";
+    assert_eq!(image(section).failure_policy, FailurePolicy::Open);
+    assert_eq!(
+        image("{image: r.example.com/v/gpu:1, failurePolicy: closed}").failure_policy,
+        FailurePolicy::Closed
+    );
+    let err = refused("{image: r.example.com/v/gpu:1, failurePolicy: Fail}");
+    assert!(
+        err.contains("plugins.gpu.failurePolicy")
+            && err.contains("\"Fail\"")
+            && err.contains("open")
+            && err.contains("closed"),
+        "{err}"
+    );
+    let err = refused("{failurePolicy: closed}");
+    assert!(
+        err.contains("plugins.gpu.failurePolicy") && err.contains("add image:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_image_with_a_registry_or_oci_prefix_is_the_image_without_it() {
+    let plain = image("{image: r.example.com/v/gpu:1}");
+    for prefixed in [
+        "{image: 'registry://r.example.com/v/gpu:1'}",
+        "{image: 'oci://r.example.com/v/gpu:1'}",
+    ] {
+        assert_eq!(image(prefixed), plain, "{prefixed}");
+    }
+    let err = refused("{image: 'http://r.example.com/v/gpu:1'}");
+    assert!(
+        err.contains("plugins.gpu.image") && err.contains("insecure: true"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_registry_cache_is_bounded_and_aged_by_default_and_as_set() {
+    let c = check("nodeName: n\n").unwrap();
+    assert_eq!(
+        c.registry_cache,
+        nodestatus_registry::cache::Limits {
+            max_bytes: 1 << 30,
+            max_unused: Duration::from_secs(7 * 24 * 3600),
+        }
+    );
+    let c = check("nodeName: n\nregistryCacheMaxSize: 256Mi\nregistryCacheMaxAge: 24h\n").unwrap();
+    assert_eq!(c.registry_cache.max_bytes, 256 << 20);
+    assert_eq!(c.registry_cache.max_unused, Duration::from_secs(24 * 3600));
+    for (yaml, field, says) in [
+        (
+            "registryCacheMaxSize: 1Ki",
+            "registryCacheMaxSize",
+            "between 1Mi and 1Ti",
+        ),
+        ("registryCacheMaxSize: lots", "registryCacheMaxSize", "lots"),
+        (
+            "registryCacheMaxAge: 10s",
+            "registryCacheMaxAge",
+            "between 1m and 8760h",
+        ),
+    ] {
+        let err = check(&format!("nodeName: n\n{yaml}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(says), "{yaml}: {err}");
+    }
+}
+
+#[test]
+fn a_pull_interval_on_a_tag_resolved_once_is_warned_about() {
+    let warned = |section: &str| {
+        check(&format!(
+            "nodeName: n\npluginDir: /nonexistent\nplugins:\n  gpu: {section}\n"
+        ))
+        .unwrap()
+        .warnings()
+        .into_iter()
+        .filter(|w| w.field == "plugins.gpu.pullInterval")
+        .map(|w| w.message)
+        .collect::<Vec<_>>()
+    };
+    let w = warned("{image: r.example.com/v/gpu:1, pullInterval: 1m}");
+    assert!(w.len() == 1 && w[0].contains("pullPolicy: Always"), "{w:?}");
+    for quiet in [
+        "{image: r.example.com/v/gpu:1, pullInterval: 1m, pullPolicy: Always}",
+        "{image: r.example.com/v/gpu:latest, pullInterval: 1m}",
+        "{image: r.example.com/v/gpu:1}",
+    ] {
+        assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
+    }
+}
+
+/// A trusted root made by the real Fulcio and Rekor (the registry
+/// crate's keyless fixtures), in a file.
+fn trusted_root(dir: &Path) -> PathBuf {
+    let path = dir.join("trusted_root.json");
+    std::fs::write(
+        &path,
+        include_str!("../../../../registry/tests/fixtures/keyless/trusted_root.json"),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn verify_takes_a_key_or_a_kubewarden_policy_with_a_trusted_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = trusted_root(dir.path());
+    let root = root.display();
+    let policy = format!(
+        "{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, allOf: [{{kind: githubAction, owner: vendor, repo: gpu-setter}}], anyOf: {{minimumMatches: 1, signatures: [{{kind: genericIssuer, issuer: 'https://accounts.example.com', subject: {{urlPrefix: 'https://ci.example.com/vendor'}}, annotations: {{env: prod}}}}]}}}}}}"
+    );
+    let source = image(&policy);
+    assert_eq!(source.key, None);
+    let p = source.policy.clone().unwrap();
+    assert_eq!(p.field, "plugins.gpu.verify");
+    assert_eq!(
+        p.trusted_root.as_deref(),
+        Some(dir.path().join("trusted_root.json").as_path())
+    );
+    p.build().unwrap();
+    // The top-level policy applies to a plugin without its own verify.
+    let c = check(&format!(
+        "nodeName: n\nverify: {{trustedRoot: {root}, allOf: [{{kind: githubAction, owner: vendor}}]}}\nplugins:\n  gpu: {{image: r.example.com/v/gpu:1}}\n"
+    ))
+    .unwrap();
+    assert_eq!(c.verify_key, None);
+    assert_eq!(
+        c.plugins["gpu"].image.as_ref().unwrap().policy,
+        c.verify_policy
+    );
+    assert_eq!(c.verify_policy.as_ref().unwrap().field, "verify");
+    for (section, field, says) in [
+        (
+            "{image: r.example.com/v/gpu:1, verify: {key: /k.pub, allOf: [{kind: githubAction, owner: o}]}}".into(),
+            "plugins.gpu.verify",
+            "not both",
+        ),
+        (
+            format!("{{image: r.example.com/v/gpu:1, verify: {{key: /k.pub, trustedRoot: {root}}}}}"),
+            "plugins.gpu.verify.trustedRoot",
+            "applies to a policy's keyless entries",
+        ),
+        (
+            format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}}}}}"),
+            "plugins.gpu.verify",
+            "needs key",
+        ),
+        (
+            "{image: r.example.com/v/gpu:1, verify: {allOf: [{kind: githubAction, owner: o}]}}".into(),
+            "plugins.gpu.verify.trustedRoot",
+            "is required by a genericIssuer or githubAction entry",
+        ),
+        (
+            "{image: r.example.com/v/gpu:1, verify: {trustedRoot: /nonexistent/root.json, allOf: [{kind: githubAction, owner: o}]}}".into(),
+            "plugins.gpu.verify.trustedRoot",
+            "cannot read the trusted root /nonexistent/root.json",
+        ),
+        (
+            format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {}, allOf: [{{kind: githubAction, owner: o}}]}}}}", dir.path().display()),
+            "plugins.gpu.verify.trustedRoot",
+            "cannot read the trusted root",
+        ),
+        (
+            format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, anyOf: {{minimumMatches: 3, signatures: [{{kind: githubAction, owner: o}}]}}}}}}"),
+            "plugins.gpu.verify.anyOf.minimumMatches",
+            "3 must be between 1 and the 1 signatures listed",
+        ),
+        (
+            format!("{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {root}, allOf: [{{kind: genericIssuer, issuer: i, subject: {{urlPrefix: nope}}}}]}}}}"),
+            "plugins.gpu.verify.allOf[0].subject.urlPrefix",
+            "is not a URL",
+        ),
+    ] {
+        let err = refused(&section);
+        assert!(err.contains(field) && err.contains(says), "{section}: {err}");
+    }
+    // A file that is not a trusted root.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"mediaType": "application/json"}"#).unwrap();
+    let err = refused(&format!(
+        "{{image: r.example.com/v/gpu:1, verify: {{trustedRoot: {}, allOf: [{{kind: githubAction, owner: o}}]}}}}",
+        bad.display()
+    ));
+    assert!(
+        err.contains("plugins.gpu.verify.trustedRoot")
+            && err.contains("is not a Sigstore trusted root"),
+        "{err}"
+    );
+    // Kubewarden's kinds only.
+    let err =
+        refused("{image: r.example.com/v/gpu:1, verify: {allOf: [{kind: keyless, issuer: i}]}}");
+    assert!(err.contains("unknown variant `keyless`"), "{err}");
+}
