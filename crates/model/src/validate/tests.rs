@@ -1,5 +1,6 @@
 //! The validation rules, each against the API server's verdicts.
 
+use super::checker::{prefer_avoid_pods, taints_annotation};
 use super::*;
 use serde_json::json;
 
