@@ -447,6 +447,36 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     let admin = cluster.admin_client().unwrap();
     let mut recovery = Vec::new();
     watch_for(&admin, child.id(), RECOVERY, &mut recovery).await;
+    // A plugin rollout: a new setter dropped into the directory the fleet
+    // runs from is loaded once, for every node, and each node writes it
+    // from its next pass.
+    let rollout_at = epoch();
+    drop_plugin(
+        &dir.path().join("plugins"),
+        "probe.wasm",
+        Path::new(built::PROBE),
+    );
+    let mut rolled_at = None;
+    while epoch() - rollout_at < ROLLOUT_WITHIN.as_secs_f64() {
+        let probed = nodes(&admin, SIMULATED)
+            .await
+            .iter()
+            .filter(|node| {
+                crate::kube::condition(node, "ProbeRan").is_some_and(|c| c["status"] == "True")
+            })
+            .count();
+        if probed == n {
+            rolled_at = Some(epoch());
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let rolled_at = rolled_at.unwrap_or_else(|| {
+        panic!(
+            "the new setter did not reach every node within {ROLLOUT_WITHIN:?}: {}",
+            tail(&log)
+        )
+    });
     assert!(
         std::fs::read_dir(&machines).unwrap().count() > n,
         "no machine folders in the state directory"
@@ -476,6 +506,31 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     assert!(
         !reqs.is_empty(),
         "no request of the simulator in the audit log"
+    );
+    // The rollout: one load for the whole fleet, and each node wrote its
+    // status once for it (a node whose periodic report fell in the same
+    // window writes twice, never more).
+    let loads = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("plugin loaded") && l.contains("probe"))
+        .count();
+    assert_eq!(loads, 1, "the new setter was loaded {loads} times");
+    let mut rollout_patches: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reqs.iter().filter(|r| {
+        r.verb == "patch" && r.resource == "nodes/status" && r.at >= rollout_at && r.at <= rolled_at
+    }) {
+        *rollout_patches.entry(r.name.as_str()).or_default() += 1;
+    }
+    assert_eq!(
+        rollout_patches.len(),
+        n,
+        "not every node wrote the new setter's condition"
+    );
+    let most = rollout_patches.values().max().copied().unwrap_or(0);
+    assert!(
+        most <= 2,
+        "a node wrote its status {most} times during the rollout"
     );
 
     // Different, marked nodes.
@@ -705,12 +760,13 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         "nodes not Ready after the outage: {not_ready:?}"
     );
     eprintln!(
-        "FLEET| {n} nodes, started {:.0} s before Ready; window {window:.0} s: leases {rate:.2}/s (model {model}/s), peak {herd}/s; idle status patches 0; flapping patches {flip_patches}; engine {:.1} MB RSS; after a {} s outage: peak {peak}/s against {steady_rate:.1}/s steady, every lease within {slowest:.1} s, no node not Ready, {} plugin events dropped; requests a second after it: {:?}",
+        "FLEET| {n} nodes, started {:.0} s before Ready; window {window:.0} s: leases {rate:.2}/s (model {model}/s), peak {herd}/s; idle status patches 0; flapping patches {flip_patches}; engine {:.1} MB RSS; after a {} s outage: peak {peak}/s against {steady_rate:.1}/s steady, every lease within {slowest:.1} s, no node not Ready, {} plugin events dropped; requests a second after it: {:?}; a new setter on every node {:.1} s after it was dropped",
         ready_at - started,
         samples.last().map_or(0, |s| s.rss_bytes) as f64 / 1e6,
         OUTAGE.as_secs(),
         dropped.len(),
-        counts_per_second(&after)
+        counts_per_second(&after),
+        rolled_at - rollout_at
     );
 }
 
@@ -718,6 +774,9 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
 const OUTAGE: Duration = Duration::from_secs(25);
 /// How long its recovery is watched.
 const RECOVERY: Duration = Duration::from_secs(45);
+/// How long a plugin rollout may take to reach every node (two update
+/// periods, and the directory's debounce).
+const ROLLOUT_WITHIN: Duration = Duration::from_secs(30);
 
 /// Requests a second, from the first second of `times`.
 fn counts_per_second(times: &[f64]) -> Vec<usize> {

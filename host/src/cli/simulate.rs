@@ -283,6 +283,12 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         anyhow::bail!("pluginDir {} is not a directory", base.plugin_dir.display());
     }
     plugins.rescan();
+    // The plugin directory is watched as `run` watches it: a file dropped,
+    // replaced or removed is loaded once for the whole fleet, and each
+    // node runs the new set from its next pass (so a rollout spreads over
+    // the nodes' update periods, as it does over real nodes).
+    let stop_watch = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = plugins.watch(stop_watch.clone())?;
     tracing::info!(
         nodes = o.nodes,
         setters = plugins.current().setters().len(),
@@ -416,6 +422,8 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     })
     .await;
     let flips = flapper.await.unwrap_or(0);
+    stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.join();
     tracing::info!(flips, "stopped");
     result
 }
