@@ -74,15 +74,17 @@ apiserver=$!
 # The real cosign, v2 and v3, for tests/all/cosign.rs: built once from their
 # Go modules into the cache (scripts/ensure-cosign.sh; about 5 to 8 minutes
 # of CPU cold, for both, and nothing once cached). Then, in the same job,
-# distribution's token server (tests/all/registry_auth.rs) and
+# distribution's token server (tests/all/registry_auth.rs),
 # go-containerregistry's registry with the referrers API (tests/all/cosign.rs)
-# from theirs (scripts/ensure-registries.sh; about 1 CPU-minute cold for
-# both, the latter sharing cosign v3's go-containerregistry).
+# and the ORAS CLI (tests/all/oras.rs) from theirs
+# (scripts/ensure-registries.sh; about 1 CPU-minute cold for the first two,
+# the latter sharing cosign v3's go-containerregistry, and under 1 for oras).
 (
   scripts/ensure-cosign.sh v2 >"$logs/cosign-v2.path" &&
     scripts/ensure-cosign.sh v3 >"$logs/cosign-v3.path" &&
     scripts/ensure-registries.sh token-server >"$logs/token-server.path" &&
-    scripts/ensure-registries.sh ggcr-registry >"$logs/ggcr-registry.path"
+    scripts/ensure-registries.sh ggcr-registry >"$logs/ggcr-registry.path" &&
+    scripts/ensure-registries.sh oras >"$logs/oras.path"
 ) 2>"$logs/cosign.log" &
 cosign=$!
 (
@@ -159,7 +161,8 @@ NODESTATUS_COSIGN_V3="$(tail -n 1 "$logs/cosign-v3.path")"
 export NODESTATUS_COSIGN_V2 NODESTATUS_COSIGN_V3
 NODESTATUS_TOKEN_SERVER="$(tail -n 1 "$logs/token-server.path")"
 NODESTATUS_GGCR_REGISTRY="$(tail -n 1 "$logs/ggcr-registry.path")"
-export NODESTATUS_TOKEN_SERVER NODESTATUS_GGCR_REGISTRY
+NODESTATUS_ORAS="$(tail -n 1 "$logs/oras.path")"
+export NODESTATUS_TOKEN_SERVER NODESTATUS_GGCR_REGISTRY NODESTATUS_ORAS
 # kubectl (and etcd) of the same build, first on PATH for the tests.
 PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
 export PATH

@@ -79,14 +79,14 @@ fn cosign_binary(major: &str) -> PathBuf {
 /// One cosign, run offline against one registry: its CA in
 /// `SSL_CERT_FILE`, the credentials in a docker `config.json` of its own,
 /// and a `HOME` of its own (cosign keeps a TUF cache there).
-struct Cosign {
+pub(crate) struct Cosign {
     binary: PathBuf,
     home: PathBuf,
     ca: PathBuf,
 }
 
 impl Cosign {
-    fn new(major: &str, dir: &Path, registry: &Registry) -> Self {
+    pub(crate) fn new(major: &str, dir: &Path, registry: &Registry) -> Self {
         let home = dir.join(format!("cosign-{major}-home"));
         let docker = home.join(".docker");
         std::fs::create_dir_all(&docker).unwrap();
@@ -118,7 +118,7 @@ impl Cosign {
     }
 
     /// `cosign ARGS`; its stdout, or a panic with both outputs.
-    fn ok(&self, dir: &Path, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, dir: &Path, args: &[&str]) -> String {
         let out = self.run(dir, args);
         assert!(
             out.status.success(),
@@ -140,7 +140,7 @@ impl Cosign {
     }
 }
 
-fn shown(out: &Output) -> String {
+pub(crate) fn shown(out: &Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
         out.status,
@@ -150,7 +150,7 @@ fn shown(out: &Output) -> String {
 }
 
 /// `nodestatus ARGS`.
-fn nodestatus(args: &[&str]) -> Output {
+pub(crate) fn nodestatus(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nodestatus"))
         .args(args)
         .env("NO_COLOR", "1")
@@ -171,7 +171,7 @@ fn nodestatus_ok(args: &[&str]) -> String {
 
 /// The registry a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Api {
+pub(crate) enum Api {
     /// Debian's docker-registry 2.8 (TLS, htpasswd): no referrers API, so
     /// cosign keeps the referrers tag scheme.
     TagScheme,
@@ -182,20 +182,20 @@ enum Api {
 
 /// A registry, a config with its CA and credentials, and two plugins pushed
 /// (`probe` as `:1.0.0` and its second version as `:2.0.0`), by digest.
-struct Setup {
+pub(crate) struct Setup {
     dir: tempfile::TempDir,
-    registry: Registry,
+    pub(crate) registry: Registry,
     config: PathBuf,
-    first: String,
+    pub(crate) first: String,
     second: String,
 }
 
 impl Setup {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::on(Api::TagScheme)
     }
 
-    fn on(api: Api) -> Self {
+    pub(crate) fn on(api: Api) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let registry = match api {
             Api::TagScheme => Registry::start(),
@@ -238,11 +238,11 @@ impl Setup {
         }
     }
 
-    fn d(&self) -> &Path {
+    pub(crate) fn d(&self) -> &Path {
         self.dir.path()
     }
 
-    fn config(&self) -> &str {
+    pub(crate) fn config(&self) -> &str {
         self.config.to_str().unwrap()
     }
 
@@ -260,7 +260,7 @@ impl Setup {
     }
 
     /// [`Setup::sign`], which must succeed.
-    fn signed(&self, reference: &str, key: &Path) {
+    pub(crate) fn signed(&self, reference: &str, key: &Path) {
         let out = self.sign(reference, key);
         assert!(out.status.success(), "plugin sign failed: {}", shown(&out));
     }
@@ -363,7 +363,7 @@ fn digest_tag(pinned: &str) -> String {
 }
 
 /// A cosign key pair made by `cosign generate-key-pair` in `dir`.
-fn cosign_key_pair(cosign: &Cosign, dir: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn cosign_key_pair(cosign: &Cosign, dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(dir).unwrap();
     cosign.ok(dir, &["generate-key-pair"]);
     (dir.join("cosign.key"), dir.join("cosign.pub"))
@@ -371,7 +371,7 @@ fn cosign_key_pair(cosign: &Cosign, dir: &Path) -> (PathBuf, PathBuf) {
 
 /// The flags that make cosign sign with a key, offline, in the classic
 /// `.sig` layout.
-fn classic_sign_flags(major: &str) -> &'static [&'static str] {
+pub(crate) fn classic_sign_flags(major: &str) -> &'static [&'static str] {
     match major {
         "v2" => &["--tlog-upload=false", "--yes"],
         _ => &[

@@ -22,6 +22,7 @@ mod loading;
 mod logind;
 mod newcomer;
 mod operator;
+mod oras;
 mod output;
 mod patch_props;
 mod process;

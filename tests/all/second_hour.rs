@@ -13,7 +13,7 @@ use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
 
 use crate::process::wait_until;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -249,7 +249,7 @@ fn the_start_log_names_the_setters_still_loading_and_then_the_run_order() {
 
 /// The fenced block of `lang` in `text` whose first line starts with
 /// `first` (a doc's block that a test runs).
-fn block<'a>(text: &'a str, lang: &str, first: &str) -> &'a str {
+pub(crate) fn block<'a>(text: &'a str, lang: &str, first: &str) -> &'a str {
     let fence = format!("```{lang}\n");
     text.split(&fence)
         .skip(1)
@@ -260,7 +260,7 @@ fn block<'a>(text: &'a str, lang: &str, first: &str) -> &'a str {
 
 /// Runs `script` with bash (errexit, pipefail) in `dir`, with `nodestatus`
 /// (this build) first on PATH; returns stdout, or panics with stderr.
-fn sh(dir: &Path, script: &str, env: &[(&str, &Path)]) -> String {
+pub(crate) fn sh(dir: &Path, script: &str, env: &[(&str, &Path)]) -> String {
     let bin = dir.join(".bin");
     std::fs::create_dir_all(&bin).unwrap();
     let link = bin.join("nodestatus");
