@@ -24,10 +24,19 @@
 //!   the eleven `call_set`s alone on the very inputs that pass gave them
 //!   (each setter's output is the next one's input), with the pass's own
 //!   fact snapshot, which the pass has read by then. What is left is the
-//!   host's work: reading the facts (and copying the granted `/proc` files
-//!   into the pass's snapshot directory), the serialization of the input,
-//!   the parse of each changed output, diff, validation, field policy,
-//!   ownership and the final annotation.
+//!   host's work: reading the facts (and copying into the pass's `/proc`
+//!   snapshot directory the files its setters open), the serialization of
+//!   the input, the parse of each changed output, diff, validation, field
+//!   policy, ownership and the final annotation.
+//! - `facts/proc-all` and `facts/proc-default`: one pass's filtered `/proc`
+//!   (`Facts::proc_file` from a long-lived `FactSource`, as the sync loop
+//!   keeps one), with all twelve files of the view copied (what every pass
+//!   did before the view copied a file at its first open) and with the two
+//!   that the default setters open (`meminfo`, `loadavg`);
+//! - `facts/system-cached` and `facts/system-read`: one pass's
+//!   `Facts::system()` from a long-lived source, its identity files served
+//!   from the source's memory (within `IDENTITY_PERIOD`), and read from disk
+//!   (a clock that moves a period per call: what every pass did before).
 //!
 //! Run with `cargo bench -p nodestatus --bench '*'`; the results are in
 //! docs/benchmarks.md.
@@ -336,8 +345,9 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("native", |b| {
         b.iter(|| {
-            // A fresh fact snapshot per pass here too.
-            host::set_native_host(Some(Rc::new(HostFacts(Facts::new(FactSource::host())))));
+            // A fresh fact snapshot per pass here too, from the same
+            // long-lived source.
+            host::set_native_host(Some(Rc::new(HostFacts(Facts::new(source.clone())))));
             let mut json = node_json.clone();
             for ((_, _, native), cfg) in DEFAULT_SET.iter().zip(&configs) {
                 host::set_native_config(cfg);
@@ -356,5 +366,43 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(default_set, benches);
+/// The facts a pass reads, each the way a pass read it before and after
+/// the view and the identity cache (see the module docs).
+fn facts(c: &mut Criterion) {
+    use nodestatus_runtime::facts::IDENTITY_PERIOD;
+    use nodestatus_runtime::proc_view::PROC_FILES;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let proc = Path::new("/proc");
+    let source = FactSource::host();
+    let mut group = c.benchmark_group("facts");
+    for (id, files) in [
+        ("proc-all", PROC_FILES),
+        ("proc-default", &["meminfo", "loadavg"][..]),
+    ] {
+        group.bench_function(id, |b| {
+            b.iter(|| {
+                let pass = Facts::new(source.clone());
+                for f in files {
+                    black_box(pass.proc_file(proc, f).expect("copied"));
+                }
+            })
+        });
+    }
+    group.bench_function("system-cached", |b| {
+        b.iter(|| black_box(Facts::new(source.clone()).system().clone()))
+    });
+    // A clock a whole period ahead at each look: the identity files are
+    // read at every pass.
+    let start = Instant::now();
+    let periods = AtomicU32::new(0);
+    let reads = FactSource::host().with_clock(move || {
+        start + IDENTITY_PERIOD.saturating_mul(periods.fetch_add(1, Ordering::Relaxed))
+    });
+    group.bench_function("system-read", |b| {
+        b.iter(|| black_box(Facts::new(reads.clone()).system().clone()))
+    });
+    group.finish();
+}
+
+criterion_group!(default_set, benches, facts);
 criterion_main!(default_set);

@@ -2,17 +2,40 @@
 //! interfaces and filesystem statistics.
 //!
 //! [`Facts`] reads each group lazily and at most once, so a pass that creates
-//! one `Facts` and shares it between its setters reads `/etc/machine-id` once,
-//! not once per plugin.
+//! one `Facts` and shares it between its setters reads the interfaces once,
+//! not once per plugin. The identity files (`os-release`, the machine id,
+//! the system uuid and the boot id) are not read every pass at all: the
+//! long-lived [`FactSource`] keeps them for [`IDENTITY_PERIOD`], the period
+//! on which cadvisor reads them again for the kubelet.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::proc_view::{self, Pool, ProcGrant, Snapshot};
 use std::ffi::{CStr, CString};
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
+
+/// How long the identity files of [`SystemInfo`] (`os_release`,
+/// `machine_id`, `system_uuid`, `boot_id`) are served from the
+/// [`FactSource`]'s memory before they are read again: cadvisor's
+/// `update_machine_info_interval`, 5 minutes by default
+/// (`lib/manager/manager.go` of github.com/google/cadvisor:
+/// `updateMachineInfo` re-reads `machine.Info`, which holds `MachineID`,
+/// `SystemUUID` and `BootID`, on a ticker of that period). The kubelet reads
+/// cadvisor's machine info once at start ("assumes that the machine info
+/// can't change without a reboot", `GetCachedMachineInfo` in
+/// `pkg/kubelet/kubelet_getters.go`), so its machine id, system uuid and
+/// boot id never change while it runs. `os-release` is the one file that
+/// cadvisor reads on each `GetVersionInfo` call (the kubelet's `osImage`,
+/// every status update): an `os-release` changed in place, without a
+/// reboot (a point release of the distribution's base package), shows here
+/// within this period rather than at the next status update. The kernel's
+/// `uname` and the CPUs online are read every pass (a system call and one
+/// small sysfs file).
+pub const IDENTITY_PERIOD: Duration = Duration::from_secs(5 * 60);
 
 /// Kernel and identity facts, as the `system-info` WIT record carries them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,13 +101,66 @@ pub struct FsStats {
     pub read_only: bool,
 }
 
+/// The identity files of [`SystemInfo`], as read at one time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Identity {
+    os_release: String,
+    machine_id: String,
+    system_uuid: String,
+    boot_id: String,
+}
+
+/// A monotonic clock: the real one, or a test's.
+#[derive(Clone)]
+struct Clock(Arc<dyn Fn() -> Instant + Send + Sync>);
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self(Arc::new(Instant::now))
+    }
+}
+
+/// The identity files last read, and when.
+#[derive(Debug, Default)]
+struct IdentityCache {
+    read: Mutex<Option<(Instant, Arc<Identity>)>>,
+}
+
+impl IdentityCache {
+    /// The identity as read within [`IDENTITY_PERIOD`] before `now`, else
+    /// read again beneath `root`.
+    fn get(&self, root: &Path, now: Instant) -> Arc<Identity> {
+        let mut read = self.read.lock().expect("identity lock");
+        if let Some((at, id)) = &*read
+            && now.saturating_duration_since(*at) < IDENTITY_PERIOD
+        {
+            return id.clone();
+        }
+        let id = Arc::new(read_identity(root));
+        *read = Some((now, id.clone()));
+        id
+    }
+}
+
 /// Where the facts come from. Tests point it at a fixture tree; production
-/// uses the real machine (`root = /`).
+/// uses the real machine (`root = /`). One source serves a node's passes
+/// for as long as it runs (clones share what it keeps): the `/proc` view's
+/// directories, and the identity files for [`IDENTITY_PERIOD`].
 #[derive(Debug, Clone)]
 pub struct FactSource {
     root: PathBuf,
     /// The filtered `/proc` views' directories, reused from pass to pass.
     proc_views: Arc<Pool>,
+    /// The identity files, read at most once per [`IDENTITY_PERIOD`].
+    identity: Arc<IdentityCache>,
+    /// What [`Self::identity`] takes the time from.
+    clock: Clock,
     override_system: Option<SystemInfo>,
     override_interfaces: Option<Vec<NetworkInterface>>,
 }
@@ -101,6 +177,8 @@ impl FactSource {
         Self {
             root: PathBuf::from("/"),
             proc_views: Arc::default(),
+            identity: Arc::default(),
+            clock: Clock::default(),
             override_system: None,
             override_interfaces: None,
         }
@@ -109,10 +187,9 @@ impl FactSource {
     /// Fixed facts, for tests and `once --facts`.
     pub fn fixed(system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
         Self {
-            root: PathBuf::from("/"),
-            proc_views: Arc::default(),
             override_system: Some(system),
             override_interfaces: Some(interfaces),
+            ..Self::host()
         }
     }
 
@@ -123,10 +200,30 @@ impl FactSource {
     pub fn rooted(root: PathBuf, system: SystemInfo, interfaces: Vec<NetworkInterface>) -> Self {
         Self {
             root,
-            proc_views: Arc::default(),
-            override_system: Some(system),
-            override_interfaces: Some(interfaces),
+            ..Self::fixed(system, interfaces)
         }
+    }
+
+    /// The same source, whose identity cache takes the time from `now`
+    /// instead of [`Instant::now`] (a test's virtual clock). The cache
+    /// starts empty.
+    pub fn with_clock(self, now: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+        Self {
+            identity: Arc::default(),
+            clock: Clock(Arc::new(now)),
+            ..self
+        }
+    }
+
+    /// How many `/proc` files the filtered views of this source (and of its
+    /// clones) have read, all passes together.
+    pub fn proc_files_read(&self) -> u64 {
+        self.proc_views.reads()
+    }
+
+    /// The identity files, as read within the last [`IDENTITY_PERIOD`].
+    fn identity(&self) -> Arc<Identity> {
+        self.identity.get(&self.root, (self.clock.0)())
     }
 
     /// Where the granted host path `from` is on this machine: itself on
@@ -215,14 +312,30 @@ impl Facts {
         self.source.host_path(from)
     }
 
-    /// Kernel and identity facts.
+    /// The file `name` of this pass's filtered view of the procfs root
+    /// `from` (see [`proc_view`]), copied for the pass as a setter's first
+    /// open of it copies it: the pass's setters and later calls see the
+    /// same copy. Its path in the view; `None` when `name` is not one of
+    /// [`proc_view::PROC_FILES`] or the host has no such file.
+    pub fn proc_file(&self, from: &Path, name: &str) -> std::io::Result<Option<PathBuf>> {
+        let Some(i) = proc_view::file_index(name) else {
+            return Ok(None);
+        };
+        let view = self.proc_view(from)?;
+        view.copy(i)?;
+        let path = view.path().join(proc_view::PROC_FILES[i]);
+        Ok(path_exists(&path).then_some(path))
+    }
+
+    /// Kernel and identity facts: `uname` and the CPUs online as they are
+    /// now, the identity files as the source read them within the last
+    /// [`IDENTITY_PERIOD`].
     pub fn system(&self) -> &SystemInfo {
-        self.system.get_or_init(|| {
-            self.source
-                .override_system
-                .clone()
-                .unwrap_or_else(|| read_system_info(&self.source.root))
-        })
+        self.system
+            .get_or_init(|| match &self.source.override_system {
+                Some(fixed) => fixed.clone(),
+                None => system_info(&self.source.identity()),
+            })
     }
 
     /// The machine's swap in bytes: `SwapTotal` of `/proc/meminfo` (beneath
@@ -273,25 +386,9 @@ fn read_first(root: &Path, candidates: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-fn read_system_info(root: &Path) -> SystemInfo {
-    // SAFETY: uname fills the zeroed struct; every field is a NUL-terminated
-    // array of c_char.
-    let uts = unsafe {
-        let mut uts: libc::utsname = std::mem::zeroed();
-        libc::uname(&mut uts);
-        uts
-    };
-    let field = |f: &[libc::c_char]| {
-        // SAFETY: uname guarantees NUL termination within the array.
-        unsafe { CStr::from_ptr(f.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    SystemInfo {
-        hostname: field(&uts.nodename),
-        kernel_release: field(&uts.release),
-        kernel_version: field(&uts.version),
-        machine: field(&uts.machine),
+/// The identity files beneath `root`.
+fn read_identity(root: &Path) -> Identity {
+    Identity {
         os_release: read_first(root, &["/etc/os-release", "/usr/lib/os-release"]),
         machine_id: read_first(root, &["/etc/machine-id", "/var/lib/dbus/machine-id"])
             .trim()
@@ -312,6 +409,33 @@ fn read_system_info(root: &Path) -> SystemInfo {
         boot_id: read_first(root, &["/proc/sys/kernel/random/boot_id"])
             .trim()
             .to_owned(),
+    }
+}
+
+/// `uname` and the CPUs online, read now, with `identity`.
+fn system_info(identity: &Identity) -> SystemInfo {
+    // SAFETY: uname fills the zeroed struct; every field is a NUL-terminated
+    // array of c_char.
+    let uts = unsafe {
+        let mut uts: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut uts);
+        uts
+    };
+    let field = |f: &[libc::c_char]| {
+        // SAFETY: uname guarantees NUL termination within the array.
+        unsafe { CStr::from_ptr(f.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    SystemInfo {
+        hostname: field(&uts.nodename),
+        kernel_release: field(&uts.release),
+        kernel_version: field(&uts.version),
+        machine: field(&uts.machine),
+        os_release: identity.os_release.clone(),
+        machine_id: identity.machine_id.clone(),
+        system_uuid: identity.system_uuid.clone(),
+        boot_id: identity.boot_id.clone(),
         cpus: online_cpus(),
     }
 }
@@ -662,17 +786,104 @@ mod tests {
         .unwrap();
         // No DMI and no device tree (as on this VM): the machine id.
         assert_eq!(
-            read_system_info(&root).system_uuid,
+            read_identity(&root).system_uuid,
             "3d1219c7c4c5404aaa1f6d2a48adfda4"
         );
         // A device tree's vm,uuid comes first, without its NUL.
         std::fs::create_dir_all(root.join("proc/device-tree")).unwrap();
         std::fs::write(root.join("proc/device-tree/vm,uuid"), "vm-uuid-1\0").unwrap();
-        assert_eq!(read_system_info(&root).system_uuid, "vm-uuid-1");
+        assert_eq!(read_identity(&root).system_uuid, "vm-uuid-1");
         std::fs::create_dir_all(root.join("sys/class/dmi/id")).unwrap();
         std::fs::write(root.join("sys/class/dmi/id/product_uuid"), "DMI-UUID\n").unwrap();
-        assert_eq!(read_system_info(&root).system_uuid, "DMI-UUID");
+        assert_eq!(read_identity(&root).system_uuid, "DMI-UUID");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_pass_reads_the_proc_files_it_opens_once_each() {
+        let source = FactSource::host();
+        let proc = Path::new("/proc");
+        let pass = Facts::new(source.clone());
+        assert_eq!(source.proc_files_read(), 0);
+        let meminfo = pass.proc_file(proc, "meminfo").unwrap().expect("a copy");
+        assert!(
+            std::fs::read_to_string(&meminfo)
+                .unwrap()
+                .contains("MemTotal")
+        );
+        pass.proc_file(proc, "loadavg").unwrap().expect("a copy");
+        pass.proc_file(proc, "meminfo").unwrap();
+        assert_eq!(source.proc_files_read(), 2, "two files opened: two read");
+        assert_eq!(pass.proc_file(proc, "environ").unwrap(), None);
+        drop(pass);
+        let next = Facts::new(source.clone());
+        next.proc_file(proc, "meminfo").unwrap();
+        assert_eq!(source.proc_files_read(), 3, "the next pass reads anew");
+    }
+
+    #[test]
+    fn the_identity_files_are_read_once_per_period() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::create_dir_all(root.join("proc/sys/kernel/random")).unwrap();
+        let write = |machine_id: &str, os: &str, boot_id: &str| {
+            std::fs::write(root.join("etc/machine-id"), format!("{machine_id}\n")).unwrap();
+            std::fs::write(root.join("etc/os-release"), os).unwrap();
+            std::fs::write(root.join("proc/sys/kernel/random/boot_id"), boot_id).unwrap();
+        };
+        write("id-1", "NAME=one\n", "boot-1\n");
+        // A virtual clock, in seconds after `start`.
+        let start = Instant::now();
+        let secs = Arc::new(AtomicU64::new(0));
+        let clock = secs.clone();
+        let source = FactSource {
+            root: root.to_owned(),
+            ..FactSource::host()
+        }
+        .with_clock(move || start + Duration::from_secs(clock.load(Ordering::SeqCst)));
+        let pass = |source: &FactSource| {
+            let facts = Facts::new(source.clone());
+            let s = facts.system();
+            (
+                s.machine_id.clone(),
+                s.os_release.clone(),
+                s.system_uuid.clone(),
+                s.boot_id.clone(),
+            )
+        };
+        // What a pass sees: the machine id, os-release, the system uuid
+        // (the machine id here: no DMI, no device tree) and the boot id.
+        let seen = |id: &str, os: &str, boot: &str| {
+            (id.to_owned(), os.to_owned(), id.to_owned(), boot.to_owned())
+        };
+        let one = seen("id-1", "NAME=one\n", "boot-1");
+        assert_eq!(pass(&source), one, "read at the first pass");
+        // Changed on disk: within the period, every pass (each a new
+        // `Facts` of a clone of the source) is served what was read.
+        write("id-2", "NAME=two\n", "boot-2\n");
+        for at in [1, 60, IDENTITY_PERIOD.as_secs() - 1] {
+            secs.store(at, Ordering::SeqCst);
+            assert_eq!(pass(&source), one, "at {at} s: from memory");
+        }
+        // After the period, read again: the changed files are seen.
+        secs.store(IDENTITY_PERIOD.as_secs(), Ordering::SeqCst);
+        let two = seen("id-2", "NAME=two\n", "boot-2");
+        assert_eq!(pass(&source), two, "read again after the period");
+        // And kept for a period from that read.
+        write("id-3", "NAME=three\n", "boot-3\n");
+        secs.store(2 * IDENTITY_PERIOD.as_secs() - 1, Ordering::SeqCst);
+        assert_eq!(pass(&source), two);
+        // A fixed source never reads them.
+        let fixed = FactSource::fixed(
+            SystemInfo {
+                machine_id: "fixed".into(),
+                ..SystemInfo::default()
+            },
+            Vec::new(),
+        );
+        assert_eq!(Facts::new(fixed).system().machine_id, "fixed");
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
+use wasmtime_wasi::p2::bindings::filesystem::types as fs;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -310,6 +311,9 @@ pub(crate) struct CallState {
     pub stderr_logged: usize,
     /// What the sandbox preopened.
     preopens: Preopens,
+    /// Per entry of [`proc_view::PROC_FILES`]: opened by the guest in a
+    /// filtered `/proc` during this store's life.
+    proc_opened: [bool; proc_view::PROC_FILES.len()],
 }
 
 impl CallState {
@@ -355,6 +359,7 @@ impl CallState {
             stderr,
             stderr_logged: 0,
             preopens,
+            proc_opened: [false; proc_view::PROC_FILES.len()],
         })
     }
 
@@ -367,12 +372,65 @@ impl CallState {
     }
 
     /// Readies the store for a call in the pass of `ctx` (see
-    /// [`Self::serves`]).
+    /// [`Self::serves`]). The files of a filtered `/proc` that the guest
+    /// opened in an earlier call are copied for this pass now: it may hold
+    /// one of them open, and read it again without opening it.
     pub fn renew(&mut self, ctx: CallContext, preopens: Preopens) {
         self.ctx = ctx;
         self.preopens = preopens;
         self.events.clear();
         self.denied.clear();
+        for (i, _) in self.proc_opened.iter().enumerate().filter(|(_, o)| **o) {
+            for snap in &self.preopens.snapshots {
+                // One that fails is tried again at its next open.
+                let _ = self.copy_for_pass(snap, i);
+            }
+        }
+    }
+
+    /// Before the guest opens `path` in its directory `fd`: when `fd` is
+    /// one of this call's filtered `/proc` views and `path` names one of
+    /// its files, copies that file for the pass (once per pass:
+    /// [`proc_view::Snapshot::copy`]). A copy that fails fails the open
+    /// with `io`, so that the guest never reads a stale or partial copy.
+    fn copy_proc_file(
+        &mut self,
+        fd: &Resource<fs::Descriptor>,
+        path: &str,
+    ) -> Result<(), fs::ErrorCode> {
+        use std::os::unix::fs::MetadataExt;
+        if self.preopens.snapshots.is_empty() {
+            return Ok(());
+        }
+        let Some(i) = proc_view::file_index(path) else {
+            return Ok(());
+        };
+        // Which directory `fd` is, by device and inode: the preopen itself,
+        // or the same directory opened again through it (`.`).
+        let Ok(fs::Descriptor::Dir(dir)) = self.table.get(fd) else {
+            return Ok(());
+        };
+        let Ok(meta) = dir.dir.metadata() else {
+            return Ok(());
+        };
+        let id = (meta.dev(), meta.ino());
+        let Some(snap) = self.preopens.snapshots.iter().find(|s| s.is_dir(id)) else {
+            return Ok(());
+        };
+        self.copy_for_pass(snap, i).map_err(|_| fs::ErrorCode::Io)?;
+        self.proc_opened[i] = true;
+        Ok(())
+    }
+
+    /// [`proc_view::Snapshot::copy`], logged when it fails.
+    fn copy_for_pass(&self, snap: &proc_view::Snapshot, i: usize) -> std::io::Result<()> {
+        snap.copy(i).inspect_err(|e| {
+            tracing::warn!(
+                plugin = &*self.plugin,
+                file = proc_view::PROC_FILES[i],
+                "cannot copy the /proc file for the pass: {e}"
+            );
+        })
     }
 
     /// Lets go of the pass (its facts and `/proc` view) between calls.
@@ -431,8 +489,74 @@ impl WasiView for CallState {
     }
 }
 
+/// Adds the host interface, and the host's own `open-at` in place of
+/// wasmtime-wasi's (see [`serve_proc_opens`]): called after
+/// `wasmtime_wasi::p2::add_to_linker_async`.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
-    host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)
+    host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
+    serve_proc_opens(linker)
+}
+
+/// The WASI interface whose `open-at` the host serves, at the version
+/// wasmtime-wasi defines (a guest's import of any `0.2.x` resolves to it).
+const WASI_FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+
+/// Puts [`open_at`] in place of wasmtime-wasi's `descriptor.open-at`, the
+/// one function replaced, by its name: wasmtime-wasi's bindings are added
+/// first (were they added after, the linker would refuse theirs as a
+/// second definition). A wasmtime-wasi whose `wasi:filesystem` is not
+/// [`WASI_FILESYSTEM_TYPES`] would leave this definition in an instance of
+/// its own, and every guest that reads a filtered `/proc` would read the
+/// empty copies: the runtime's tests fail on it.
+fn serve_proc_opens(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    use wasmtime::StoreContextMut;
+    linker.allow_shadowing(true);
+    let replaced = linker
+        .instance(WASI_FILESYSTEM_TYPES)
+        .and_then(|mut types| {
+            types.func_wrap_async(
+                "[method]descriptor.open-at",
+                |mut store: StoreContextMut<'_, CallState>,
+                 (fd, path_flags, path, oflags, flags): (
+                    Resource<fs::Descriptor>,
+                    fs::PathFlags,
+                    String,
+                    fs::OpenFlags,
+                    fs::DescriptorFlags,
+                )| {
+                    Box::new(async move {
+                        open_at(store.data_mut(), fd, path_flags, path, oflags, flags)
+                            .await
+                            .map(|r| (r,))
+                    })
+                },
+            )
+        });
+    linker.allow_shadowing(false);
+    replaced
+}
+
+/// WASI's `open-at`: wasmtime-wasi's, after the file of a filtered `/proc`
+/// that `path` names, if any, is copied for the pass
+/// ([`CallState::copy_proc_file`]). What is opened, and how (beneath the
+/// directory, read-only), is wasmtime-wasi's as before.
+async fn open_at(
+    state: &mut CallState,
+    fd: Resource<fs::Descriptor>,
+    path_flags: fs::PathFlags,
+    path: String,
+    oflags: fs::OpenFlags,
+    flags: fs::DescriptorFlags,
+) -> wasmtime::Result<Result<Resource<fs::Descriptor>, fs::ErrorCode>> {
+    use wasmtime_wasi::filesystem::WasiFilesystemView;
+    if let Err(e) = state.copy_proc_file(&fd, &path) {
+        return Ok(Err(e));
+    }
+    let mut view = state.filesystem();
+    match fs::HostDescriptor::open_at(&mut view, fd, path_flags, path, oflags, flags).await {
+        Ok(opened) => Ok(Ok(opened)),
+        Err(e) => Ok(Err(fs::Host::convert_error_code(&mut view, e)?)),
+    }
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -629,6 +753,7 @@ impl host::Host for CallState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::FactSource;
 
     #[test]
     fn each_plugin_has_its_own_event_budget_across_calls() {
@@ -645,5 +770,174 @@ mod tests {
         // Another plugin's budget is untouched, and so is `a`'s log budget.
         assert_eq!(limits.admit(&b, true), Admit::Yes);
         assert_eq!(limits.admit(&a, false), Admit::Yes);
+    }
+
+    #[test]
+    fn the_open_at_replaced_is_wasmtime_wasis() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<CallState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+        // wasmtime-wasi defines `open-at` in the instance the host names:
+        // another definition of it, not shadowing, is refused.
+        let again = |linker: &mut Linker<CallState>| {
+            linker
+                .instance(WASI_FILESYSTEM_TYPES)
+                .and_then(|mut i| i.func_wrap("[method]descriptor.open-at", |_, (): ()| Ok(())))
+        };
+        assert!(again(&mut linker).is_err());
+        // The host's replaces it, and leaves the linker refusing others.
+        add_to_linker(&mut linker).unwrap();
+        assert!(again(&mut linker).is_err());
+    }
+
+    /// A fake procfs root holding every file of the view, each `<name> 1`.
+    fn fake_proc() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for f in proc_view::PROC_FILES {
+            std::fs::write(root.path().join(f), format!("{f} 1\n")).unwrap();
+        }
+        root
+    }
+
+    /// A sandbox with the filtered view of `root` preopened at `/proc`, in
+    /// the pass of `facts`.
+    fn proc_sandbox(facts: &Arc<Facts>, root: &Path) -> (CallContext, Preopens) {
+        let ctx = CallContext {
+            facts: facts.clone(),
+            ..CallContext::default()
+        };
+        let snap = facts.proc_view(root).unwrap();
+        let host = snap.path().to_owned();
+        let preopens = Preopens {
+            dirs: vec![Preopen {
+                id: facts.dir_id(&host),
+                host,
+                guest: "/proc".into(),
+            }],
+            may_block: false,
+            snapshots: vec![snap],
+        };
+        (ctx, preopens)
+    }
+
+    fn call_state(ctx: CallContext, preopens: Preopens) -> CallState {
+        CallState::new(
+            Arc::from("p"),
+            Arc::default(),
+            ctx,
+            preopens,
+            16 << 20,
+            Duration::from_secs(1),
+            GuestOutputLimits::default(),
+        )
+        .unwrap()
+    }
+
+    /// The guest's descriptor of its preopen `/proc`.
+    fn proc_dir(state: &mut CallState) -> Resource<fs::Descriptor> {
+        use wasmtime_wasi::filesystem::WasiFilesystemView;
+        use wasmtime_wasi::p2::bindings::filesystem::preopens::Host;
+        let dirs = Host::get_directories(&mut state.filesystem()).unwrap();
+        let (dir, _) = dirs
+            .into_iter()
+            .find(|(_, g)| g == "/proc")
+            .expect("preopened");
+        dir
+    }
+
+    /// Opens `path` in `dir` as a guest does (through the linker's
+    /// `open-at`), for reading.
+    fn open(
+        state: &mut CallState,
+        dir: &Resource<fs::Descriptor>,
+        path: &str,
+        oflags: fs::OpenFlags,
+    ) -> Result<Resource<fs::Descriptor>, fs::ErrorCode> {
+        let fd = Resource::new_borrow(dir.rep());
+        crate::block_on(open_at(
+            state,
+            fd,
+            fs::PathFlags::empty(),
+            path.into(),
+            oflags,
+            fs::DescriptorFlags::READ,
+        ))
+        .unwrap()
+    }
+
+    /// The text of the open file `fd`, from its start.
+    fn text(state: &CallState, fd: &Resource<fs::Descriptor>) -> String {
+        use std::os::unix::fs::FileExt;
+        let Ok(fs::Descriptor::File(f)) = state.table.get(fd) else {
+            panic!("not a file");
+        };
+        let mut buf = vec![0; 256];
+        let n = f.file.read_at(&mut buf, 0).unwrap();
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    }
+
+    /// Opens `path` in `dir`, reads it and closes it.
+    fn read(state: &mut CallState, dir: &Resource<fs::Descriptor>, path: &str) -> String {
+        let fd = open(state, dir, path, fs::OpenFlags::empty()).expect("opens");
+        let t = text(state, &fd);
+        state.table.delete(fd).unwrap();
+        t
+    }
+
+    #[test]
+    fn a_guests_open_copies_the_proc_file_once_a_pass() {
+        let root = fake_proc();
+        let source = FactSource::host();
+        let facts = Arc::new(Facts::new(source.clone()));
+        let (ctx, preopens) = proc_sandbox(&facts, root.path());
+        drop(facts);
+        let mut state = call_state(ctx, preopens);
+        let dir = proc_dir(&mut state);
+        assert_eq!(source.proc_files_read(), 0, "nothing read before an open");
+        assert_eq!(read(&mut state, &dir, "meminfo"), "meminfo 1\n");
+        assert_eq!(source.proc_files_read(), 1);
+        // Opened again in the pass, by any path to it: the pass's copy.
+        std::fs::write(root.path().join("meminfo"), "meminfo 2\n").unwrap();
+        assert_eq!(read(&mut state, &dir, "./meminfo"), "meminfo 1\n");
+        assert_eq!(read(&mut state, &dir, "sys/../loadavg"), "loadavg 1\n");
+        assert_eq!(source.proc_files_read(), 2, "two files opened: two read");
+        // The same directory opened again through the preopen.
+        let again = open(&mut state, &dir, ".", fs::OpenFlags::DIRECTORY).unwrap();
+        assert_eq!(read(&mut state, &again, "stat"), "stat 1\n");
+        assert_eq!(source.proc_files_read(), 3);
+        // What the view does not hold stays absent, and is not read.
+        assert_eq!(
+            open(&mut state, &dir, "self/environ", fs::OpenFlags::empty()).unwrap_err(),
+            fs::ErrorCode::NoEntry
+        );
+        assert_eq!(source.proc_files_read(), 3);
+        // A descriptor the guest keeps (a kept instance) into the next pass.
+        let kept = open(&mut state, &dir, "meminfo", fs::OpenFlags::empty()).unwrap();
+        state.release();
+
+        // The next pass, the store reused: what the guest opened before is
+        // copied anew as the store is readied (meminfo, loadavg, stat),
+        // so the kept descriptor reads this pass's text.
+        let facts = Arc::new(Facts::new(source.clone()));
+        let (ctx, preopens) = proc_sandbox(&facts, root.path());
+        drop(facts);
+        assert!(state.serves(&preopens), "the same directory, reused");
+        state.renew(ctx, preopens);
+        assert_eq!(source.proc_files_read(), 6);
+        assert_eq!(text(&state, &kept), "meminfo 2\n");
+        assert_eq!(read(&mut state, &dir, "meminfo"), "meminfo 2\n");
+        assert_eq!(source.proc_files_read(), 6, "copied once in the pass");
+        state.table.delete(kept).unwrap();
+        state.release();
+
+        // A fresh store in a third pass reads only what it opens.
+        std::fs::write(root.path().join("vmstat"), "vmstat 3\n").unwrap();
+        let facts = Arc::new(Facts::new(source.clone()));
+        let (ctx, preopens) = proc_sandbox(&facts, root.path());
+        drop(facts);
+        let mut fresh = call_state(ctx, preopens);
+        let dir = proc_dir(&mut fresh);
+        assert_eq!(read(&mut fresh, &dir, "vmstat"), "vmstat 3\n");
+        assert_eq!(source.proc_files_read(), 7);
     }
 }

@@ -7,11 +7,20 @@
 //!
 //! - a snapshot directory holding copies of the system-wide files that
 //!   setters read ([`PROC_FILES`]: `meminfo`, `loadavg`, `stat`, `cpuinfo`,
-//!   ...), taken once per pass on first use and shared by the pass's setters
-//!   (it lives in the pass's [`Facts`](super::facts::Facts)). The directory
-//!   itself is kept from pass to pass by the fact source and refreshed in
-//!   place, writing only the files whose text changed (about 0.15 ms a pass
-//!   on the benchmark machine, most of it reading the twelve files), and
+//!   ...), shared by the pass's setters (it lives in the pass's
+//!   [`Facts`](super::facts::Facts)). A file is copied at its first open in
+//!   the pass, by any of the pass's setters, and every later open of it in
+//!   the pass sees that copy: one pass sees one text of each file, and a
+//!   pass reads only the files its setters open (the default setters open
+//!   two of the twelve). The host sees each open because it serves the
+//!   guest's `open-at` itself: `host_api` wraps wasmtime-wasi's, and copies
+//!   the file (`Snapshot::copy`) before wasmtime-wasi opens it, beneath
+//!   the directory and read-only as before. A plugin whose instance is kept
+//!   (`reuseInstance`) may hold a copy open from an earlier pass: the files
+//!   it opened before are copied again when its store is readied for the
+//!   next pass. The directory itself is kept from pass to pass by the fact
+//!   source and refreshed in place, writing only the files whose text
+//!   changed, and
 //! - the system-wide subdirectories ([`PROC_DIRS`]: `sys`, `pressure`,
 //!   `net`) preopened read-only at their own guest paths (`/proc/sys`,
 //!   ...). WASI guests resolve a path through the longest preopen that
@@ -41,6 +50,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The top-level `/proc` files a filtered view copies.
@@ -206,6 +216,8 @@ pub fn classify(from: &Path) -> ProcGrant {
 #[derive(Debug, Default)]
 pub(crate) struct Pool {
     idle: Mutex<Vec<Dir>>,
+    /// `/proc` files read into the pool's directories, all passes together.
+    reads: AtomicU64,
 }
 
 /// Idle directories kept per pool (one per procfs root in use, and one for a
@@ -218,8 +230,11 @@ struct Dir {
     /// The procfs root it copies.
     from: PathBuf,
     path: PathBuf,
+    /// The directory's device and inode: how a guest's descriptor of it is
+    /// told apart from its other directories.
+    id: (u64, u64),
     /// Per entry of [`PROC_FILES`]: the procfs file, kept open and read
-    /// again from its start each pass.
+    /// again from its start at each refresh.
     sources: Vec<Option<std::fs::File>>,
     /// Per entry of [`PROC_FILES`]: the copy, open for writing, and its text.
     files: Vec<Option<(std::fs::File, Vec<u8>)>>,
@@ -228,9 +243,11 @@ struct Dir {
 impl Dir {
     /// A fresh owner-only directory in [`base_dir`] (in the temp dir when
     /// it cannot be made there), with an empty directory for each of
-    /// [`PROC_DIRS`] so that listing `/proc` shows them.
+    /// [`PROC_DIRS`] and an empty copy of each of [`PROC_FILES`] that the
+    /// procfs root has, so that listing `/proc` shows them before a setter
+    /// opens one (an empty size, as procfs itself gives).
     fn create(from: &Path) -> io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         let name = format!(
             "nodestatus-proc-{}-{:016x}",
             std::process::id(),
@@ -247,8 +264,10 @@ impl Dir {
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| sweep(&base));
         let path = make(base).or_else(|_| make(std::env::temp_dir()))?;
-        let dir = Self {
+        let meta = std::fs::metadata(&path)?;
+        let mut dir = Self {
             from: from.to_owned(),
+            id: (meta.dev(), meta.ino()),
             path,
             sources: PROC_FILES.iter().map(|_| None).collect(),
             files: PROC_FILES.iter().map(|_| None).collect(),
@@ -256,54 +275,57 @@ impl Dir {
         for d in PROC_DIRS {
             std::fs::create_dir(dir.path.join(d))?;
         }
+        for (i, name) in PROC_FILES.iter().enumerate() {
+            if let Ok(source) = std::fs::File::open(from.join(name)) {
+                let copy = std::fs::File::create(dir.path.join(name))?;
+                dir.sources[i] = Some(source);
+                dir.files[i] = Some((copy, Vec::new()));
+            }
+        }
         Ok(dir)
     }
 
-    /// Copies [`PROC_FILES`] from the procfs root, writing only what changed.
-    fn refresh(&mut self) -> io::Result<()> {
+    /// Copies the file `i` of [`PROC_FILES`] from the procfs root (at most
+    /// [`MAX_PROC_FILE`] bytes), writing the copy only when its text
+    /// changed; `text` is scratch space.
+    fn refresh(&mut self, i: usize, text: &mut Vec<u8>) -> io::Result<()> {
         use std::io::{Read, Seek};
         use std::os::unix::fs::FileExt;
-        let mut text = Vec::new();
-        for ((name, source), slot) in PROC_FILES
-            .iter()
-            .zip(&mut self.sources)
-            .zip(&mut self.files)
-        {
-            text.clear();
-            if source.is_none() {
-                *source = std::fs::File::open(self.from.join(name)).ok();
+        let (name, source, slot) = (PROC_FILES[i], &mut self.sources[i], &mut self.files[i]);
+        text.clear();
+        if source.is_none() {
+            *source = std::fs::File::open(self.from.join(name)).ok();
+        }
+        let read = match source {
+            Some(f) => f
+                .rewind()
+                .and_then(|()| f.take(MAX_PROC_FILE).read_to_end(text)),
+            None => Err(io::ErrorKind::NotFound.into()),
+        };
+        if read.is_err() {
+            // Opened again at the next refresh.
+            *source = None;
+        }
+        let to = self.path.join(name);
+        match (read, slot.as_mut()) {
+            (Err(_), None) => {}
+            (Err(_), Some(_)) => {
+                // Gone from the host: gone from the view.
+                *slot = None;
+                std::fs::remove_file(&to)?;
             }
-            let read = match source {
-                Some(f) => f
-                    .rewind()
-                    .and_then(|()| f.take(MAX_PROC_FILE).read_to_end(&mut text)),
-                None => Err(io::ErrorKind::NotFound.into()),
-            };
-            if read.is_err() {
-                // Opened again at the next pass.
-                *source = None;
+            (Ok(_), Some((_, old))) if old == text => {}
+            (Ok(_), Some((file, old))) => {
+                file.write_all_at(text, 0)?;
+                if text.len() < old.len() {
+                    file.set_len(text.len() as u64)?;
+                }
+                old.clone_from(text);
             }
-            let to = self.path.join(name);
-            match (read, slot.as_mut()) {
-                (Err(_), None) => {}
-                (Err(_), Some(_)) => {
-                    // Gone from the host: gone from the view.
-                    *slot = None;
-                    std::fs::remove_file(&to)?;
-                }
-                (Ok(_), Some((_, old))) if *old == text => {}
-                (Ok(_), Some((file, old))) => {
-                    file.write_all_at(&text, 0)?;
-                    if text.len() < old.len() {
-                        file.set_len(text.len() as u64)?;
-                    }
-                    old.clone_from(&text);
-                }
-                (Ok(_), None) => {
-                    let file = std::fs::File::create(&to)?;
-                    file.write_all_at(&text, 0)?;
-                    *slot = Some((file, text.clone()));
-                }
+            (Ok(_), None) => {
+                let file = std::fs::File::create(&to)?;
+                file.write_all_at(text, 0)?;
+                *slot = Some((file, text.clone()));
             }
         }
         Ok(())
@@ -345,8 +367,9 @@ impl Drop for Dir {
 }
 
 impl Pool {
-    /// A snapshot of the procfs root `from`, taken now, in a directory of
-    /// the pool.
+    /// A snapshot of the procfs root `from` for one pass, in a directory of
+    /// the pool. No file is read yet: each is copied at its first
+    /// [`Snapshot::copy`] in the pass.
     pub fn take(self: &Arc<Self>, from: &Path) -> io::Result<Snapshot> {
         let reused = {
             let mut idle = self.idle.lock().expect("proc view pool lock");
@@ -354,38 +377,92 @@ impl Pool {
                 .position(|d| d.from == from)
                 .map(|i| idle.swap_remove(i))
         };
-        let mut dir = match reused {
+        let dir = match reused {
             Some(dir) => dir,
             None => Dir::create(from)?,
         };
-        dir.refresh()?;
         let live = PROC_DIRS
             .iter()
             .copied()
             .filter(|d| from.join(d).is_dir())
             .collect();
         Ok(Snapshot {
-            dir: Some(dir),
+            path: dir.path.clone(),
+            id: dir.id,
             live,
+            pass: Mutex::new(Pass {
+                dir: Some(dir),
+                copied: [false; PROC_FILES.len()],
+                text: Vec::new(),
+            }),
             pool: self.clone(),
         })
+    }
+
+    /// How many `/proc` files the pool's snapshots have read, in all.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+}
+
+/// The index in [`PROC_FILES`] of the file that `path`, relative to a
+/// snapshot's directory, names: lexically, since the directory holds no
+/// link (`./meminfo` and `sys/../meminfo` are `meminfo`). `None` for
+/// anything else, and for a path that climbs out of the directory (which
+/// the sandbox refuses anyway).
+pub fn file_index(path: &str) -> Option<usize> {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            name => parts.push(name),
+        }
+    }
+    match parts[..] {
+        [name] => PROC_FILES.iter().position(|f| *f == name),
+        _ => None,
     }
 }
 
 /// One pass's filtered `/proc`: a directory of the pool, given back when the
-/// pass's facts are dropped.
+/// pass's facts are dropped. Each of its files is copied from procfs at the
+/// first [`Self::copy`] of it in the pass (the first open by any of the
+/// pass's setters), and every later open in the pass sees that copy.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
-    dir: Option<Dir>,
+    /// The directory.
+    path: PathBuf,
+    /// Its device and inode.
+    id: (u64, u64),
     /// Those of [`PROC_DIRS`] that the procfs root holds.
     live: Vec<&'static str>,
+    pass: Mutex<Pass>,
     pool: Arc<Pool>,
+}
+
+/// What one pass did with its directory.
+#[derive(Debug)]
+struct Pass {
+    /// Held until the snapshot is dropped.
+    dir: Option<Dir>,
+    /// Per entry of [`PROC_FILES`]: copied in this pass.
+    copied: [bool; PROC_FILES.len()],
+    /// Scratch space for a file's text.
+    text: Vec<u8>,
 }
 
 impl Snapshot {
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.dir.as_ref().expect("held until drop").path
+        &self.path
+    }
+
+    /// Whether `id` (a device and inode) is this snapshot's directory.
+    pub fn is_dir(&self, id: (u64, u64)) -> bool {
+        self.id == id
     }
 
     /// Those of [`PROC_DIRS`] that are served live, as they were when the
@@ -393,11 +470,27 @@ impl Snapshot {
     pub fn live(&self) -> &[&'static str] {
         &self.live
     }
+
+    /// Copies the file `i` of [`PROC_FILES`] into the directory unless this
+    /// pass copied it already. A copy that failed is tried again at the
+    /// next call.
+    pub fn copy(&self, i: usize) -> io::Result<()> {
+        let mut pass = self.pass.lock().expect("proc view pass lock");
+        let Pass { dir, copied, text } = &mut *pass;
+        if copied[i] {
+            return Ok(());
+        }
+        dir.as_mut().expect("held until drop").refresh(i, text)?;
+        copied[i] = true;
+        self.pool.reads.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let Some(dir) = self.dir.take() else { return };
+        let pass = self.pass.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(dir) = pass.dir.take() else { return };
         let mut idle = self.pool.idle.lock().expect("proc view pool lock");
         if idle.len() < MAX_IDLE {
             idle.push(dir);
@@ -464,6 +557,7 @@ mod tests {
     fn a_snapshot_has_the_system_files_and_no_process() {
         let pool = Arc::new(Pool::default());
         let s = pool.take(Path::new("/proc")).unwrap();
+        s.copy(index("meminfo")).unwrap();
         assert!(
             std::fs::read_to_string(s.path().join("meminfo"))
                 .unwrap()
@@ -516,6 +610,13 @@ mod tests {
         assert!(target.join("meminfo").exists(), "a link is not followed");
     }
 
+    fn index(name: &str) -> usize {
+        PROC_FILES
+            .iter()
+            .position(|f| *f == name)
+            .expect("a copied file")
+    }
+
     /// A fake procfs root: a directory with `meminfo`.
     fn fake_root(meminfo: &str) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
@@ -524,11 +625,77 @@ mod tests {
     }
 
     #[test]
+    fn a_path_names_a_copied_file_lexically() {
+        assert_eq!(file_index("meminfo"), Some(index("meminfo")));
+        assert_eq!(file_index("./meminfo"), Some(index("meminfo")));
+        assert_eq!(file_index("sys/../loadavg"), Some(index("loadavg")));
+        assert_eq!(file_index("meminfo/"), Some(index("meminfo")));
+        assert_eq!(file_index("self/environ"), None);
+        assert_eq!(file_index("sys/kernel/pid_max"), None);
+        assert_eq!(file_index("../meminfo"), None);
+        assert_eq!(file_index("."), None);
+        assert_eq!(file_index("kcore"), None);
+    }
+
+    #[test]
+    fn a_pass_reads_only_the_files_it_opens_and_each_once() {
+        // A fake root with every file of the view.
+        let root = tempfile::tempdir().unwrap();
+        for f in PROC_FILES {
+            std::fs::write(root.path().join(f), format!("{f} 1\n")).unwrap();
+        }
+        let pool = Arc::new(Pool::default());
+        let s = pool.take(root.path()).unwrap();
+        assert_eq!(pool.reads(), 0, "taking the view reads nothing");
+        // Every file is listed before any is read, empty as procfs says.
+        let mut listed: Vec<String> = std::fs::read_dir(s.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| PROC_FILES.contains(&n.as_str()))
+            .collect();
+        listed.sort();
+        assert_eq!(listed, PROC_FILES);
+        assert_eq!(
+            std::fs::metadata(s.path().join("zoneinfo")).unwrap().len(),
+            0
+        );
+        // Two files opened, one of them three times: two reads.
+        for name in ["meminfo", "loadavg", "meminfo", "meminfo"] {
+            s.copy(index(name)).unwrap();
+        }
+        assert_eq!(pool.reads(), 2);
+        assert_eq!(
+            std::fs::read_to_string(s.path().join("loadavg")).unwrap(),
+            "loadavg 1\n"
+        );
+        // Within the pass, a second open sees the pass's copy, not the
+        // file as it is now.
+        std::fs::write(root.path().join("meminfo"), "meminfo 2\n").unwrap();
+        s.copy(index("meminfo")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(s.path().join("meminfo")).unwrap(),
+            "meminfo 1\n"
+        );
+        assert_eq!(pool.reads(), 2);
+        drop(s);
+        // The next pass, in the same directory, reads what it opens, anew.
+        let next = pool.take(root.path()).unwrap();
+        next.copy(index("meminfo")).unwrap();
+        assert_eq!(pool.reads(), 3);
+        assert_eq!(
+            std::fs::read_to_string(next.path().join("meminfo")).unwrap(),
+            "meminfo 2\n"
+        );
+    }
+
+    #[test]
     fn the_next_pass_sees_the_files_as_they_are_then() {
         let root = fake_root("MemTotal: 2000 kB\nMemAvailable: 1500 kB\n");
         let pool = Arc::new(Pool::default());
         let first = pool.take(root.path()).unwrap();
         let dir = first.path().to_owned();
+        first.copy(index("meminfo")).unwrap();
+        first.copy(index("loadavg")).unwrap();
         assert!(!first.path().join("loadavg").exists());
         drop(first);
         // Shorter, longer, unchanged; a file that appears.
@@ -540,12 +707,14 @@ mod tests {
             for _ in 0..2 {
                 let s = pool.take(root.path()).unwrap();
                 assert_eq!(s.path(), dir, "the directory is reused");
+                s.copy(index("meminfo")).unwrap();
                 let copy = std::fs::read_to_string(s.path().join("meminfo")).unwrap();
                 assert_eq!(copy, text);
             }
         }
         std::fs::write(root.path().join("loadavg"), "0.01 0.02 0.03 1/2 3\n").unwrap();
         let s = pool.take(root.path()).unwrap();
+        s.copy(index("loadavg")).unwrap();
         let copy = std::fs::read_to_string(s.path().join("loadavg")).unwrap();
         assert_eq!(copy, "0.01 0.02 0.03 1/2 3\n");
     }
@@ -555,9 +724,12 @@ mod tests {
         let a_root = fake_root("a\n");
         let pool = Arc::new(Pool::default());
         let a = pool.take(a_root.path()).unwrap();
+        a.copy(index("meminfo")).unwrap();
         std::fs::write(a_root.path().join("meminfo"), "b\n").unwrap();
         let b = pool.take(a_root.path()).unwrap();
+        b.copy(index("meminfo")).unwrap();
         assert_ne!(a.path(), b.path());
+        assert!(!b.is_dir(a.id));
         assert_eq!(
             std::fs::read_to_string(a.path().join("meminfo")).unwrap(),
             "a\n"
