@@ -84,6 +84,19 @@ fn cosign_binary() -> PathBuf {
     path
 }
 
+/// cosign v2: `$NODESTATUS_COSIGN_V2`, else scripts/ensure-cosign.sh's.
+fn cosign_v2_binary() -> PathBuf {
+    let path = std::env::var_os("NODESTATUS_COSIGN_V2")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache().join("cosign-2.6.5/cosign"));
+    assert!(
+        path.is_file(),
+        "cosign v2 is missing at {} ($NODESTATUS_COSIGN_V2): build it with scripts/ensure-cosign.sh v2",
+        path.display()
+    );
+    path
+}
+
 fn shown(out: &Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
@@ -218,6 +231,45 @@ impl Cosign {
         assert!(
             out.status.success(),
             "cosign {args:?} failed: {}",
+            shown(&out)
+        );
+    }
+
+    /// `cosign sign` keyless with cosign v2's defaults: the signature in
+    /// the `sha256-<hex>.sig` layout, its Fulcio certificate and Rekor's
+    /// signed entry timestamp in the layer's annotations (no bundle). The
+    /// test Fulcio has no CT log, so its certificate's SCT is not checked
+    /// at signing (`--insecure-skip-verify`).
+    fn sign_v2(&self, stack: &Stack, token: &Path, reference: &str) {
+        let env = std::fs::read_to_string(stack.dir.join("env")).unwrap();
+        let url = |key: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap()
+                .to_owned()
+        };
+        let (fulcio, rekor) = (url("FULCIO_URL="), url("REKOR_URL="));
+        let v2 = Cosign {
+            binary: cosign_v2_binary(),
+            home: self.home.clone(),
+            ca: self.ca.clone(),
+        };
+        let args = [
+            "sign",
+            "--yes",
+            "--insecure-skip-verify",
+            "--fulcio-url",
+            &fulcio,
+            "--rekor-url",
+            &rekor,
+            "--identity-token",
+            token.to_str().unwrap(),
+            reference,
+        ];
+        let out = v2.run(&args);
+        assert!(
+            out.status.success(),
+            "cosign v2 {args:?} failed: {}",
             shown(&out)
         );
     }
@@ -441,6 +493,54 @@ fn a_plugin_signed_keyless_by_cosign_is_pulled_when_its_identity_meets_the_polic
         !out.status.success(),
         "cosign verify accepted bob: {}",
         shown(&out)
+    );
+}
+
+/// cosign v2's default keyless signature (the `.sig` layout, its
+/// certificate and Rekor's signed entry timestamp in annotations, a
+/// hashedrekord entry) is checked against the same trusted root and policy
+/// as cosign v3's bundle.
+#[test]
+#[ignore = "needs the live Sigstore stack: scripts/ensure-sigstore.sh, then --ignored"]
+fn cosign_v2s_default_keyless_signature_in_the_sig_layout_meets_the_policy_too() {
+    let s = Setup::new();
+    let alice = s.stack.token("email", "{}");
+    s.cosign.sign_v2(&s.stack, &alice, &s.first);
+
+    let config = s.config(
+        "alice.yaml",
+        &s.first,
+        &s.all_of(&[s.email("alice@example.com")]),
+    );
+    let signature = s.pull(&s.first, &config).unwrap();
+    assert_eq!(signature["verified"], true, "{signature}");
+    assert_eq!(signature["keyless"], true, "{signature}");
+
+    let config = s.config(
+        "bob.yaml",
+        &s.first,
+        &s.all_of(&[s.email("bob@example.com")]),
+    );
+    let refused = s.pull(&s.first, &config).unwrap_err();
+    assert!(
+        refused.contains("does not meet the signature policy")
+            && refused.contains("a keyless signature by subject alice@example.com"),
+        "{refused}"
+    );
+    // Another Sigstore's trusted root: its log is not this one.
+    let other = Stack::start(&s.d().join("other-sigstore"));
+    let config = s.config(
+        "other-root.yaml",
+        &s.first,
+        &s.all_of(&[s.email("alice@example.com")]).replace(
+            &s.stack.trusted_root().display().to_string(),
+            &other.trusted_root().display().to_string(),
+        ),
+    );
+    let refused = s.pull(&s.first, &config).unwrap_err();
+    assert!(
+        refused.contains("refused: its transparency log entry is from a log the trusted root"),
+        "{refused}"
     );
 }
 

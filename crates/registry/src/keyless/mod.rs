@@ -20,7 +20,10 @@
 //!    not read, so a Rekor v2 entry, which has none, is refused);
 //! 2. the entry's body is this signature: a Rekor `dsse` 0.0.1 entry whose
 //!    payload hash is the statement's sha256, and whose signatures include
-//!    this one, with this certificate as its verifier;
+//!    this one, with this certificate as its verifier; or, for cosign's
+//!    `.sig` layout (cosign v2's default keyless signature, read into the
+//!    same material by [`classic_material`]), a `hashedrekord` 0.0.1 entry
+//!    of the payload's sha256, this signature and this certificate;
 //! 3. the certificate chains to one of the root's `certificateAuthorities`
 //!    (each signature checked, ECDSA P-256 or P-384 with SHA-256 or
 //!    SHA-384), every certificate of the chain and the authority itself
@@ -368,6 +371,45 @@ pub fn verify(
         return Err(Error::Signature);
     }
     Identity::of(&leaf, time, entry.log_index.0)
+}
+
+/// The `verificationMaterial` of a bundle, made from what cosign's `.sig`
+/// layout carries for a keyless signature (cosign v2's default): the
+/// layer's `dev.sigstore.cosign/certificate` (PEM) and
+/// `dev.sigstore.cosign/bundle` annotations (Rekor's signed entry
+/// timestamp and the entry it signs: `{"SignedEntryTimestamp", "Payload":
+/// {"body", "integratedTime", "logIndex", "logID"}}`). There is no
+/// inclusion proof in that layout: the signed entry timestamp is what
+/// [`verify`] checks of the log. Without a readable bundle, the material
+/// holds the certificate alone, which [`verify`] refuses
+/// ([`Error::NoTlogEntry`]) while its identity can still be named.
+pub fn classic_material(certificate_pem: &str, bundle: Option<&str>) -> Option<serde_json::Value> {
+    use base64::Engine as _;
+    let b64e = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let der = tlog::pem_certificate(certificate_pem.as_bytes())?;
+    let mut material = serde_json::json!({"certificate": {"rawBytes": b64e(&der)}});
+    let entry = bundle.and_then(|text| {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let set = v.get("SignedEntryTimestamp")?.as_str()?;
+        let p = v.get("Payload")?;
+        let body = p.get("body")?.as_str()?;
+        let decoded: serde_json::Value = serde_json::from_slice(&b64(body).ok()?).ok()?;
+        Some(serde_json::json!({
+            "logIndex": p.get("logIndex")?.as_i64()?.to_string(),
+            "logId": {"keyId": b64e(&hex::decode(p.get("logID")?.as_str()?).ok()?)},
+            "kindVersion": {
+                "kind": decoded.get("kind")?.as_str()?,
+                "version": decoded.get("apiVersion")?.as_str()?,
+            },
+            "integratedTime": p.get("integratedTime")?.as_i64()?.to_string(),
+            "inclusionPromise": {"signedEntryTimestamp": set},
+            "canonicalizedBody": body,
+        }))
+    });
+    if let Some(entry) = entry {
+        material["tlogEntries"] = serde_json::json!([entry]);
+    }
+    Some(material)
 }
 
 /// The identity a bundle's certificate names, without any check: for

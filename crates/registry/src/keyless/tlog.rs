@@ -283,10 +283,16 @@ pub(super) fn check_body(
 ) -> Result<()> {
     let bad = |why: String| Error::BodyMismatch(why);
     let (kind, version) = (&entry.kind_version.kind, &entry.kind_version.version);
-    if (kind.as_str(), version.as_str()) != ("dsse", "0.0.1") {
-        return Err(bad(format!(
-            "it is a {kind} {version} entry; a dsse 0.0.1 entry (what cosign writes for a bundle on Rekor v1) is read"
-        )));
+    match (kind.as_str(), version.as_str()) {
+        ("dsse", "0.0.1") => {}
+        ("hashedrekord", "0.0.1") => {
+            return check_hashedrekord(entry, payload, signature, leaf_der);
+        }
+        _ => {
+            return Err(bad(format!(
+                "it is a {kind} {version} entry; a dsse 0.0.1 entry (what cosign writes for a bundle on Rekor v1) or a hashedrekord 0.0.1 entry (cosign's .sig layout) is read"
+            )));
+        }
     }
     let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
     let body: Body =
@@ -323,8 +329,82 @@ pub(super) fn check_body(
     Ok(())
 }
 
+#[derive(Deserialize)]
+struct RekordBody {
+    kind: String,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    spec: RekordSpec,
+}
+
+#[derive(Deserialize)]
+struct RekordSpec {
+    data: RekordData,
+    signature: RekordSignature,
+}
+
+#[derive(Deserialize)]
+struct RekordData {
+    hash: Hash,
+}
+
+#[derive(Deserialize)]
+struct RekordSignature {
+    content: String,
+    #[serde(rename = "publicKey")]
+    public_key: RekordKey,
+}
+
+#[derive(Deserialize)]
+struct RekordKey {
+    content: String,
+}
+
+/// The log entry is a `hashedrekord` 0.0.1 record (what cosign writes for
+/// a signature in its `.sig` layout) of this payload's sha256, this
+/// signature and this certificate.
+fn check_hashedrekord(
+    entry: &TlogEntry,
+    payload: &[u8],
+    signature: &[u8],
+    leaf_der: &[u8],
+) -> Result<()> {
+    let bad = |why: String| Error::BodyMismatch(why);
+    let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
+    let body: RekordBody =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))?;
+    if (body.kind.as_str(), body.api_version.as_str()) != ("hashedrekord", "0.0.1") {
+        return Err(bad(format!(
+            "its body is a {} {} entry",
+            body.kind, body.api_version
+        )));
+    }
+    let hash = &body.spec.data.hash;
+    if hash.algorithm != "sha256"
+        || !hash
+            .value
+            .eq_ignore_ascii_case(&hex::encode(Sha256::digest(payload)))
+    {
+        return Err(bad(format!(
+            "it records an artifact of {}:{}, not this payload",
+            hash.algorithm, hash.value
+        )));
+    }
+    let same_signature = b64(&body.spec.signature.content).is_ok_and(|sig| sig == signature);
+    let same_certificate = b64(&body.spec.signature.public_key.content)
+        .ok()
+        .and_then(|pem| pem_certificate(&pem))
+        .is_some_and(|der| der == leaf_der);
+    if !same_signature || !same_certificate {
+        return Err(bad(
+            "its signature is not this one with this certificate".into()
+        ));
+    }
+    Ok(())
+}
+
 /// The DER of the first `CERTIFICATE` in PEM text.
-fn pem_certificate(pem: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn pem_certificate(pem: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(pem).ok()?;
     let start = text.find("-----BEGIN CERTIFICATE-----")? + "-----BEGIN CERTIFICATE-----".len();
     let end = start + text[start..].find("-----END CERTIFICATE-----")?;

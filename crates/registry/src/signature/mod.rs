@@ -58,6 +58,9 @@ pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesi
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The layer annotation of a keyless signature's Fulcio certificate.
 const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
+/// The layer annotation of a keyless signature's Rekor entry: its signed
+/// entry timestamp and the entry (cosign's `.sig` layout).
+const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 /// The config media type cosign writes for a `.sig` manifest.
 const SIGNATURE_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 /// Largest payload read (cosign's are a few hundred bytes).
@@ -657,6 +660,15 @@ impl Client {
                     let Some(signature) = annotations.get(SIGNATURE_ANNOTATION) else {
                         continue;
                     };
+                    // A keyless one (cosign v2's default): its certificate
+                    // and Rekor's signed entry timestamp, as a bundle's
+                    // material, for a policy to check.
+                    let material = annotations.get(CERTIFICATE_ANNOTATION).and_then(|pem| {
+                        crate::keyless::classic_material(
+                            pem,
+                            annotations.get(REKOR_BUNDLE_ANNOTATION).map(String::as_str),
+                        )
+                    });
                     if annotations.contains_key(CERTIFICATE_ANNOTATION) {
                         keyless += 1;
                     }
@@ -665,7 +677,7 @@ impl Client {
                         payload,
                         signature: signature.clone(),
                         format: SignatureFormat::SimpleSigning,
-                        material: None,
+                        material,
                     });
                 }
                 Ok(Some((signatures, keyless)))
