@@ -397,6 +397,22 @@ impl Setup {
         text
     }
 
+    /// Why `plugin pull` refuses the first plugin when the policy names
+    /// its signer (alice) but trusts another Sigstore's root (a second
+    /// stack, stopped after).
+    fn refused_with_another_root(&self) -> String {
+        let other = Stack::start(&self.d().join("other-sigstore"));
+        let config = self.config(
+            "other-root.yaml",
+            &self.first,
+            &self.all_of(&[self.email("alice@example.com")]).replace(
+                &self.stack.trusted_root().display().to_string(),
+                &other.trusted_root().display().to_string(),
+            ),
+        );
+        self.pull(&self.first, &config).unwrap_err()
+    }
+
     fn email(&self, subject: &str) -> String {
         self.email_with(subject, "{}")
     }
@@ -459,22 +475,12 @@ fn a_plugin_signed_keyless_by_cosign_is_pulled_when_its_identity_meets_the_polic
     assert!(s.pull(&s.first, &config).is_err());
 
     // The trusted root of another Sigstore (a second stack).
-    let other = Stack::start(&s.d().join("other-sigstore"));
-    let config = s.config(
-        "other-root.yaml",
-        &s.first,
-        &s.all_of(&[s.email("alice@example.com")]).replace(
-            &s.stack.trusted_root().display().to_string(),
-            &other.trusted_root().display().to_string(),
-        ),
-    );
-    let refused = s.pull(&s.first, &config).unwrap_err();
+    let refused = s.refused_with_another_root();
     assert!(
         refused.contains("refused: its transparency log entry is from a log the trusted root")
             && refused.contains("does not list"),
         "{refused}"
     );
-    drop(other);
 
     // The real cosign verifies the same signature offline with the same
     // trusted root, and refuses another identity.
@@ -528,16 +534,7 @@ fn cosign_v2s_default_keyless_signature_in_the_sig_layout_meets_the_policy_too()
         "{refused}"
     );
     // Another Sigstore's trusted root: its log is not this one.
-    let other = Stack::start(&s.d().join("other-sigstore"));
-    let config = s.config(
-        "other-root.yaml",
-        &s.first,
-        &s.all_of(&[s.email("alice@example.com")]).replace(
-            &s.stack.trusted_root().display().to_string(),
-            &other.trusted_root().display().to_string(),
-        ),
-    );
-    let refused = s.pull(&s.first, &config).unwrap_err();
+    let refused = s.refused_with_another_root();
     assert!(
         refused.contains("refused: its transparency log entry is from a log the trusted root"),
         "{refused}"

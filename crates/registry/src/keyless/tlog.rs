@@ -297,23 +297,13 @@ pub(super) fn check_body(
     let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
     let body: Body =
         serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))?;
-    if (body.kind.as_str(), body.api_version.as_str()) != ("dsse", "0.0.1") {
-        return Err(bad(format!(
-            "its body is a {} {} entry",
-            body.kind, body.api_version
-        )));
-    }
-    let hash = &body.spec.payload_hash;
-    if hash.algorithm != "sha256"
-        || !hash
-            .value
-            .eq_ignore_ascii_case(&hex::encode(Sha256::digest(payload)))
-    {
-        return Err(bad(format!(
-            "it records a payload of {}:{}, not this statement",
-            hash.algorithm, hash.value
-        )));
-    }
+    check_kind(&body.kind, &body.api_version, "dsse")?;
+    check_hash(
+        &body.spec.payload_hash,
+        payload,
+        "a payload",
+        "this statement",
+    )?;
     let ours = body.spec.signatures.iter().any(|s| {
         b64(&s.signature).is_ok_and(|sig| sig == signature)
             && b64(&s.verifier)
@@ -373,23 +363,8 @@ fn check_hashedrekord(
     let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
     let body: RekordBody =
         serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))?;
-    if (body.kind.as_str(), body.api_version.as_str()) != ("hashedrekord", "0.0.1") {
-        return Err(bad(format!(
-            "its body is a {} {} entry",
-            body.kind, body.api_version
-        )));
-    }
-    let hash = &body.spec.data.hash;
-    if hash.algorithm != "sha256"
-        || !hash
-            .value
-            .eq_ignore_ascii_case(&hex::encode(Sha256::digest(payload)))
-    {
-        return Err(bad(format!(
-            "it records an artifact of {}:{}, not this payload",
-            hash.algorithm, hash.value
-        )));
-    }
+    check_kind(&body.kind, &body.api_version, "hashedrekord")?;
+    check_hash(&body.spec.data.hash, payload, "an artifact", "this payload")?;
     let same_signature = b64(&body.spec.signature.content).is_ok_and(|sig| sig == signature);
     let same_certificate = b64(&body.spec.signature.public_key.content)
         .ok()
@@ -399,6 +374,32 @@ fn check_hashedrekord(
         return Err(bad(
             "its signature is not this one with this certificate".into()
         ));
+    }
+    Ok(())
+}
+
+/// The body is a `kind` 0.0.1 entry.
+fn check_kind(kind: &str, api_version: &str, want: &str) -> Result<()> {
+    if (kind, api_version) != (want, "0.0.1") {
+        return Err(Error::BodyMismatch(format!(
+            "its body is a {kind} {api_version} entry"
+        )));
+    }
+    Ok(())
+}
+
+/// The body records `content`'s sha256 (`what` it calls it, `ours` what
+/// it should be).
+fn check_hash(hash: &Hash, content: &[u8], what: &str, ours: &str) -> Result<()> {
+    if hash.algorithm != "sha256"
+        || !hash
+            .value
+            .eq_ignore_ascii_case(&hex::encode(Sha256::digest(content)))
+    {
+        return Err(Error::BodyMismatch(format!(
+            "it records {what} of {}:{}, not {ours}",
+            hash.algorithm, hash.value
+        )));
     }
     Ok(())
 }
