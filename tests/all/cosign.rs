@@ -53,7 +53,7 @@ fn default_version(major: &str) -> &'static str {
 /// The cosign binary of `major` (`v2`, `v3`): `$NODESTATUS_COSIGN_V2` (or
 /// `_V3`), else the one `scripts/ensure-cosign.sh` leaves in the cache. A
 /// missing one fails the test with the command that builds it.
-fn cosign_binary(major: &str) -> PathBuf {
+pub(crate) fn cosign_binary(major: &str) -> PathBuf {
     let var = format!("NODESTATUS_COSIGN_{}", major.to_uppercase());
     let path = match std::env::var_os(&var) {
         Some(path) => PathBuf::from(path),

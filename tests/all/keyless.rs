@@ -71,32 +71,6 @@ fn sigstore_binaries() -> PathBuf {
     dir
 }
 
-/// cosign v3: `$NODESTATUS_COSIGN_V3`, else scripts/ensure-cosign.sh's.
-fn cosign_binary() -> PathBuf {
-    let path = std::env::var_os("NODESTATUS_COSIGN_V3")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("cosign-3.1.3/cosign"));
-    assert!(
-        path.is_file(),
-        "cosign v3 is missing at {} ($NODESTATUS_COSIGN_V3): build it with scripts/ensure-cosign.sh v3",
-        path.display()
-    );
-    path
-}
-
-/// cosign v2: `$NODESTATUS_COSIGN_V2`, else scripts/ensure-cosign.sh's.
-fn cosign_v2_binary() -> PathBuf {
-    let path = std::env::var_os("NODESTATUS_COSIGN_V2")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cache().join("cosign-2.6.5/cosign"));
-    assert!(
-        path.is_file(),
-        "cosign v2 is missing at {} ($NODESTATUS_COSIGN_V2): build it with scripts/ensure-cosign.sh v2",
-        path.display()
-    );
-    path
-}
-
 fn shown(out: &Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
@@ -191,7 +165,7 @@ impl Cosign {
         )
         .unwrap();
         Self {
-            binary: cosign_binary(),
+            binary: crate::cosign::cosign_binary("v3"),
             home,
             ca: registry.ca(),
         }
@@ -250,7 +224,7 @@ impl Cosign {
         };
         let (fulcio, rekor) = (url("FULCIO_URL="), url("REKOR_URL="));
         let v2 = Cosign {
-            binary: cosign_v2_binary(),
+            binary: crate::cosign::cosign_binary("v2"),
             home: self.home.clone(),
             ca: self.ca.clone(),
         };

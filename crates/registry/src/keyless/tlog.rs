@@ -294,9 +294,7 @@ pub(super) fn check_body(
             )));
         }
     }
-    let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
-    let body: Body =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))?;
+    let body: Body = decode_body(entry)?;
     check_kind(&body.kind, &body.api_version, "dsse")?;
     check_hash(
         &body.spec.payload_hash,
@@ -359,10 +357,7 @@ fn check_hashedrekord(
     signature: &[u8],
     leaf_der: &[u8],
 ) -> Result<()> {
-    let bad = |why: String| Error::BodyMismatch(why);
-    let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
-    let body: RekordBody =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))?;
+    let body: RekordBody = decode_body(entry)?;
     check_kind(&body.kind, &body.api_version, "hashedrekord")?;
     check_hash(&body.spec.data.hash, payload, "an artifact", "this payload")?;
     let same_signature = b64(&body.spec.signature.content).is_ok_and(|sig| sig == signature);
@@ -371,11 +366,18 @@ fn check_hashedrekord(
         .and_then(|pem| pem_certificate(&pem))
         .is_some_and(|der| der == leaf_der);
     if !same_signature || !same_certificate {
-        return Err(bad(
-            "its signature is not this one with this certificate".into()
+        return Err(Error::BodyMismatch(
+            "its signature is not this one with this certificate".into(),
         ));
     }
     Ok(())
+}
+
+/// The entry's canonicalized body, decoded as `T`.
+fn decode_body<T: serde::de::DeserializeOwned>(entry: &TlogEntry) -> Result<T> {
+    let bad = |why: String| Error::BodyMismatch(why);
+    let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
+    serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))
 }
 
 /// The body is a `kind` 0.0.1 entry.
