@@ -6,7 +6,8 @@
 //! and `realloc`, a main core module that imports that memory (and, when a
 //! behaviour needs them, WASI's clock and poll functions or the host's `log`,
 //! `record-event` and `statvfs`), extra core instances for the memory and
-//! table bombs, and a shim that exports `nodestatus:plugin/setter@0.1.0`.
+//! table bombs, and a shim that exports `nodestatus:plugin/setter@0.1.0`
+//! (or `@0.2.0`: [`part_component`]).
 //!
 //! Each failure at the guest boundary has a component here that causes it
 //! (the kind it gets in brackets): [`Behaviour::Trap`] and
@@ -58,6 +59,9 @@ pub enum Behaviour {
     },
     /// Returns its input unchanged.
     Echo,
+    /// A 0.2 component ([`part_component`]): returns `ok(none)`, the node
+    /// holds its part. A 0.1 one echoes.
+    Held,
     /// Blocks in a host call: subscribes to a monotonic-clock timer of one
     /// hour and blocks on the pollable (`wasi:io/poll`).
     Sleep,
@@ -132,6 +136,13 @@ pub fn component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
     component_with_metadata(name, None, behaviour)
 }
 
+/// A component of WIT 0.2 named `name` whose `set` does `behaviour`: it
+/// exports `nodestatus:plugin/setter@0.2.0`, and what `set` gives back
+/// (`Return`'s text, the echoed node, ...) is its part.
+pub fn part_component(name: &str, behaviour: &Behaviour) -> Vec<u8> {
+    build(name, None, behaviour, true)
+}
+
 /// A component named `name` whose `metadata` does `metadata` (`Spin`, `Trap`
 /// or `Sleep`; `None` answers normally) and whose `set` does `set`.
 pub fn component_with_metadata(
@@ -139,6 +150,11 @@ pub fn component_with_metadata(
     metadata: Option<&Behaviour>,
     set: &Behaviour,
 ) -> Vec<u8> {
+    build(name, metadata, set, false)
+}
+
+/// The component: of WIT 0.2 with `part`, else of 0.1.0.
+fn build(name: &str, metadata: Option<&Behaviour>, set: &Behaviour, part: bool) -> Vec<u8> {
     let version = b"0.0.1";
     let (name_off, ver_off) = (STR, STR + name.len() as u32);
     let payload: Vec<u8> = match set {
@@ -227,7 +243,7 @@ pub fn component_with_metadata(
                 payload.len()
             )
         }
-        Behaviour::Echo | Behaviour::ManyMemories { .. } => echo.clone(),
+        Behaviour::Echo | Behaviour::Held | Behaviour::ManyMemories { .. } => echo.clone(),
         Behaviour::Sleep => sleep.clone(),
         Behaviour::Recurse => "(drop (call $recurse (i32.const 0))) unreachable".to_owned(),
         Behaviour::GrowTables { instances } => {
@@ -450,7 +466,34 @@ pub fn component_with_metadata(
     }
 
     let info = r#"(record (field "name" string) (field "version" string) (field "description" string) (field "paths" (list string)) (field "env" (list string)) (field "affects-readiness" bool))"#;
-    let set_ty = r#"(param "node" string) (result (result string (error string)))"#;
+    // 0.2's `set` returns `result<option<string>, string>`: `set2` moves an
+    // `ok`'s string one slot on and writes the option's `some` before it.
+    let (set_ty, set_fn, setter) = match part {
+        false => (
+            r#"(param "node" string) (result (result string (error string)))"#,
+            "set",
+            "nodestatus:plugin/setter@0.1.0",
+        ),
+        true => (
+            r#"(param "node" string) (result (result (option string) (error string)))"#,
+            "set2",
+            "nodestatus:plugin/setter@0.2.0",
+        ),
+    };
+    let some = u8::from(!matches!(set, Behaviour::Held));
+    let set2 = format!(
+        "(func (export \"set2\") (param i32 i32) (result i32)
+      (drop (call $set (local.get 0) (local.get 1)))
+      (if (i32.eqz (i32.load8_u (i32.const {RET})))
+        (then
+          (i32.store (i32.const {r12}) (i32.load (i32.const {r8})))
+          (i32.store (i32.const {r8}) (i32.load (i32.const {r4})))
+          (i32.store8 (i32.const {r4}) (i32.const {some}))))
+      (i32.const {RET}))",
+        r4 = RET + 4,
+        r8 = RET + 8,
+        r12 = RET + 12,
+    );
     let wat = format!(
         r#"(component $C
   {imports}
@@ -481,14 +524,15 @@ pub fn component_with_metadata(
     (func $recurse (param i32) (result i32)
       (i32.add (call $recurse (i32.add (local.get 0) (i32.const 1))) (i32.const 1)))
     (func (export "metadata") (result i32) {meta_body})
-    (func (export "set") (param i32 i32) (result i32) {body}))
+    (func $set (export "set") (param i32 i32) (result i32) {body})
+    {set2})
   (core instance $i (instantiate $m
     (with "mem" (instance $mem))
     {env_with}
     {main_with}))
   (type $info {info})
   (func $metadata (result $info) (canon lift (core func $i "metadata") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
-  (func $set {set_ty} (canon lift (core func $i "set") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+  (func $set {set_ty} (canon lift (core func $i "{set_fn}") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
   (component $shim
     (type $info' {info})
     (import "import-type-plugin-info" (type $info (eq $info')))
@@ -501,7 +545,7 @@ pub fn component_with_metadata(
     (with "import-type-plugin-info" (type $info))
     (with "import-func-metadata" (func $metadata))
     (with "import-func-set" (func $set))))
-  (export "nodestatus:plugin/setter@0.1.0" (instance $setter)))"#,
+  (export "{setter}" (instance $setter)))"#,
         ver = escape(version),
         rec = escape(&rec),
         rec_oob = escape(&rec_oob),
@@ -529,12 +573,12 @@ pub fn wrong_world() -> Vec<u8> {
 }
 
 /// A component built against a future, incompatible WIT version: it exports
-/// `nodestatus:plugin/setter@0.2.0` instead of `@0.1.x`.
+/// `nodestatus:plugin/setter@0.3.0` instead of `@0.1.x` or `@0.2.x`.
 pub fn wrong_version(name: &str) -> Vec<u8> {
     replace_bytes(
         &component(name, &Behaviour::Echo),
         b"nodestatus:plugin/setter@0.1.0",
-        b"nodestatus:plugin/setter@0.2.0",
+        b"nodestatus:plugin/setter@0.3.0",
     )
 }
 

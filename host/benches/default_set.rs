@@ -8,26 +8,32 @@
 //!   `nodestatus_sdk::run::<S>` on the same JSON, with the same config and the
 //!   host's own fact reader behind the SDK's fact functions;
 //! - `pass/default/wasm`: one `pipeline::pass` of all eleven, in the
-//!   kubelet's order, with the host's checks (output parse, diff, field
-//!   policy, ownership) and a fresh fact snapshot per pass, as the sync loop
-//!   runs it;
+//!   kubelet's order, with the host's checks (each part's parse, field
+//!   policy, merge, ownership) and a fresh fact snapshot per pass, as the
+//!   sync loop runs it;
 //! - `pass/default/wasm-steady`: the same over the node that a previous pass
 //!   made, with every heartbeat old: the sync loop's usual pass, in which
-//!   the condition setters move their heartbeats and the rest change nothing;
-//! - `pass/default/native`: the eleven native setters chained on the JSON.
+//!   every part is what the node holds and only the conditions' heartbeats
+//!   move;
+//! - `pass/default/native`: the eleven native setters, each on the node's
+//!   JSON (each returns its part, which is no node to chain: the host's
+//!   merge is not done natively).
 //! - `setter/<name>/wasm-fresh` and `pass/default/wasm-fresh`: the same
 //!   plugins with `reuseInstance: false`, a fresh instance per call (the
 //!   shipped config reuses one per plugin).
 //! - `pass/default/host` and `pass/default/host-steady`: the host's own work
-//!   around the calls in a pass, measured as the pass minus the sum of its
-//!   eleven calls, both timed in the same iteration: one `pass`, then
-//!   the eleven `call_set`s alone on the very inputs that pass gave them
-//!   (each setter's output is the next one's input), with the pass's own
-//!   fact snapshot, which the pass has read by then. What is left is the
-//!   host's work: reading the facts (and copying into the pass's `/proc`
-//!   snapshot directory the files its setters open), the serialization of
-//!   the input, the parse of each changed output, diff, validation, field
-//!   policy, ownership and the final annotation.
+//!   around the calls in a pass, measured as the pass minus its eleven calls
+//!   into the sandbox, each timed by the pass itself
+//!   (`SetterReport::called`). What is left is the host's work: reading the
+//!   facts (and copying into the pass's `/proc` snapshot directory the files
+//!   its setters open), the serialization of the input, the parse of each
+//!   part, the field policy, the merge (a node built and validated only when
+//!   a part changes it), ownership and the final annotation.
+//! - `compat/os-arch/wit-0.1/*` and `compat/os-arch/wit-0.2/*`: os-arch of
+//!   WIT 0.1.1 (the component in `tests/fixtures/wit-0.1`) beside the
+//!   shipped 0.2 build, each alone: its call, and a pass of it alone over
+//!   the steady node (the host's diff of a whole node against its merge of
+//!   a part).
 //! - `facts/proc-all` and `facts/proc-default`: one pass's filtered `/proc`
 //!   (`Facts::proc_file` from a long-lived `FactSource`, as the sync loop
 //!   keeps one), with all twelve files of the view copied (what every pass
@@ -109,7 +115,7 @@ impl NativeHost for HostFacts {
     }
 }
 
-type NativeRun = fn(&str) -> Result<String, String>;
+type NativeRun = fn(&str) -> Result<Option<String>, String>;
 
 /// The default set in the kubelet's order: name, wasm file, native setter.
 const DEFAULT_SET: &[(&str, &str, NativeRun)] = &[
@@ -174,60 +180,28 @@ fn default_config() -> Config {
         .expect("the default config is valid")
 }
 
-/// The input each plugin of `plugins` gets in a pass over `node`: the
-/// node's JSON, then each setter's output in turn, as `pass` chains
-/// them when every output is accepted.
-fn pass_inputs(runtime: &Runtime, setters: &[Setter], node: &serde_json::Value) -> Vec<String> {
-    let mut json = serde_json::to_string(node).expect("a Value serializes");
-    let ctx = CallContext::default();
-    setters
-        .iter()
-        .map(|p| {
-            let out = p
-                .plugin()
-                .call_set(runtime, &json, ctx.clone())
-                .unwrap_or_else(|e| panic!("{}: {e}", p.name()))
-                .json;
-            std::mem::replace(&mut json, out)
-        })
-        .collect()
-}
-
-/// `iters` times: one timed pass of `set` over `node`, then its calls alone
-/// on `inputs` with the pass's fact snapshot; the sum of the differences
-/// (the host's work), at least 1 ns (criterion refuses a zero).
+/// `iters` times: one timed pass of `set` over `node`, less the time of
+/// its calls into the sandbox (each setter's report says it); the sum of
+/// those differences (the host's work), at least 1 ns (criterion refuses a
+/// zero).
 fn host_work(
     iters: u64,
     runtime: &Runtime,
     set: &PluginSet,
     node: &serde_json::Value,
-    inputs: &[String],
     pass_ctx: impl Fn() -> CallContext,
 ) -> Duration {
-    let mut host: i128 = 0;
+    let mut host = Duration::ZERO;
     for _ in 0..iters {
         let ctx = pass_ctx();
         let started = Instant::now();
-        black_box(pass(
-            runtime,
-            set,
-            black_box(node),
-            &ctx,
-            PassOptions::default(),
-        ));
+        let (out, report) = pass(runtime, set, black_box(node), &ctx, PassOptions::default());
         let pass_time = started.elapsed();
-        let started = Instant::now();
-        for (p, input) in set.setters().iter().zip(inputs) {
-            black_box(
-                p.plugin()
-                    .call_set(runtime, black_box(input), ctx.clone())
-                    .expect("the wasm setter succeeds"),
-            );
-        }
-        let calls_time = started.elapsed();
-        host += pass_time.as_nanos() as i128 - calls_time.as_nanos() as i128;
+        black_box(out);
+        let calls: Duration = report.setters.iter().map(|s| s.called).sum();
+        host += pass_time.saturating_sub(calls);
     }
-    Duration::from_nanos(host.max(1) as u64)
+    host.max(Duration::from_nanos(1))
 }
 
 fn benches(c: &mut Criterion) {
@@ -269,7 +243,7 @@ fn benches(c: &mut Criterion) {
                     let out = p
                         .call_set(&runtime, black_box(&node_json), ctx.clone())
                         .expect("the wasm setter succeeds");
-                    black_box(out.json)
+                    black_box(out.result)
                 })
             });
         }
@@ -348,19 +322,77 @@ fn benches(c: &mut Criterion) {
             // A fresh fact snapshot per pass here too, from the same
             // long-lived source.
             host::set_native_host(Some(Rc::new(HostFacts(Facts::new(source.clone())))));
-            let mut json = node_json.clone();
             for ((_, _, native), cfg) in DEFAULT_SET.iter().zip(&configs) {
                 host::set_native_config(cfg);
-                json = native(&json).expect("the native setter succeeds");
+                black_box(native(black_box(&node_json)).expect("the native setter succeeds"));
             }
-            black_box(json)
         })
     });
     // The host's work: the pass minus its calls, in the same iteration.
     for (id, over) in [("host", &node), ("host-steady", &steady)] {
-        let inputs = pass_inputs(&runtime, set.setters(), over);
         group.bench_function(id, |b| {
-            b.iter_custom(|iters| host_work(iters, &runtime, &set, over, &inputs, pass_ctx))
+            b.iter_custom(|iters| host_work(iters, &runtime, &set, over, pass_ctx))
+        });
+    }
+    group.finish();
+    compat(c, &runtime, &config, &steady, pass_ctx);
+}
+
+/// A WIT 0.1 setter beside its 0.2 build: os-arch of 0.1.1 (the component
+/// of `tests/fixtures/wit-0.1`, built from this repository at f32729a)
+/// and the shipped os-arch of 0.2, each alone in a pass over the node it
+/// leaves itself (from the node a default pass made): the call, and the
+/// pass with the host's work on what it returned (a whole node to compare,
+/// or a part to parse and check).
+fn compat(
+    c: &mut Criterion,
+    runtime: &Runtime,
+    config: &Config,
+    steady: &serde_json::Value,
+    pass_ctx: impl Fn() -> CallContext,
+) {
+    let old = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/wit-0.1/os-arch.wasm"
+    );
+    let settings = config.plugin_settings("os-arch").sandbox;
+    let mut group = c.benchmark_group("compat/os-arch");
+    for (id, file) in [("wit-0.1", old), ("wit-0.2", built::OS_ARCH)] {
+        let plugin = Arc::new(
+            Plugin::load_file(runtime, Path::new(file), &|_| settings.clone())
+                .unwrap_or_else(|e| panic!("loading {file}: {e:#}")),
+        );
+        let set = PluginSet::new(vec![Setter::from(plugin.clone())]);
+        // Its own steady node: what a pass of it alone leaves (the other
+        // plugins' fields released, its own recorded), heartbeats old.
+        let (mut own, report) = pass(runtime, &set, steady, &pass_ctx(), PassOptions::default());
+        if let Some((name, e)) = report.failures().next() {
+            panic!("{name} ({id}) failed in the pass: {e}");
+        }
+        (own, _) = pass(runtime, &set, &own, &pass_ctx(), PassOptions::default());
+        let steady = &own;
+        let json = serde_json::to_string(steady).expect("a Value serializes");
+        group.bench_function(format!("{id}/call"), |b| {
+            let ctx = pass_ctx();
+            b.iter(|| {
+                black_box(
+                    plugin
+                        .call_set(runtime, black_box(&json), ctx.clone())
+                        .expect("the setter succeeds")
+                        .result,
+                )
+            })
+        });
+        group.bench_function(format!("{id}/pass"), |b| {
+            b.iter(|| {
+                black_box(pass(
+                    runtime,
+                    &set,
+                    black_box(steady),
+                    &pass_ctx(),
+                    PassOptions::default(),
+                ))
+            })
         });
     }
     group.finish();

@@ -4,7 +4,8 @@
 //! Run as `exec_plugin-<hash> --exec-plugin`, it reads a Node's JSON on
 //! stdin, runs the kernel-check setter compiled natively from the same source
 //! as its WebAssembly build (`nodestatus_sdk::run::<KernelCheck>`), writes
-//! the Node's JSON on stdout and exits 0 (1 with the error on stderr). The
+//! its part of the Node as JSON on stdout and exits 0 (1 with the error on
+//! stderr). The
 //! facts it needs (`uname`) it reads itself, as an exec plugin does.
 //!
 //! It is a bench target so that `cargo bench -p nodestatus` builds it beside
@@ -30,10 +31,13 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     match nodestatus_sdk::run::<KernelCheck>(&node_json) {
-        Ok(out) => match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Ok(part) => match std::io::stdout()
+            .lock()
+            .write_all(part.unwrap_or_default().as_bytes())
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("cannot write the node: {e}");
+                eprintln!("cannot write the part: {e}");
                 ExitCode::FAILURE
             }
         },

@@ -200,7 +200,7 @@ fn benches(c: &mut Criterion) {
                     let out = plugin
                         .call_set(runtime, black_box(&node_json), ctx.clone())
                         .expect("the guest's set succeeds");
-                    black_box(out.json)
+                    black_box(out.result)
                 })
             });
         }

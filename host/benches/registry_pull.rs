@@ -90,7 +90,7 @@ fn main() {
     let key = PrivateKey::read(&private).unwrap();
     let client = Client::new(registry.registries()).unwrap();
     let meta = PushMeta {
-        world: nodestatus_runtime::WORLD.into(),
+        world: nodestatus_runtime::Interface::V0_2.world().into(),
         version: "1.0.0".into(),
         ..Default::default()
     };

@@ -110,9 +110,13 @@ fn benches(c: &mut Criterion) {
     let wasm_out = plugin
         .call_set(&runtime, &node_json, CallContext::default())
         .expect("the wasm setter succeeds")
-        .json;
-    let native_out =
-        nodestatus_sdk::run::<KernelCheck>(&node_json).expect("the native setter succeeds");
+        .result;
+    let nodestatus_runtime::SetResult::Part(Some(wasm_out)) = wasm_out else {
+        panic!("kernel-check returns a part: {wasm_out:?}");
+    };
+    let native_out = nodestatus_sdk::run::<KernelCheck>(&node_json)
+        .expect("the native setter succeeds")
+        .expect("the SDK always returns a part");
     eprintln!(
         "node JSON: {} bytes in, {} bytes out (wasm), {} bytes out (native)",
         node_json.len(),
@@ -147,7 +151,7 @@ fn benches(c: &mut Criterion) {
             let out = plugin
                 .call_set(&runtime, black_box(&node_json), ctx.clone())
                 .expect("the wasm setter succeeds");
-            black_box(out.json)
+            black_box(out.result)
         })
     });
 

@@ -2,8 +2,11 @@
  * nodestatus.h: write nodestatus node-status setters in C.
  *
  * The C counterpart of the Rust SDK in sdk/. A setter is a WebAssembly
- * component implementing the WIT world `nodestatus:plugin/plugin@0.1.1`
- * (wit/setter.wit). With this SDK a plugin is one C file:
+ * component implementing the WIT world `nodestatus:plugin/plugin@0.2.0`
+ * (wit/plugin.wit, with wit/deps/): `set` is given the whole node and
+ * returns the setter's part of it, the fields it sets. The SDK records what
+ * the setter writes through the node's helpers and returns that part. With
+ * this SDK a plugin is one C file:
  *
  *     #include "nodestatus.h"
  *
@@ -30,7 +33,8 @@
  *   src/[a-z]*.c         the SDK, one file per concern (plain C11 + libc):
  *                          json.c (the DOM), json_text.c (parse, serialize,
  *                          UTF-8), quantity.c, time.c, node.c, condition.c,
- *                          run.c (ns_run), util.c (allocation, errors, files);
+ *                          part.c (the part), run.c (ns_run), util.c
+ *                          (allocation, errors, files);
  *                          src/internal.h is what they share
  *   nodestatus_wasm.c    the glue to the wit-bindgen C bindings (WebAssembly only)
  *   nodestatus_native.c  native stand-ins for the host functions, for unit tests
@@ -254,7 +258,24 @@ typedef struct ns_condition {
 /* Node                                                                */
 /* ------------------------------------------------------------------ */
 
-/* A v1.Node, as JSON. */
+/* A v1.Node, as JSON, and the record of the fields the setter wrote in it.
+ *
+ * The part (ns_node_part, what ns_run returns) holds every field written,
+ * even to the value the node already held (a field left out is one the
+ * setter no longer sets, and the host removes it), at its value after the
+ * call: a removed key as null, a removed condition as
+ * {"type": T, "$patch": "delete"}. Reads after writes see the writes.
+ * - Labels, annotations, capacity, allocatable and nodeInfo keys and
+ *   conditions (by type) are fields one by one: the helpers write them.
+ * - Another key of status (addresses, ...) is one field: ns_node_set_status,
+ *   ns_node_remove_status, ns_node_status_mut.
+ * - ns_node_status_mut, ns_node_set_status and ns_node_remove_status of a
+ *   keyed section (capacity, allocatable, nodeInfo, conditions) claim the
+ *   whole section: every key in it after the call is in the part (and a key
+ *   removed from it, as null).
+ * - ns_node_root, ns_node_status and ns_node_metadata give the node itself,
+ *   to read. A change made there, outside the helpers, is one the SDK cannot
+ *   attribute: ns_run fails with a message that names the field. */
 typedef struct ns_node ns_node;
 
 /* Parses a Node. Fails (NULL, err set) on text that is not a JSON object, or
@@ -262,26 +283,41 @@ typedef struct ns_node ns_node;
 ns_node *ns_node_parse(const char *json, size_t len, ns_error *err);
 /* A node with only a name, for tests and examples. */
 ns_node *ns_node_named(const char *name);
-/* The Node as JSON (malloc'd, NUL-terminated; length in *len if not NULL). */
+/* The whole Node as JSON (malloc'd, NUL-terminated; length in *len if not
+ * NULL); not the part (ns_node_part_json). */
 char *ns_node_to_json(const ns_node *node, size_t *len);
 void ns_node_free(ns_node *node);
-/* The whole document, to read or change anything the helpers do not cover. */
+/* The whole document, to read anything the helpers do not cover (a change
+ * made in it fails ns_run: see ns_node). */
 ns_json *ns_node_root(ns_node *node);
+/* The setter's part: every field written so far (see ns_node); no kind,
+ * apiVersion or name, no empty section ({} when nothing was written). The
+ * caller frees it (ns_json_free). */
+ns_json *ns_node_part(const ns_node *node);
+/* The part as JSON (malloc'd, NUL-terminated; length in *len if not NULL). */
+char *ns_node_part_json(const ns_node *node, size_t *len);
 
 /* metadata.name, or "". */
 const char *ns_node_name(const ns_node *node);
-/* A field of metadata / status, or NULL when absent or null. */
+/* A field of metadata / status, or NULL when absent or null: to read, not
+ * to change (see ns_node; ns_node_status_mut is for changing). */
 ns_json *ns_node_metadata(const ns_node *node, const char *key);
 ns_json *ns_node_status(const ns_node *node, const char *key);
-/* Replaces a field of status (taking ownership of value), unless it already
- * holds an equal value. */
+/* Replaces a field of status (taking ownership of value), which the setter
+ * then sets; for a keyed section, every key in it after the call. */
 void ns_node_set_status(ns_node *node, const char *key, ns_json *value);
-/* Removes a field of status; returns whether it was there. */
+/* Removes a field of status (its keys, for a keyed section); returns whether
+ * it was there. */
 bool ns_node_remove_status(ns_node *node, const char *key);
+/* A field of status to change in place, set to `default_value` (taken over;
+ * NULL: an empty object) first when it is absent; otherwise default_value is
+ * freed. The setter sets the whole field; for a keyed section (capacity,
+ * allocatable, nodeInfo, conditions), every key in it after the call. */
+ns_json *ns_node_status_mut(ns_node *node, const char *key, ns_json *default_value);
 
-/* Labels and annotations. Getters return NULL when absent. Setters are
- * no-ops when the value is already that; removers return whether the key
- * was there. */
+/* Labels and annotations. Getters return NULL when absent. Setters and
+ * removers write the field (in the part, even when the node held that
+ * already); removers return whether the key was there. */
 const char *ns_node_label(const ns_node *node, const char *key);
 void ns_node_set_label(ns_node *node, const char *key, const char *value);
 bool ns_node_remove_label(ns_node *node, const char *key);
@@ -324,7 +360,8 @@ ns_transition ns_node_set_condition(ns_node *node, const char *type, ns_status s
 ns_transition ns_node_set_condition_at(ns_node *node, const char *type, ns_status status,
                                        const char *reason, const char *message,
                                        const char *now);
-/* Removes a condition; returns whether it was there. */
+/* Removes a condition; returns whether it was there. The part says so
+ * ({"type": T, "$patch": "delete"}) either way. */
 bool ns_node_remove_condition(ns_node *node, const char *type);
 
 /* ------------------------------------------------------------------ */
@@ -346,9 +383,11 @@ typedef struct ns_metadata {
  * (a failure without a message is reported as "setter failed"). */
 typedef int (*ns_set_fn)(ns_node *node, ns_error *err);
 
-/* Runs a setter over a Node's JSON: parse, set, serialize. Returns the new
- * JSON (malloc'd; length in *out_len), or NULL with err set. The export glue
- * calls it; tests call it natively with the same JSON. */
+/* Runs a setter over a Node's JSON: parse, set, and the setter's part of the
+ * node (ns_node_part_json). Returns the part's JSON (malloc'd; length in
+ * *out_len), or NULL with err set. The export glue calls it, and returns
+ * `some(part)`; tests call it natively with the same JSON (and
+ * ns_native_apply gives the node as the host has it after the merge). */
 char *ns_run(ns_set_fn set, const char *json, size_t len, size_t *out_len, ns_error *err);
 
 /* Exports a plugin: `metadata_fn` is `ns_metadata f(void)`, `set_fn` an
@@ -451,6 +490,23 @@ void ns_strings_free(char **list, size_t n);
 void ns_native_set_config(const char *json);
 void ns_native_set_problems(const char *const *problems); /* NULL-terminated */
 void ns_native_set_log(FILE *f);
+/* The node as the host has it after merging a setter's part into it (JSON
+ * text each; part NULL is the WIT's `none`: nothing changes): a label,
+ * annotation, capacity, allocatable or nodeInfo key is set, or removed when
+ * null; a condition replaces the one of its type (or is appended), and
+ * {"type": T, "$patch": "delete"} removes it; the host stamps the
+ * conditions' times (heartbeat `now`; transition `now` only when the status
+ * changed; `now` NULL: the current time); any other field is replaced whole,
+ * or removed when null; kind, apiVersion and metadata.name are not merged.
+ * Returns the merged node's JSON (malloc'd), or NULL with err set when either
+ * does not parse. */
+char *ns_native_merge(const char *node_json, const char *part_json, const char *now, ns_error *err);
+/* ns_run, then ns_native_merge of its part into `json`: the node as the host
+ * has it after this setter's call (malloc'd), or NULL with err set. The part
+ * stays readable with ns_native_last_part until the next call. */
+char *ns_native_apply(ns_set_fn set, const char *json, ns_error *err);
+/* The part of the last ns_native_apply call, or NULL. */
+const char *ns_native_last_part(void);
 #endif
 
 /* Small helpers every setter needs. */

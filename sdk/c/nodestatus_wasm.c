@@ -1,8 +1,12 @@
 /*
  * nodestatus_wasm.c: the glue between the SDK and the C bindings that
  * `wit-bindgen c wit --world plugin` generates (plugin.h, plugin.c,
- * plugin_component_type.o). Compile it with the plugin for wasm32-wasi; the
- * plugin itself never sees the bindings.
+ * plugin_component_type.o) from the wit/ directory: the world
+ * nodestatus:plugin/plugin@0.2.0, which exports setter@0.2.0 and imports
+ * host@0.1.1 (wit/deps/plugin-0.1); with two versions of the package, the
+ * bindings' names carry the version (nodestatus_plugin_0_1_1_host_log,
+ * exports_nodestatus_plugin_0_2_0_setter_set). Compile it with the plugin
+ * for wasm32-wasi; the plugin itself never sees the bindings.
  *
  * Ownership, as the generated bindings define it:
  * - an exported function's string arguments belong to the callee, which
@@ -52,7 +56,7 @@ static plugin_list_string_t out_list(const char *const *items) {
 
 /* ---- exports ---- */
 
-void exports_nodestatus_plugin_setter_metadata(exports_nodestatus_plugin_setter_plugin_info_t *ret) {
+void exports_nodestatus_plugin_0_2_0_setter_metadata(exports_nodestatus_plugin_0_2_0_setter_plugin_info_t *ret) {
     ns_metadata m = nodestatus_plugin_metadata();
     ret->name = out_string(m.name);
     ret->version = out_string(m.version);
@@ -62,7 +66,10 @@ void exports_nodestatus_plugin_setter_metadata(exports_nodestatus_plugin_setter_
     ret->affects_readiness = m.affects_readiness;
 }
 
-bool exports_nodestatus_plugin_setter_set(plugin_string_t *node, plugin_string_t *ret, plugin_string_t *err) {
+/* set: result<option<string>, string>. The SDK always returns some(part),
+ * the fields the setter wrote ("{}" when it wrote none), never none. */
+bool exports_nodestatus_plugin_0_2_0_setter_set(plugin_string_t *node, plugin_option_string_t *ret,
+                                               plugin_string_t *err) {
     ns_error e = {0};
     size_t len = 0;
     char *out = ns_run(nodestatus_plugin_set, (const char *)node->ptr, node->len, &len, &e);
@@ -73,8 +80,9 @@ bool exports_nodestatus_plugin_setter_set(plugin_string_t *node, plugin_string_t
         return false;
     }
     /* The serializer writes valid UTF-8 already: hand the buffer over. */
-    ret->ptr = (uint8_t *)out;
-    ret->len = len;
+    ret->is_some = true;
+    ret->val.ptr = (uint8_t *)out;
+    ret->val.len = len;
     return true;
 }
 
@@ -94,19 +102,19 @@ void ns_log(ns_log_level level, const char *fmt, ...) {
     va_end(ap);
     plugin_string_t msg = out_string(s);
     free(s);
-    nodestatus_plugin_host_log((nodestatus_plugin_host_level_t)level, &msg);
+    nodestatus_plugin_0_1_1_host_log((nodestatus_plugin_0_1_1_host_level_t)level, &msg);
     free(msg.ptr);
 }
 
 char *ns_config_json(void) {
     plugin_string_t s;
-    nodestatus_plugin_host_config(&s);
+    nodestatus_plugin_0_1_1_host_config(&s);
     return take_string(&s);
 }
 
 ns_json *ns_config(ns_error *err) {
     plugin_string_t s;
-    nodestatus_plugin_host_config(&s);
+    nodestatus_plugin_0_1_1_host_config(&s);
     ns_error e = {0};
     ns_json *v = ns_json_parse((const char *)s.ptr, s.len, &e);
     plugin_string_free(&s);
@@ -117,16 +125,16 @@ ns_json *ns_config(ns_error *err) {
 
 void ns_record_event(ns_event_type type, const char *reason, const char *message) {
     plugin_string_t r = out_string(reason), m = out_string(message);
-    nodestatus_plugin_host_record_event(type == NS_EVENT_WARNING ? NODESTATUS_PLUGIN_HOST_EVENT_TYPE_WARNING
-                                                                 : NODESTATUS_PLUGIN_HOST_EVENT_TYPE_NORMAL,
+    nodestatus_plugin_0_1_1_host_record_event(type == NS_EVENT_WARNING ? NODESTATUS_PLUGIN_0_1_1_HOST_EVENT_TYPE_WARNING
+                                                                 : NODESTATUS_PLUGIN_0_1_1_HOST_EVENT_TYPE_NORMAL,
                                         &r, &m);
     free(r.ptr);
     free(m.ptr);
 }
 
 void ns_system_info_get(ns_system_info *out) {
-    nodestatus_plugin_host_system_info_t s;
-    nodestatus_plugin_host_system(&s);
+    nodestatus_plugin_0_1_1_host_system_info_t s;
+    nodestatus_plugin_0_1_1_host_system(&s);
     out->hostname = take_string(&s.hostname);
     out->kernel_release = take_string(&s.kernel_release);
     out->kernel_version = take_string(&s.kernel_version);
@@ -139,13 +147,13 @@ void ns_system_info_get(ns_system_info *out) {
 }
 
 size_t ns_network_interfaces(ns_network_interface **out) {
-    nodestatus_plugin_host_list_network_interface_t l;
-    nodestatus_plugin_host_network_interfaces(&l);
+    nodestatus_plugin_0_1_1_host_list_network_interface_t l;
+    nodestatus_plugin_0_1_1_host_network_interfaces(&l);
     *out = NULL;
     if (l.len == 0) return 0;
     ns_network_interface *ifs = ns_xmalloc(sizeof *ifs * l.len);
     for (size_t i = 0; i < l.len; i++) {
-        nodestatus_plugin_host_network_interface_t *h = &l.ptr[i];
+        nodestatus_plugin_0_1_1_host_network_interface_t *h = &l.ptr[i];
         ifs[i].name = take_string(&h->name);
         ifs[i].up = h->up;
         ifs[i].loopback = h->loopback;
@@ -157,15 +165,15 @@ size_t ns_network_interfaces(ns_network_interface **out) {
         }
     }
     size_t n = l.len;
-    nodestatus_plugin_host_list_network_interface_free(&l); /* the strings were taken */
+    nodestatus_plugin_0_1_1_host_list_network_interface_free(&l); /* the strings were taken */
     *out = ifs;
     return n;
 }
 
 int ns_statvfs(const char *path, ns_fs_stats *out, ns_error *err) {
     plugin_string_t p = out_string(path), e;
-    nodestatus_plugin_host_fs_stats_t st;
-    bool ok = nodestatus_plugin_host_statvfs(&p, &st, &e);
+    nodestatus_plugin_0_1_1_host_fs_stats_t st;
+    bool ok = nodestatus_plugin_0_1_1_host_statvfs(&p, &st, &e);
     free(p.ptr);
     memset(out, 0, sizeof *out);
     if (!ok) {
@@ -185,7 +193,7 @@ int ns_statvfs(const char *path, ns_fs_stats *out, ns_error *err) {
 
 size_t ns_node_problems(char ***out) {
     plugin_list_string_t l;
-    nodestatus_plugin_host_node_problems(&l);
+    nodestatus_plugin_0_1_1_host_node_problems(&l);
     *out = NULL;
     if (l.len == 0) return 0;
     char **list = ns_xmalloc(sizeof(char *) * l.len);

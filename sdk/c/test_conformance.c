@@ -1,7 +1,7 @@
 /*
  * The shared conformance vectors in sdk/conformance/ (quantities, the
- * condition rules, RFC 3339 times), which the Rust, Python and JS SDKs run
- * too. Compiled natively; the argument is the vectors' folder:
+ * condition rules, RFC 3339 times, the part a 0.2 setter returns), which the
+ * Rust, Python and JS SDKs run too. Compiled natively; the argument is the vectors' folder:
  *
  *   gcc -std=c11 -Wall -Wextra -Werror -DNODESTATUS_NATIVE \
  *       test_conformance.c src/[a-z]*.c nodestatus_native.c -o test_conformance &&
@@ -220,6 +220,106 @@ static void time_written(const ns_json *c) {
     CHECK_STR(ns_rfc3339(secs, buf), str(c, "rfc3339"));
 }
 
+/* One op of part.json through the node API. */
+static void apply_op(ns_node *node, const ns_json *op) {
+    const char *name = ns_json_str(ns_json_at(op, 0));
+    const char *a = ns_json_str(ns_json_at(op, 1)), *b = ns_json_str(ns_json_at(op, 2));
+    ns_quantity q;
+    if (!name) name = "";
+    if (strcmp(name, "set_label") == 0) ns_node_set_label(node, a, b);
+    else if (strcmp(name, "remove_label") == 0) ns_node_remove_label(node, a);
+    else if (strcmp(name, "set_annotation") == 0) ns_node_set_annotation(node, a, b);
+    else if (strcmp(name, "remove_annotation") == 0) ns_node_remove_annotation(node, a);
+    else if (strcmp(name, "set_condition") == 0)
+        ns_node_set_condition(node, a, ns_status_parse(b), ns_json_str(ns_json_at(op, 3)),
+                              ns_json_str(ns_json_at(op, 4)));
+    else if (strcmp(name, "remove_condition") == 0) ns_node_remove_condition(node, a);
+    else if (strcmp(name, "set_capacity") == 0 && ns_quantity_parse(b, &q, NULL)) ns_node_set_capacity(node, a, q);
+    else if (strcmp(name, "set_allocatable") == 0 && ns_quantity_parse(b, &q, NULL)) ns_node_set_allocatable(node, a, q);
+    else if (strcmp(name, "remove_resource") == 0) ns_node_remove_resource(node, a);
+    else if (strcmp(name, "set_node_info") == 0) ns_node_set_info(node, a, b);
+    else if (strcmp(name, "set_addresses") == 0) {
+        const ns_json *list = ns_json_at(op, 1);
+        ns_address addrs[16];
+        size_t n = ns_json_len(list) < 16 ? ns_json_len(list) : 16;
+        for (size_t i = 0; i < n; i++) {
+            addrs[i].type = ns_json_str(ns_json_at(ns_json_at(list, i), 0));
+            addrs[i].address = ns_json_str(ns_json_at(ns_json_at(list, i), 1));
+        }
+        ns_node_set_addresses(node, addrs, n);
+    } else {
+        fprintf(stderr, "part.json: unknown op %s\n", name);
+        exit(2);
+    }
+}
+
+/* A part as the vectors compare it: conditions on type, status, reason and
+ * message (and $patch), an empty reason or message as absent. Frees part. */
+static ns_json *comparable(ns_json *part) {
+    ns_json *list = ns_json_path(part, "status", "conditions", NULL);
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        ns_json *c = ns_json_at(list, i), *kept = ns_json_object();
+        static const char *const keys[] = {"type", "status", "reason", "message", "$patch"};
+        for (size_t k = 0; k < 5; k++) {
+            const ns_json *v = ns_json_get(c, keys[k]);
+            if (v && !(k > 0 && ns_json_str(v) && ns_json_str(v)[0] == '\0')) ns_json_set(kept, keys[k], ns_json_clone(v));
+        }
+        /* Replace c's members with kept's. */
+        while (ns_json_len(c)) ns_json_remove(c, ns_json_key_at(c, 0));
+        for (size_t k = 0; k < ns_json_len(kept); k++)
+            ns_json_set(c, ns_json_key_at(kept, k), ns_json_clone(ns_json_value_at(kept, k)));
+        ns_json_free(kept);
+    }
+    return part;
+}
+
+static const ns_json *current_ops;
+
+static int set_ops(ns_node *node, ns_error *err) {
+    (void)err;
+    for (size_t i = 0; i < ns_json_len(current_ops); i++) apply_op(node, ns_json_at(current_ops, i));
+    return 0;
+}
+
+static void check_part(const char *name, const char *how, ns_json *got, const ns_json *want) {
+    got = comparable(got);
+    checks++;
+    if (!ns_json_equal(got, want)) {
+        failures++;
+        char *g = ns_json_serialize(got, NULL), *w = ns_json_serialize(want, NULL);
+        fprintf(stderr, "%s (%s): part %s, want %s\n", name, how, g, w);
+        free(g);
+        free(w);
+    }
+    ns_json_free(got);
+}
+
+/* Every case of part.json, through the node API and through ns_run (what
+ * the component's set export returns). */
+static void parts(void) {
+    ns_json *v = vectors("part.json");
+    size_t len = 0;
+    char *node_json = ns_json_serialize(ns_json_get(v, "node"), &len);
+    ns_json *list = cases(v, "cases");
+    for (size_t i = 0; i < ns_json_len(list); i++) {
+        const ns_json *c = ns_json_at(list, i);
+        const char *name = str(c, "name");
+        current_ops = ns_json_get(c, "ops");
+        ns_node *node = ns_node_parse(node_json, len, NULL);
+        set_ops(node, NULL);
+        check_part(name, "ns_node_part", ns_node_part(node), ns_json_get(c, "part"));
+        ns_node_free(node);
+        ns_error err = {0};
+        char *out = ns_run(set_ops, node_json, len, NULL, &err);
+        CHECK(out != NULL);
+        if (out) check_part(name, "ns_run", ns_json_parse(out, strlen(out), NULL), ns_json_get(c, "part"));
+        free(out);
+        ns_error_clear(&err);
+    }
+    free(node_json);
+    ns_json_free(v);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) dir = argv[1];
     each_case("quantity.json", "parse", quantity_parses);
@@ -230,5 +330,6 @@ int main(int argc, char **argv) {
     each_case("condition.json", "set", condition_set);
     each_case("condition.json", "remove", condition_removed);
     each_case("time.json", "rfc3339", time_written);
+    parts();
     return check_summary("test_conformance");
 }

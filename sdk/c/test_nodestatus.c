@@ -548,9 +548,15 @@ static void test_run(void) {
     ns_error err = {0};
     size_t len = 0;
     char *out = ns_run(set_ok, "{\"metadata\":{\"name\":\"n\"}}", 25, &len, &err);
-    CHECK_STR(out, "{\"metadata\":{\"name\":\"n\",\"labels\":{\"example.com/ran\":\"yes\"}}}");
+    /* The part: only what the setter wrote. */
+    CHECK_STR(out, "{\"metadata\":{\"labels\":{\"example.com/ran\":\"yes\"}}}");
     CHECK(out && len == strlen(out));
     CHECK(err.message == NULL);
+    free(out);
+    /* The node as the host has it after the merge. */
+    out = ns_native_apply(set_ok, "{\"metadata\":{\"name\":\"n\",\"labels\":{\"a\":\"1\"}}}", &err);
+    CHECK_STR(out, "{\"metadata\":{\"name\":\"n\",\"labels\":{\"a\":\"1\",\"example.com/ran\":\"yes\"}}}");
+    CHECK_STR(ns_native_last_part(), "{\"metadata\":{\"labels\":{\"example.com/ran\":\"yes\"}}}");
     free(out);
 
     out = ns_run(set_fails, "{}", 2, &len, &err);
@@ -599,7 +605,98 @@ static void test_run(void) {
     ns_error_clear(&err);
 }
 
+static void check_part(ns_node *n, const char *want) {
+    char *got = ns_node_part_json(n, NULL);
+    CHECK_STR(got, want);
+    free(got);
+}
+
+static int set_reads_root(ns_node *node, ns_error *err) {
+    (void)err;
+    const char *a = ns_json_get_str(ns_json_path(ns_node_root(node), "metadata", "labels", NULL), "a");
+    ns_node_set_label(node, "k", a ? a : "none");
+    ns_node_set_label(node, "after", "raw");
+    return 0;
+}
+
+static int set_changes_root(ns_node *node, ns_error *err) {
+    (void)err;
+    ns_json_set(ns_json_get(ns_node_root(node), "metadata"), "generateName", ns_json_string("x"));
+    return 0;
+}
+
+static int set_changes_status(ns_node *node, ns_error *err) {
+    (void)err;
+    ns_json *c = ns_json_at(ns_node_status(node, "conditions"), 0);
+    ns_json_set(c, "status", ns_json_string("False"));
+    return 0;
+}
+
+static void test_part(void) {
+    /* A keyed section changed in place is claimed whole. */
+    const char *cap = "{\"metadata\":{\"name\":\"n\"},\"status\":{\"capacity\":{\"cpu\":\"4\",\"x\":\"1\"}}}";
+    ns_node *n = ns_node_parse(cap, strlen(cap), NULL);
+    ns_json *m = ns_node_status_mut(n, "capacity", NULL);
+    ns_json_remove(m, "x");
+    ns_json_set(m, "example.com/y", ns_json_string("2"));
+    ns_quantity q;
+    CHECK(ns_node_capacity(n, "example.com/y", &q) && q.units == 2); /* reads see the writes */
+    check_part(n, "{\"status\":{\"capacity\":{\"cpu\":\"4\",\"x\":null,\"example.com/y\":\"2\"}}}");
+    ns_node_free(n);
+
+    const char *ready = "{\"metadata\":{\"name\":\"n\",\"labels\":{\"a\":\"1\"}},\"status\":{\"conditions\":"
+                        "[{\"type\":\"Ready\",\"status\":\"True\"}],\"images\":[],\"config\":{}}}";
+    n = ns_node_parse(ready, strlen(ready), NULL);
+    ns_json *mine = ns_json_push(ns_node_status_mut(n, "conditions", ns_json_array()), ns_json_object());
+    ns_json_set(mine, "type", ns_json_string("Mine"));
+    ns_node_remove_condition(n, "Ready");
+    check_part(n, "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"$patch\":\"delete\"},{\"type\":\"Mine\"}]}}");
+    ns_node_free(n);
+
+    /* Other status fields are one field. */
+    n = ns_node_parse(ready, strlen(ready), NULL);
+    ns_node_set_status(n, "images", ns_json_array());
+    ns_node_remove_status(n, "config");
+    ns_json_set(ns_node_status_mut(n, "daemonEndpoints", NULL), "port", ns_json_int(10250));
+    check_part(n, "{\"status\":{\"images\":[],\"config\":null,\"daemonEndpoints\":{\"port\":10250}}}");
+    ns_node_free(n);
+
+    /* Reading through ns_node_root is free; changing through it fails. */
+    ns_error err = {0};
+    char *out = ns_run(set_reads_root, ready, strlen(ready), NULL, &err);
+    CHECK_STR(out, "{\"metadata\":{\"labels\":{\"k\":\"1\",\"after\":\"raw\"}}}");
+    free(out);
+    out = ns_run(set_changes_root, ready, strlen(ready), NULL, &err);
+    CHECK(!out && err.message && strstr(err.message, "changed metadata.generateName through ns_node_root"));
+    ns_error_clear(&err);
+    out = ns_run(set_changes_status, ready, strlen(ready), NULL, &err);
+    CHECK(!out && err.message && strstr(err.message, "changed status.conditions[Ready] through"));
+    ns_error_clear(&err);
+
+    /* The host's merge. */
+    const char *part = "{\"metadata\":{\"name\":\"ignored\",\"labels\":{\"a\":null,\"b\":\"2\"}},"
+                       "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"$patch\":\"delete\"},"
+                       "{\"type\":\"X\",\"status\":\"True\"}],\"capacity\":{\"z\":\"1\"},\"images\":null}}";
+    out = ns_native_merge(ready, part, "2030-01-01T00:00:00Z", &err);
+    CHECK_STR(out, "{\"metadata\":{\"name\":\"n\",\"labels\":{\"b\":\"2\"}},\"status\":{\"conditions\":"
+                   "[{\"type\":\"X\",\"status\":\"True\",\"lastHeartbeatTime\":\"2030-01-01T00:00:00Z\","
+                   "\"lastTransitionTime\":\"2030-01-01T00:00:00Z\"}],\"config\":{},\"capacity\":{\"z\":\"1\"}}}");
+    free(out);
+    const char *old = "{\"status\":{\"conditions\":[{\"type\":\"R\",\"status\":\"True\",\"lastTransitionTime\":\"2020\"},"
+                      "{\"type\":\"S\",\"status\":\"True\"}]}}";
+    out = ns_native_merge(old, "{\"status\":{\"conditions\":[{\"type\":\"R\",\"status\":\"True\"}]}}", "2030", &err);
+    CHECK_STR(out, "{\"status\":{\"conditions\":[{\"type\":\"R\",\"status\":\"True\",\"lastHeartbeatTime\":\"2030\","
+                   "\"lastTransitionTime\":\"2020\"},{\"type\":\"S\",\"status\":\"True\"}]}}");
+    free(out);
+    out = ns_native_merge(old, NULL, NULL, &err);
+    CHECK_STR(out, old);
+    free(out);
+    CHECK(ns_native_merge("{", "{}", NULL, &err) == NULL && err.message);
+    ns_error_clear(&err);
+}
+
 int main(void) {
+    test_part();
     test_json_values();
     test_json_strings();
     test_json_malformed();

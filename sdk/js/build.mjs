@@ -1,24 +1,26 @@
 #!/usr/bin/env node
 // Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
-// of the world `nodestatus:plugin/plugin@0.1.1`) with componentize-js:
+// of the world `nodestatus:plugin/plugin@0.2.0`) with componentize-js:
 //
-//   node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js
+//   node build.mjs [--out NAME.wasm] [--wit DIR] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js
 //
 // 1. bundles SETTER.js and what it imports (./nodestatus.js, ./host.js, npm
 //    packages) into one ES module with esbuild (componentize-js does not
 //    follow imports outside the entry's folder);
-// 2. writes a WIT world that is wit/setter.wit's `plugin` plus the WASI
-//    filesystem imports that ./host.js reads granted files with (from jco's
-//    copy of the WASI WIT);
+// 2. writes a WIT world that is the `plugin` world of wit/plugin.wit plus
+//    the WASI filesystem imports that ./host.js reads granted files with
+//    (from jco's copy of the WASI WIT);
 // 3. runs componentize-js (SpiderMonkey; `http` and `fetch-event` disabled)
 //    and writes the component by write-then-rename, and its source map
 //    beside it (OUT.map). The map is also embedded in the bundle, so the
 //    errors a setter reports name the author's file and line, not the
 //    bundle's (./sourcemap.js).
 //
-// --wit: wit/setter.wit of this repository (or a copy); default: the nearest
-//   `wit/setter.wit` or `setter.wit` above SETTER.js, else ../../wit/setter.wit
-//   next to this file.
+// --wit: the wit/ directory of this repository (or a copy of it, with its
+//   deps/: plugin.wit is the package nodestatus:plugin@0.2.0, and
+//   deps/plugin-0.1/setter.wit the host interface it imports); default: the
+//   nearest `wit/` with a plugin.wit above SETTER.js, else ../../wit next to
+//   this file.
 // --modules: the node_modules folder with the pinned tools (package.json in
 //   this folder); default: $NODESTATUS_JS_MODULES, else the nearest
 //   node_modules above the current folder, SETTER.js or this file.
@@ -42,7 +44,7 @@
 //   does with NODESTATUS_JS_AOT=1).
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -73,7 +75,7 @@ const { values: opts, positionals } = parseArgs({
   },
 });
 if (opts.help || positionals.length !== 1) {
-  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR|FILE] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js');
+  console.error('usage: node build.mjs [--out NAME.wasm] [--wit DIR] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js');
   process.exit(opts.help ? 0 : 2);
 }
 if (opts.aot && opts['debug-build']) fail('--aot and --debug-build cannot go together: the AOT engine has no debug build');
@@ -107,19 +109,34 @@ function findModules() {
   fail('no node_modules with @bytecodealliance/componentize-js found; run `npm ci` next to package.json, or pass --modules');
 }
 
+/** The WIT directory: plugin.wit (the root package) and deps/ (the packages it uses). */
 function findWit() {
+  const isWitDir = (d) => existsSync(join(d, 'plugin.wit'));
   if (opts.wit) {
     const p = resolve(opts.wit);
-    const f = existsSync(p) && statSync(p).isDirectory() ? join(p, 'setter.wit') : p;
-    if (!existsSync(f)) fail(`${f}: no such file (--wit wants wit/setter.wit or its folder)`);
-    return f;
+    const d = existsSync(p) && !statSync(p).isDirectory() ? dirname(p) : p;
+    if (!isWitDir(d)) {
+      fail(`${p}: not a WIT directory with plugin.wit (--wit wants the whole wit/ directory, with its deps/, of nodestatus 0.2 or later)`);
+    }
+    return d;
   }
   for (const d of upwards(dirname(entry))) {
-    for (const f of [join(d, 'wit/setter.wit'), join(d, 'setter.wit')]) if (existsSync(f)) return f;
+    if (isWitDir(join(d, 'wit'))) return join(d, 'wit');
   }
-  const repo = join(HERE, '../../wit/setter.wit');
-  if (existsSync(repo)) return repo;
-  fail('no wit/setter.wit found above the setter; copy it from the nodestatus repository or pass --wit');
+  const repo = join(HERE, '../../wit');
+  if (isWitDir(repo)) return repo;
+  fail('no wit/ directory with plugin.wit found above the setter; copy the whole wit/ directory from the nodestatus repository or pass --wit');
+}
+
+/** Every file under dir, as paths relative to it, sorted. */
+function filesUnder(dir, rel = '') {
+  const out = [];
+  for (const e of readdirSync(join(dir, rel), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const r = rel ? join(rel, e.name) : e.name;
+    if (e.isDirectory()) out.push(...filesUnder(dir, r));
+    else out.push(r);
+  }
+  return out;
 }
 
 /** The file a package's `import` resolves to (ESM or CommonJS). */
@@ -133,7 +150,9 @@ function packageEntry(modules, name) {
 }
 
 const modules = findModules();
-const setterWit = findWit();
+const pluginWit = findWit();
+const pluginPackage = /^package\s+(nodestatus:plugin@[^;\s]+)\s*;/m.exec(readFileSync(join(pluginWit, 'plugin.wit'), 'utf8'))?.[1];
+if (!pluginPackage) fail(`${join(pluginWit, 'plugin.wit')}: no \`package nodestatus:plugin@...;\` line`);
 const wasiWit = join(modules, `@bytecodealliance/jco/lib/wit/builtin/${WASI}`);
 if (!existsSync(wasiWit)) fail(`${wasiWit}: missing (is @bytecodealliance/jco installed at the pinned version?)`);
 
@@ -143,9 +162,18 @@ const say = (m) => opts.quiet || console.error(m);
 
 try {
   // The world: the plugin contract plus WASI filesystem (for granted paths).
+  // The plugin's root package goes into deps/ beside the packages it uses
+  // (a deps/ folder holds packages one level deep).
   const wit = join(work, 'wit');
   mkdirSync(join(wit, 'deps/nodestatus-plugin'), { recursive: true });
-  cpSync(setterWit, join(wit, 'deps/nodestatus-plugin/setter.wit'));
+  for (const f of readdirSync(pluginWit).filter((f) => f.endsWith('.wit'))) {
+    cpSync(join(pluginWit, f), join(wit, 'deps/nodestatus-plugin', f));
+  }
+  if (existsSync(join(pluginWit, 'deps'))) {
+    for (const d of readdirSync(pluginWit + '/deps')) {
+      cpSync(join(pluginWit, 'deps', d), join(wit, 'deps', `nodestatus-${d}`), { recursive: true });
+    }
+  }
   for (const p of ['wasi-io', 'wasi-clocks', 'wasi-filesystem']) {
     cpSync(join(wasiWit, p), join(wit, 'deps', p), { recursive: true });
   }
@@ -156,7 +184,7 @@ try {
 package nodestatus:js-plugin@0.1.0;
 
 world plugin {
-    include nodestatus:plugin/plugin@0.1.1;
+    include ${pluginPackage.replace('@', '/plugin@')};
     import wasi:filesystem/preopens@${WASI};
     import wasi:filesystem/types@${WASI};
 }
@@ -216,7 +244,7 @@ world plugin {
   for (const part of [
     readFileSync(bundle),
     readFileSync(join(wit, 'world.wit')),
-    readFileSync(setterWit),
+    ...filesUnder(pluginWit).flatMap((f) => [f, readFileSync(join(pluginWit, f))]),
     readFileSync(fileURLToPath(import.meta.url)), // the build's own options
     `componentize-js ${version('@bytecodealliance/componentize-js')} jco ${version('@bytecodealliance/jco')} node ${process.versions.node}`,
     opts['debug-build'] ? 'debug-build' : '',

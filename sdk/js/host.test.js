@@ -2,8 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
+import { Node, defineSetter } from './nodestatus.js';
 import { normalizePath } from './src/path.js';
-import { fakeHost } from './testing.js';
+import { applySetter, fakeHost, mergePart } from './testing.js';
 
 fakeHost();
 const host = await import('./host.js');
@@ -73,4 +74,51 @@ test('statvfs errors name the path', () => {
   fakeHost({ statvfs: { '/': { totalBytes: 10n, freeBytes: 5n, availableBytes: 4n, totalInodes: 3n, freeInodes: 2n, readOnly: false } } });
   assert.equal(host.statvfs('/').freeBytes, 5n);
   assert.throws(() => host.statvfs('/var'), /statvfs \/var: \/var is not inside a granted path/);
+});
+
+const NODE = {
+  apiVersion: 'v1',
+  kind: 'Node',
+  metadata: { name: 'n1', labels: { a: '1' } },
+  status: {
+    images: [{ names: ['x'], sizeBytes: 1 }],
+    conditions: [
+      { type: 'Ready', status: 'True', lastHeartbeatTime: '2020-01-01T00:00:00Z', lastTransitionTime: '2020-01-01T00:00:00Z' },
+    ],
+  },
+};
+
+test('mergePart does what the host does with a part', () => {
+  const part = {
+    metadata: { name: 'ignored', labels: { a: null, b: '2' } },
+    status: {
+      conditions: [{ type: 'Ready', $patch: 'delete' }, { type: 'X', status: 'True', reason: 'R' }],
+      capacity: { 'example.com/z': '1' },
+      images: null,
+    },
+  };
+  const t = '2030-01-01T00:00:00Z';
+  const out = mergePart(new Node(structuredClone(NODE)), JSON.stringify(part), t);
+  assert.equal(out.name, 'n1');
+  assert.deepEqual(out.labels(), { b: '2' });
+  assert.deepEqual(out.conditions(), [
+    { type: 'X', status: 'True', reason: 'R', lastHeartbeatTime: t, lastTransitionTime: t },
+  ]);
+  assert.deepEqual(out.toJSON().status.capacity, { 'example.com/z': '1' });
+  assert.equal(out.toJSON().status.images, undefined);
+  assert.equal(NODE.status.images.length, 1); // the input is unchanged
+  // A condition whose status holds keeps its transition time; none changes nothing.
+  const kept = mergePart(NODE, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, t);
+  assert.equal(kept.condition('Ready').lastTransitionTime, '2020-01-01T00:00:00Z');
+  assert.equal(kept.condition('Ready').lastHeartbeatTime, t);
+  assert.deepEqual(mergePart(NODE, undefined).toJSON(), NODE);
+});
+
+test('applySetter gives the merged node, and the fake host keeps the parts', () => {
+  const rec = fakeHost();
+  const setter = defineSetter({ metadata: { name: 'x' }, set: (n) => n.setLabel('example.com/x', 'y') });
+  const out = applySetter(setter, NODE);
+  assert.deepEqual(out.labels(), { a: '1', 'example.com/x': 'y' });
+  assert.deepEqual(out.toJSON().status, NODE.status);
+  assert.deepEqual(rec.parts, [{ metadata: { labels: { 'example.com/x': 'y' } } }]);
 });

@@ -207,8 +207,8 @@ test('defineSetter turns set() into the WIT result', () => {
     env: [],
     affectsReadiness: false,
   });
-  const out = JSON.parse(setter.set(sample()));
-  assert.equal(out.metadata.labels['example.com/demo'], 'yes');
+  // The part: only the fields the setter wrote.
+  assert.deepEqual(JSON.parse(setter.set(sample())), { metadata: { labels: { 'example.com/demo': 'yes' } } });
 
   const failing = Node.parse(sample());
   failing.setLabel('fail', 'x');
@@ -233,4 +233,54 @@ test('errorMessage', () => {
   assert.equal(errorMessage('s'), 's');
   assert.equal(errorMessage({ payload: 'p' }), 'p');
   assert.equal(errorMessage(42), '42');
+});
+
+test('a keyed section changed in place is claimed whole', () => {
+  const n = new Node({ metadata: { name: 'n' }, status: { capacity: { cpu: '4', x: '1' } } });
+  const cap = n.statusMut('capacity');
+  delete cap.x;
+  cap['example.com/y'] = '2';
+  assert.equal(n.capacity('example.com/y').toString(), '2'); // reads see the writes
+  assert.deepEqual(n.part(), { status: { capacity: { cpu: '4', x: null, 'example.com/y': '2' } } });
+
+  const c = Node.parse(sample());
+  c.statusMut('conditions').push({ type: 'Mine', status: 'True' });
+  c.removeCondition('Ready');
+  assert.deepEqual(c.part().status.conditions, [
+    { type: 'Ready', $patch: 'delete' },
+    { type: 'Mine', status: 'True' },
+  ]);
+});
+
+test('other status fields are one field', () => {
+  const n = Node.parse(sample());
+  n.setStatus('images', []);
+  n.removeStatus('config');
+  n.statusMut('daemonEndpoints').kubeletEndpoint = { Port: 10250 };
+  assert.deepEqual(n.part(), {
+    status: { images: [], config: null, daemonEndpoints: { kubeletEndpoint: { Port: 10250 } } },
+  });
+  const a = new Node({ status: { allocatable: { cpu: '1' } } });
+  a.removeStatus('allocatable');
+  assert.deepEqual(a.part(), { status: { allocatable: { cpu: null } } });
+});
+
+test('reading node.object is free, changing it fails the call', () => {
+  const reader = defineSetter({
+    metadata: { name: 'reader' },
+    set(node) {
+      node.setLabel('k', node.object.metadata.labels.a);
+      node.setLabel('after', 'raw');
+    },
+  });
+  assert.deepEqual(JSON.parse(reader.set(sample())), { metadata: { labels: { k: '1', after: 'raw' } } });
+  for (const [change, where] of [
+    [(o) => (o.metadata.labels.x = 'y'), 'metadata.labels[x]'],
+    [(o) => (o.spec.unschedulable = true), 'spec'],
+    [(o) => (o.status.conditions[0].status = 'False'), 'status.conditions[Ready]'],
+    [(o) => (o.status.phase = 'Running'), 'status.phase'],
+  ]) {
+    const s = defineSetter({ metadata: { name: 'raw' }, set: (node) => change(node.object) });
+    assert.throws(() => s.set(sample()), (e) => typeof e === 'string' && e.includes(`changed ${where} in node.object`));
+  }
 });

@@ -8,15 +8,20 @@
 //   const host = fakeHost({ config: { maxLoadPerCpu: 1 }, system: { cpus: 4 },
 //                           files: { '/proc/loadavg': '0.5 0.5 0.5 1/100 42\n' } });
 //   const { setter } = await import('./setter.js');   // after fakeHost()
-//   const out = JSON.parse(setter.set(JSON.stringify(node)));
+//   const part = JSON.parse(setter.set(JSON.stringify(node)));  // the fields it sets
+//   const after = applySetter(setter, node);  // the Node as the host has it after the merge
 //   host.events;  // [{ type, reason, message }]
+//   host.parts;   // the parts its calls returned
 //
 // Call fakeHost() again to change the description between tests; the setter
 // module sees the new one at once. Node.js only (it registers module hooks).
 
 import { register } from 'node:module';
 
+import { clone, isObject } from './src/json.js';
+import { Node } from './src/node.js';
 import { normalizePath } from './src/path.js';
+import { now as nowTime } from './src/time.js';
 
 const STATE = Symbol.for('nodestatus.fakeHost');
 
@@ -128,8 +133,9 @@ class FakeDir {
  * - `networkInterfaces`, `nodeProblems`: what those return;
  * - `statvfs`: `{ '/path': fsStats }` or a function `(path) => fsStats`.
  *
- * Returns `{ logs, events }`, filled as the setter runs: logs are
- * `{ level, message }`, events `{ type, reason, message }`.
+ * Returns `{ logs, events, parts }`, filled as the setter runs: logs are
+ * `{ level, message }`, events `{ type, reason, message }`, parts the parts
+ * its `set` calls returned (parsed).
  */
 export function fakeHost(options = {}) {
   const files = new Map();
@@ -146,9 +152,10 @@ export function fakeHost(options = {}) {
   };
   const paths =
     options.paths ?? [...new Set([...files.keys()].map((f) => '/' + f.split('/')[1]))];
-  const record = { logs: [], events: [] };
+  const record = { logs: [], events: [], parts: [] };
   const system = { ...DEFAULT_SYSTEM, ...(options.system ?? {}) };
   globalThis[STATE] = {
+    parts: record.parts,
     host: {
       log(level, message) {
         record.logs.push({ level, message });
@@ -185,4 +192,73 @@ export function fakeHost(options = {}) {
     registered = true;
   }
   return record;
+}
+
+/** The string maps of a Node, merged key by key. */
+const MAPS = new Set(['metadata.labels', 'metadata.annotations', 'status.capacity', 'status.allocatable', 'status.nodeInfo']);
+
+/**
+ * The Node as the host has it after merging a setter's `part` into `node`
+ * (neither is changed): a label, annotation, capacity, allocatable or
+ * `nodeInfo` key is set, or removed when `null`; a condition replaces the one
+ * of its type (or is appended), and `{ type, $patch: 'delete' }` removes it;
+ * the host stamps the conditions' times (heartbeat `now`; transition `now`
+ * only when the status changed); any other field is replaced whole, or
+ * removed when `null`. `kind`, `apiVersion` and `metadata.name` are not
+ * merged. `node` is a Node, an object or JSON text; `part` an object, JSON
+ * text, or undefined/null (the WIT's `none`: nothing changes). What the host
+ * does beyond one call (removing a field the setter set before and leaves
+ * out now) is not done here.
+ */
+export function mergePart(node, part, now = nowTime()) {
+  const object = typeof node === 'string' ? JSON.parse(node) : clone(node instanceof Node ? node.toJSON() : node);
+  if (typeof part === 'string') part = JSON.parse(part);
+  if (part === undefined || part === null) return new Node(object);
+  if (!isObject(part)) throw new TypeError('a part is a JSON object');
+  for (const [section, fields] of Object.entries(part)) {
+    if (section === 'kind' || section === 'apiVersion' || !isObject(fields)) continue;
+    if (!isObject(object[section])) object[section] = {};
+    const target = object[section];
+    for (const [key, value] of Object.entries(fields)) {
+      if (section === 'metadata' && key === 'name') continue;
+      if (MAPS.has(`${section}.${key}`) && isObject(value)) {
+        if (!Object.hasOwn(target, key) && Object.values(value).every((v) => v === null)) continue; // no map made to remove from
+        if (!isObject(target[key])) target[key] = {};
+        for (const [k, v] of Object.entries(value)) {
+          if (v === null) delete target[key][k];
+          else target[key][k] = v;
+        }
+      } else if (section === 'status' && key === 'conditions' && Array.isArray(value)) {
+        if (!Array.isArray(target.conditions)) target.conditions = [];
+        const list = target.conditions;
+        for (const c of value) {
+          const at = list.findIndex((o) => isObject(o) && o.type === c.type);
+          if (c.$patch === 'delete') {
+            if (at >= 0) list.splice(at, 1);
+            continue;
+          }
+          const old = at >= 0 ? list[at] : undefined;
+          const kept = old && old.status === c.status && typeof old.lastTransitionTime === 'string' ? old.lastTransitionTime : now;
+          const next = { ...clone(c), lastHeartbeatTime: now, lastTransitionTime: kept };
+          if (at >= 0) list[at] = next;
+          else list.push(next);
+        }
+      } else if (value === null) {
+        delete target[key];
+      } else {
+        target[key] = clone(value);
+      }
+    }
+  }
+  return new Node(object);
+}
+
+/**
+ * Runs `setter.set` (what `defineSetter` made) over `node` (a Node, an object
+ * or JSON text) and returns the Node as the host has it after merging the
+ * part (`mergePart`). Throws what the call throws (a string).
+ */
+export function applySetter(setter, node, now = nowTime()) {
+  const text = typeof node === 'string' ? node : JSON.stringify(node instanceof Node ? node.toJSON() : node);
+  return mergePart(text, setter.set(text), now);
 }

@@ -173,6 +173,99 @@ class NodeTest(unittest.TestCase):
         self.assertEqual(n.raw["status"]["conditions"][0]["status"], "True")
 
 
+class PartTest(unittest.TestCase):
+    """What a 0.2 setter returns (sdk/conformance/part.json has the shared
+    cases)."""
+
+    def test_a_keyed_section_changed_in_place_is_claimed_whole(self):
+        n = Node.parse(json.dumps({"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "4", "x": "1"}}}))
+        cap = n.status_mut("capacity")
+        del cap["x"]
+        cap["example.com/y"] = "2"
+        self.assertEqual(n.capacity("example.com/y"), Quantity.units(2))  # reads see the writes
+        self.assertEqual(
+            n.part(), {"status": {"capacity": {"cpu": "4", "x": None, "example.com/y": "2"}}}
+        )
+
+    def test_conditions_changed_in_place_are_claimed_whole(self):
+        n = sample()
+        n.status_mut("conditions").append({"type": "Mine", "status": "True"})
+        n.remove_condition("Ready")
+        part = n.part()["status"]["conditions"]
+        self.assertEqual(part, [{"type": "Ready", "$patch": "delete"}, {"type": "Mine", "status": "True"}])
+
+    def test_other_status_fields_are_one_field(self):
+        n = sample()
+        n.set_status("images", [])
+        n.remove_status("config")
+        n.status_mut("daemonEndpoints")["kubeletEndpoint"] = {"Port": 10250}
+        self.assertEqual(
+            n.part(),
+            {"status": {"images": [], "config": None, "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}},
+        )
+        # A keyed section removed whole: each key it held is removed.
+        n = Node.parse(json.dumps({"status": {"allocatable": {"cpu": "1"}}}))
+        n.remove_status("allocatable")
+        self.assertEqual(n.part(), {"status": {"allocatable": {"cpu": None}}})
+
+    def test_reading_raw_is_free_but_changing_it_fails_the_call(self):
+        def reader(node):
+            node.set_label("k", node.raw["metadata"]["labels"]["a"])
+            node.set_label("after", "raw")  # a helper after raw access is tracked
+
+        self.assertEqual(
+            json.loads(nodestatus.run(reader, json.dumps(SAMPLE))),
+            {"metadata": {"labels": {"k": "1", "after": "raw"}}},
+        )
+        for change, where in [
+            (lambda r: r["metadata"]["labels"].__setitem__("x", "y"), "metadata.labels[x]"),
+            (lambda r: r["spec"].__setitem__("unschedulable", True), "spec"),
+            (lambda r: r["status"]["conditions"][0].__setitem__("status", "False"), "status.conditions[Ready]"),
+            (lambda r: r["status"].__setitem__("phase", "Running"), "status.phase"),
+        ]:
+            with self.assertRaises(Error) as e:
+                nodestatus.run(lambda node: change(node.raw), json.dumps(SAMPLE))
+            self.assertIn(f"changed {where} in node.raw", str(e.exception))
+
+    def test_merge_part_is_what_the_host_does(self):
+        part = {
+            "metadata": {"name": "ignored", "labels": {"a": None, "b": "2"}},
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "$patch": "delete"},
+                    {"type": "X", "status": "True", "reason": "R"},
+                ],
+                "capacity": {"example.com/z": "1"},
+                "images": None,
+            },
+        }
+        out = nodestatus.merge_part(sample(), json.dumps(part), now="2030-01-01T00:00:00Z")
+        self.assertEqual(out.name, "n1")
+        self.assertEqual(out.labels(), {"b": "2"})
+        self.assertEqual(
+            out.raw["status"]["conditions"],
+            [{"type": "X", "status": "True", "reason": "R",
+              "lastHeartbeatTime": "2030-01-01T00:00:00Z", "lastTransitionTime": "2030-01-01T00:00:00Z"}],
+        )
+        self.assertEqual(out.raw["status"]["capacity"], {"example.com/z": "1"})
+        self.assertNotIn("images", out.raw["status"])
+        self.assertEqual(json.loads(sample().to_json()), SAMPLE)  # the input is unchanged
+        # A condition whose status holds keeps its transition time.
+        kept = nodestatus.merge_part(
+            sample(), {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, now="2030-01-01T00:00:00Z"
+        )
+        self.assertEqual(kept.condition("Ready").last_transition_time, "2020-01-01T00:00:00Z")
+        self.assertEqual(kept.condition("Ready").last_heartbeat_time, "2030-01-01T00:00:00Z")
+
+    def test_the_fake_host_keeps_the_parts(self):
+        rec = nodestatus.fake_host()
+        try:
+            Labeler().set(json.dumps(SAMPLE))
+        finally:
+            nodestatus.clear_fake_host()
+        self.assertEqual(rec.parts, [{"metadata": {"labels": {"example.com/labeled": "yes"}}}])
+
+
 class ConditionTest(unittest.TestCase):
     def test_conditions_follow_the_kubelet_rules(self):
         n = sample()
@@ -299,10 +392,13 @@ class PluginTest(unittest.TestCase):
         m = Labeler().metadata()
         self.assertEqual(m, Metadata("labeler", "1.0.0", "labels", ["/proc"], [], False))
 
-    def test_set_round_trips_json(self):
+    def test_set_returns_the_part(self):
         out = json.loads(Labeler().set(json.dumps(SAMPLE)))
-        self.assertEqual(out["metadata"]["labels"]["example.com/labeled"], "yes")
-        self.assertEqual(out["status"], SAMPLE["status"])
+        self.assertEqual(out, {"metadata": {"labels": {"example.com/labeled": "yes"}}})
+        # The node as the host has it after merging the part.
+        merged = nodestatus.apply(Labeler, SAMPLE)
+        self.assertEqual(merged.label("example.com/labeled"), "yes")
+        self.assertEqual(merged.raw["status"], SAMPLE["status"])
 
     def test_errors_become_messages(self):
         nodestatus._Native.echo = False

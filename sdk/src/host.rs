@@ -2,14 +2,14 @@
 //! compiled natively (for tests and benchmarks) they answer from the local
 //! machine and a thread-local config, so the same setter source runs in both.
 
-pub use crate::bindings::nodestatus::plugin::host::{
+pub use crate::bindings::nodestatus::plugin0_1_1::host::{
     ContainerRuntimeInfo, EventType, FsStats, IpAddress, Level, NetworkInterface, RuntimeCondition,
     RuntimeError, RuntimeImage, SystemInfo,
 };
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
-    pub use crate::bindings::nodestatus::plugin::host::{
+    pub use crate::bindings::nodestatus::plugin0_1_1::host::{
         config, container_runtime, log, network_interfaces, node_problems, record_event,
         statvfs as fs_stats, system as system_info,
     };

@@ -1,13 +1,19 @@
 //! # nodestatus-sdk: write node-status setters in Rust
 //!
 //! A setter is a WebAssembly component that the nodestatus host calls once
-//! per status pass with the Node as JSON; it changes its part of the node and
-//! returns it. This crate gives you:
+//! per status pass with the whole Node as JSON; it returns only its **part**
+//! of the node, the fields it sets (WIT `nodestatus:plugin@0.2.0`). You
+//! write the setter against the whole [`Node`], as before: set a label, a
+//! condition, a capacity. The SDK records each field you write and returns
+//! exactly those, and the host merges them into the node. A field you wrote
+//! in an earlier pass and leave out now is one you no longer set: the host
+//! removes it. This crate gives you:
 //!
 //! - [`Setter`] and [`export!`]: implement two functions, export them;
 //! - [`Node`]: the node, parsed lazily, with helpers for labels, annotations,
 //!   conditions (with the kubelet's heartbeat and transition rules),
-//!   capacity and allocatable [`Quantity`]s, addresses and `nodeInfo`;
+//!   capacity and allocatable [`Quantity`]s, addresses and `nodeInfo`, and
+//!   the part they make ([`Node::part`]);
 //! - [`host`]: the host's log, your plugin's config, events, and machine
 //!   facts (hostname, interfaces, filesystem statistics).
 //!
@@ -39,6 +45,9 @@
 //! nodestatus_sdk::export!(Maintenance);
 //! ```
 //!
+//! Its part is the label and the condition, whatever else the node holds:
+//! `{"metadata":{"labels":{"example.com/maintenance":"false"}},
+//! "status":{"conditions":[{"type":"Maintenance","status":"False",...}]}}`.
 //! Build it with `cargo build --release --target wasm32-wasip2` and drop
 //! `target/wasm32-wasip2/release/<name>.wasm` into the plugin directory.
 
@@ -61,6 +70,11 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
         default_bindings_module: "nodestatus_sdk::bindings",
+        // The host interface is the 0.1 package's (wit/deps/plugin-0.1):
+        // with two versions of `nodestatus:plugin` in the resolve, its
+        // module is `nodestatus::plugin0_1_1::host`, and the export's
+        // `exports::nodestatus::plugin0_2_0::setter`.
+        with: { "nodestatus:plugin/host@0.1.1": generate },
     });
 }
 
@@ -118,7 +132,8 @@ pub use nodestatus_apimachinery::Metadata;
 pub trait Setter {
     /// Describes the plugin. Called once at load, with no grants.
     fn metadata() -> Metadata;
-    /// Sets this plugin's part of the node.
+    /// Sets this plugin's part of the node: every field it writes on `node`
+    /// (see [`Node`]) is in the part the host receives.
     fn set(node: &mut Node) -> Result<()>;
 }
 
@@ -133,20 +148,22 @@ pub(crate) fn running_metadata() -> Option<Metadata> {
     RUNNING.with(|r| r.get()).map(|metadata| metadata())
 }
 
-/// Runs a setter over a Node's JSON: parse, set, serialize. The export glue
-/// calls it; benchmarks and tests call it natively with the same JSON.
-pub fn run<S: Setter>(node_json: &str) -> std::result::Result<String, String> {
+/// Runs a setter over a Node's JSON: parse (lazily), set, and return the
+/// setter's part as JSON text ([`Node::part`]), always `Some`: `{}` when it
+/// wrote nothing (it sets no field). The export glue calls it for WIT
+/// `set`; benchmarks and tests call it natively with the same JSON.
+pub fn run<S: Setter>(node_json: &str) -> std::result::Result<Option<String>, String> {
     RUNNING.with(|r| r.set(Some(S::metadata)));
     let mut node = Node::parse(node_json)
         .map_err(|e| format!("the host sent a node that does not parse: {e}"))?;
     S::set(&mut node).map_err(|e| e.0)?;
-    Ok(node.to_json())
+    Ok(Some(node.part_json()))
 }
 
 #[doc(hidden)]
-pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin::setter::PluginInfo {
+pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
     let m = S::metadata();
-    bindings::exports::nodestatus::plugin::setter::PluginInfo {
+    bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
         name: m.name,
         version: m.version,
         description: m.description,
@@ -156,7 +173,7 @@ pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin::setter:
     }
 }
 
-/// Exports a [`Setter`] as the plugin's `nodestatus:plugin/setter`. Compiled
+/// Exports a [`Setter`] as the plugin's `nodestatus:plugin/setter@0.2.0`. Compiled
 /// natively it expands to nothing, so a plugin crate can also be a normal
 /// library for tests and benchmarks.
 #[macro_export]
@@ -165,15 +182,23 @@ macro_rules! export {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct __NodestatusExport;
-            impl $crate::bindings::exports::nodestatus::plugin::setter::Guest for __NodestatusExport {
-                fn metadata() -> $crate::bindings::exports::nodestatus::plugin::setter::PluginInfo {
+            impl $crate::bindings::exports::nodestatus::plugin0_2_0::setter::Guest
+                for __NodestatusExport
+            {
+                fn metadata()
+                -> $crate::bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
                     $crate::__metadata::<$setter>()
                 }
-                fn set(node: ::std::string::String) -> ::std::result::Result<::std::string::String, ::std::string::String> {
+                fn set(
+                    node: ::std::string::String,
+                ) -> ::std::result::Result<
+                    ::std::option::Option<::std::string::String>,
+                    ::std::string::String,
+                > {
                     $crate::run::<$setter>(&node)
                 }
             }
-            $crate::bindings::__export_plugin!(__NodestatusExport with_types_in $crate::bindings);
+    $crate::bindings::__export_plugin!(__NodestatusExport with_types_in $crate::bindings);
         };
     };
 }

@@ -1,10 +1,36 @@
-//! [`Node`]: a `v1.Node` in JSON that parses only what a setter touches.
+//! [`Node`]: a `v1.Node` in JSON that parses only what a setter touches, and
+//! records what it writes.
 //!
 //! The input is split once into its top-level fields and the fields of
 //! `metadata` and `status`, each kept as raw JSON text. A field is parsed the
-//! first time a setter reads it, and re-serialized only if the setter changed
-//! it; every other field is copied to the output byte for byte. A setter that
-//! sets a label and a condition never parses the node's 50 images.
+//! first time a setter reads it. A setter that sets a label and a condition
+//! never parses the node's 50 images.
+//!
+//! # The part
+//!
+//! Every write through `Node` is recorded, and [`Node::part`] is what the
+//! setter returns to the host (WIT `nodestatus:plugin@0.2.0`): each field it
+//! wrote during the call, with the value it holds at the end, whether or not
+//! the node held that value already. A field, as the host counts them, is a
+//! label, an annotation, a `capacity`, `allocatable` or `nodeInfo` key, a
+//! condition (by type), or any other key of `status` as a whole
+//! (`addresses`, `images`):
+//!
+//! - the setters ([`Node::set_label`], [`Node::set_capacity`],
+//!   [`Node::set_condition`], [`Node::set_addresses`], ...) write their one
+//!   field; the last write of a field wins;
+//! - the removers write their field as removed: `null` for a key
+//!   ([`Node::remove_label`], [`Node::remove_resource`], ...), a delete
+//!   directive `{"type": T, "$patch": "delete"}` for a condition
+//!   ([`Node::remove_condition`]), whether or not the node had it;
+//! - the raw accessors of `status` ([`Node::status_mut`],
+//!   [`Node::set_status`], [`Node::remove_status`]) write the whole key they
+//!   name; for a keyed section (`capacity`, `allocatable`, `nodeInfo`,
+//!   `conditions`) that is **every** key in it after the call (and, as
+//!   removed, every key it held at that access and no longer holds), so a
+//!   setter that owns a few keys should use the per-key setters.
+//!
+//! Reads always see the node with the writes so far.
 
 use std::cell::OnceCell;
 use std::fmt;
@@ -15,6 +41,8 @@ use serde_json::{Map, Value};
 
 use crate::condition::{Condition, ConditionStatus, Transition};
 use crate::quantity::Quantity;
+
+mod part;
 
 /// One field, raw until read, serialized again only if changed.
 struct Field {
@@ -128,9 +156,11 @@ enum Top {
     Nested(Fields),
 }
 
-/// A Node, as JSON, parsed lazily. See the module docs.
+/// A Node, as JSON, parsed lazily, with the fields a setter wrote (its
+/// part). See the module docs.
 pub struct Node {
     top: Vec<(String, Top)>,
+    written: part::Written,
 }
 
 impl fmt::Debug for Node {
@@ -180,7 +210,10 @@ impl<'de> Visitor<'de> for NodeVisitor {
             };
             top.push((k, v));
         }
-        Ok(Node { top })
+        Ok(Node {
+            top,
+            written: part::Written::default(),
+        })
     }
 }
 
@@ -200,8 +233,9 @@ impl Node {
         Self::parse(&json.to_string()).expect("a valid node")
     }
 
-    /// The Node as JSON: unchanged fields byte for byte, changed ones
-    /// re-serialized.
+    /// The whole Node as JSON, with the writes so far: unchanged fields byte
+    /// for byte, changed ones re-serialized. For tests and debugging: a
+    /// setter returns only its part ([`Node::part`]).
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(self.size_hint());
         out.push('{');
@@ -276,21 +310,51 @@ impl Node {
 
     /// A field of `status` to change; created as `default()` when missing or
     /// null.
+    ///
+    /// The part then holds the whole key: for `capacity`, `allocatable`,
+    /// `nodeInfo` and `conditions`, every key (every condition) in it after
+    /// the call, each as the setter's own, and every one it held here and no
+    /// longer holds as removed (see the module docs). To own one key or one
+    /// condition, use its setter instead ([`Node::set_capacity`],
+    /// [`Node::set_condition`]).
     pub fn status_mut(&mut self, key: &str, default: impl FnOnce() -> Value) -> &mut Value {
-        self.nested("status").get_mut_or(key, default)
+        self.claim_status(key);
+        self.status_value_mut(key, default)
     }
 
-    /// Removes a field of `status`.
+    /// Removes a field of `status`. The part holds the key as removed
+    /// (`null`); for a keyed section, each of its keys (see
+    /// [`Node::status_mut`]).
     pub fn remove_status(&mut self, key: &str) {
+        self.claim_status(key);
         self.nested("status").remove(key);
     }
 
-    /// Replaces a field of `status`, unless it already holds `value` (so an
-    /// unchanged field stays byte-identical in the output).
+    /// Replaces a field of `status`; the part holds the whole key (see
+    /// [`Node::status_mut`]).
     pub fn set_status(&mut self, key: &str, value: Value) {
+        self.claim_status(key);
         if self.status(key) != Some(&value) {
-            *self.status_mut(key, || Value::Null) = value;
+            *self.status_value_mut(key, || Value::Null) = value;
         }
+    }
+
+    /// Records a raw write of `status.<key>` (see [`Node::status_mut`]).
+    fn claim_status(&mut self, key: &str) {
+        if part::KEYED.contains(&key) {
+            if !self.written.is_claimed(key) {
+                let before = self.section_keys(key);
+                self.written.claim(key, before);
+            }
+        } else {
+            self.written.status_key(key);
+        }
+    }
+
+    /// A field of `status` to change, recording nothing: the writers that
+    /// record their own field use it.
+    fn status_value_mut(&mut self, key: &str, default: impl FnOnce() -> Value) -> &mut Value {
+        self.nested("status").get_mut_or(key, default)
     }
 
     fn string_map(&self, section: &str, key: &str) -> Option<&Map<String, Value>> {
@@ -308,6 +372,7 @@ impl Node {
     }
 
     fn set_in(&mut self, section: &str, map: &str, key: &str, value: &str) {
+        self.written.key(map, key);
         if self
             .string_map(section, map)
             .and_then(|m| m.get(key))
@@ -320,6 +385,7 @@ impl Node {
     }
 
     fn remove_in(&mut self, section: &str, map: &str, key: &str) -> bool {
+        self.written.key(map, key);
         if self
             .string_map(section, map)
             .is_some_and(|m| m.contains_key(key))
@@ -336,12 +402,14 @@ impl Node {
         self.string_map("metadata", "labels")?.get(key)?.as_str()
     }
 
-    /// Sets a label (a no-op when it already has that value).
+    /// Sets a label; the part holds it even when the node already has that
+    /// value.
     pub fn set_label(&mut self, key: &str, value: &str) {
         self.set_in("metadata", "labels", key, value);
     }
 
-    /// Removes a label; returns whether it was there.
+    /// Removes a label (in the part: `null`, whether or not it was there);
+    /// returns whether it was there.
     pub fn remove_label(&mut self, key: &str) -> bool {
         self.remove_in("metadata", "labels", key)
     }
@@ -353,12 +421,14 @@ impl Node {
             .as_str()
     }
 
-    /// Sets an annotation (a no-op when it already has that value).
+    /// Sets an annotation; the part holds it even when the node already has
+    /// that value.
     pub fn set_annotation(&mut self, key: &str, value: &str) {
         self.set_in("metadata", "annotations", key, value);
     }
 
-    /// Removes an annotation; returns whether it was there.
+    /// Removes an annotation (in the part: `null`, whether or not it was
+    /// there); returns whether it was there.
     pub fn remove_annotation(&mut self, key: &str) -> bool {
         self.remove_in("metadata", "annotations", key)
     }
@@ -391,7 +461,8 @@ impl Node {
         self.set_in("status", "allocatable", name, &q.to_string());
     }
 
-    /// Removes `status.capacity[name]` and `status.allocatable[name]`.
+    /// Removes `status.capacity[name]` and `status.allocatable[name]` (in
+    /// the part: `null` in both).
     pub fn remove_resource(&mut self, name: &str) {
         self.remove_in("status", "capacity", name);
         self.remove_in("status", "allocatable", name);
@@ -407,7 +478,8 @@ impl Node {
         self.set_in("status", "nodeInfo", field, value);
     }
 
-    /// Replaces `status.addresses` with `(type, address)` pairs.
+    /// Replaces `status.addresses` with `(type, address)` pairs: one field,
+    /// the whole list.
     pub fn set_addresses(&mut self, addresses: &[(&str, &str)]) {
         let list: Vec<Value> = addresses
             .iter()
@@ -443,9 +515,11 @@ impl Node {
     ///   = `now`; otherwise the transition time is kept;
     /// - reason and message are replaced.
     ///
-    /// A new condition is appended, so a setter that runs last (Ready) puts
-    /// its condition last. The returned [`Transition`] says whether the status
-    /// flipped, which is when the kubelet records an event.
+    /// A new condition is appended. The part holds the condition, once, as
+    /// last set (the host stamps its times again, with the same rules, and
+    /// merges it into the node by type). The returned [`Transition`] says
+    /// whether the status flipped, which is when the kubelet records an
+    /// event.
     pub fn set_condition_at(
         &mut self,
         type_: &str,
@@ -454,7 +528,8 @@ impl Node {
         message: &str,
         now: &str,
     ) -> Transition {
-        let list = self.status_mut("conditions", || Value::Array(Vec::new()));
+        self.written.key("conditions", type_);
+        let list = self.status_value_mut("conditions", || Value::Array(Vec::new()));
         if !list.is_array() {
             *list = Value::Array(Vec::new());
         }
@@ -495,8 +570,11 @@ impl Node {
         }
     }
 
-    /// Removes a condition; returns whether it was there.
+    /// Removes a condition (in the part: `{"type": type_, "$patch":
+    /// "delete"}`, whether or not it was there); returns whether it was
+    /// there.
     pub fn remove_condition(&mut self, type_: &str) -> bool {
+        self.written.key("conditions", type_);
         let is_it = |c: &Value| c.get("type").and_then(Value::as_str) == Some(type_);
         let present = self
             .status("conditions")
@@ -504,7 +582,7 @@ impl Node {
             .is_some_and(|l| l.iter().any(is_it));
         if present
             && let Some(list) = self
-                .status_mut("conditions", || Value::Array(Vec::new()))
+                .status_value_mut("conditions", || Value::Array(Vec::new()))
                 .as_array_mut()
         {
             list.retain(|c| !is_it(c));

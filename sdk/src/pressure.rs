@@ -187,7 +187,9 @@ impl PressureCondition {
     /// - a new condition records the kubelet's event; the heartbeat moves on
     ///   every pass and the transition time only on a flip;
     /// - a flip to pressure, and back, records the kubelet's event;
-    /// - a flip to Unknown moves the transition time and records no event.
+    /// - a flip to Unknown moves the transition time and records no event;
+    /// - the setter's part is the one condition, over a node that holds
+    ///   others.
     pub fn assert_kubelet_transitions(&self, ok: &Outcome, pressure: &Outcome, unknown: &Outcome) {
         const T: [&str; 5] = [
             "2026-01-01T00:00:00Z",
@@ -245,6 +247,23 @@ impl PressureCondition {
             times(&node),
             ("Unknown".into(), s(self.ok_reason), s(T[4]), s(T[4]))
         );
+
+        let mut node = Node::parse(
+            r#"{"metadata":{"name":"n1","labels":{"a":"b"}},"status":{"conditions":[{"type":"Other","status":"True"}],"capacity":{"cpu":"1"}}}"#,
+        )
+        .expect("a node");
+        self.apply(&mut node, ok, T[0]);
+        let part = node.part();
+        let types: Vec<_> = part["status"]["conditions"]
+            .as_array()
+            .map(|l| l.iter().map(|c| c["type"].clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            (part.as_object().map(|p| p.len()), types),
+            (Some(1), vec![serde_json::Value::from(self.condition)]),
+            "the part is the one condition: {part}"
+        );
+        assert_eq!(part["status"].as_object().map(|s| s.len()), Some(1));
     }
 }
 

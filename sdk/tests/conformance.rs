@@ -1,5 +1,6 @@
 //! The shared conformance vectors in `sdk/conformance/`, which the Python, JS
-//! and C SDKs run too: quantities, the condition rules and RFC 3339 times.
+//! and C SDKs run too: quantities, the condition rules, RFC 3339 times and
+//! the part a setter returns.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -159,6 +160,116 @@ fn times_are_written_as_the_vectors_say() {
         (got != str_of(case, "rfc3339"))
             .then(|| format!("{secs}: got {got}, want {}", case["rfc3339"]))
     });
+}
+
+/// Applies one op of `part.json` through the node API.
+fn apply_op(node: &mut Node, op: &Value) {
+    let op = op.as_array().unwrap_or_else(|| panic!("{op}: not a list"));
+    let arg = |i: usize| {
+        op[i]
+            .as_str()
+            .unwrap_or_else(|| panic!("{op:?}: argument {i} is not a string"))
+    };
+    let quantity = |i: usize| Quantity::parse(arg(i)).unwrap();
+    match arg(0) {
+        "set_label" => node.set_label(arg(1), arg(2)),
+        "remove_label" => {
+            node.remove_label(arg(1));
+        }
+        "set_annotation" => node.set_annotation(arg(1), arg(2)),
+        "remove_annotation" => {
+            node.remove_annotation(arg(1));
+        }
+        "set_condition" => {
+            node.set_condition(arg(1), status(arg(2)), arg(3), arg(4));
+        }
+        "remove_condition" => {
+            node.remove_condition(arg(1));
+        }
+        "set_capacity" => node.set_capacity(arg(1), quantity(2)),
+        "set_allocatable" => node.set_allocatable(arg(1), quantity(2)),
+        "remove_resource" => node.remove_resource(arg(1)),
+        "set_node_info" => node.set_node_info(arg(1), arg(2)),
+        "set_addresses" => {
+            let pairs: Vec<(&str, &str)> = op[1]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+                .collect();
+            node.set_addresses(&pairs);
+        }
+        other => panic!("unknown op {other}"),
+    }
+}
+
+/// A part as `part.json` compares it: each condition by its type, status,
+/// reason and message (an empty reason or message as absent) and `$patch`.
+fn comparable(part: &Value) -> Value {
+    let mut part = part.clone();
+    if let Some(list) = part
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for c in list {
+            let Some(c) = c.as_object_mut() else { continue };
+            c.retain(|k, v| {
+                matches!(
+                    k.as_str(),
+                    "type" | "status" | "reason" | "message" | "$patch"
+                ) && v != ""
+            });
+        }
+    }
+    part
+}
+
+#[test]
+fn parts_follow_the_vectors() {
+    let v = vectors("part.json");
+    let input = v["node"].to_string();
+    check_cases("part.json", "cases", |case| {
+        let mut node = Node::parse(&input).unwrap();
+        for op in case["ops"].as_array().unwrap() {
+            apply_op(&mut node, op);
+        }
+        let got = comparable(&node.part());
+        (got != comparable(&case["part"]))
+            .then(|| format!("{}: got {got}, want {}", str_of(case, "name"), case["part"]))
+    });
+}
+
+#[test]
+fn run_returns_the_part_as_text() {
+    struct Labels;
+    impl nodestatus_sdk::Setter for Labels {
+        fn metadata() -> nodestatus_sdk::Metadata {
+            nodestatus_sdk::Metadata::new("labels", "0.1.0")
+        }
+        fn set(node: &mut Node) -> nodestatus_sdk::Result<()> {
+            node.set_label("example.com/x", "y");
+            Ok(())
+        }
+    }
+    struct Nothing;
+    impl nodestatus_sdk::Setter for Nothing {
+        fn metadata() -> nodestatus_sdk::Metadata {
+            nodestatus_sdk::Metadata::new("nothing", "0.1.0")
+        }
+        fn set(_: &mut Node) -> nodestatus_sdk::Result<()> {
+            Ok(())
+        }
+    }
+    let input = vectors("part.json")["node"].to_string();
+    assert_eq!(
+        nodestatus_sdk::run::<Labels>(&input).unwrap().as_deref(),
+        Some(r#"{"metadata":{"labels":{"example.com/x":"y"}}}"#)
+    );
+    assert_eq!(
+        nodestatus_sdk::run::<Nothing>(&input).unwrap().as_deref(),
+        Some("{}")
+    );
+    assert!(nodestatus_sdk::run::<Nothing>("[]").is_err());
 }
 
 #[test]

@@ -127,6 +127,15 @@ fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
         serde_json::json!(["/tmp", "/etc"])
     );
     assert_eq!(info["granted"]["withheld"].as_array().unwrap().len(), 4);
+    assert_eq!(info["wit"], "0.2", "the version of `setter` it exports");
+    let old = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/wit-0.1/os-arch.wasm"
+    );
+    assert_eq!(
+        json_of(nodestatus().args(["plugin", "check", old]))["wit"],
+        "0.1"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     for (name, bytes, want) in [

@@ -21,6 +21,19 @@ pub fn settings<S: Into<PluginConfig>>(
     Arc::new(move |n| f(n).into())
 }
 
+/// Default settings, but a deadline of 200 ms for the plugin `spin`, so
+/// that a looping guest costs a test little.
+pub fn spin_briefly() -> SettingsFn {
+    settings(|name| nodestatus_runtime::PluginSettings {
+        timeout: if name == "spin" {
+            std::time::Duration::from_millis(200)
+        } else {
+            nodestatus_runtime::DEFAULT_TIMEOUT
+        },
+        ..Default::default()
+    })
+}
+
 /// A plugin directory in a fresh temp dir, with default settings.
 pub fn plugin_dir(settings_fn: SettingsFn) -> (tempfile::TempDir, Arc<PluginDir>) {
     let tmp = tempfile::tempdir().unwrap();

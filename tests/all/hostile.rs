@@ -4,7 +4,6 @@
 //! are checked only for the setting they name.
 
 use std::path::Path;
-use std::time::Duration;
 
 use nodestatus_engine::pipeline::SetterErrorKind::{self, Call};
 use nodestatus_engine::pipeline::{SetterError, pass};
@@ -19,15 +18,7 @@ use crate::common::*;
 
 #[test]
 fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
-    let (tmp, dir) = plugin_dir(settings(|name| PluginSettings {
-        // Short deadline so the looping guest costs the test little.
-        timeout: if name == "spin" {
-            Duration::from_millis(200)
-        } else {
-            nodestatus_runtime::DEFAULT_TIMEOUT
-        },
-        ..Default::default()
-    }));
+    let (tmp, dir) = plugin_dir(spin_briefly());
     let d = tmp.path();
     drop_plugin(d, "kernel-check.wasm", Path::new(built::KERNEL_CHECK));
     let cases: Vec<(&str, Behaviour)> = vec![

@@ -157,7 +157,7 @@ fn a_component_that_does_not_implement_the_world_is_refused_without_a_compile() 
         );
     }
     assert!(
-        failure(&events, "future.wasm").contains("nodestatus:plugin/setter@0.2.0"),
+        failure(&events, "future.wasm").contains("nodestatus:plugin/setter@0.3.0"),
         "{events:#?}"
     );
     assert!(dir.current().contains("kernel-check"));

@@ -24,6 +24,7 @@ mod newcomer;
 mod operator;
 mod oras;
 mod output;
+mod parts;
 mod patch_props;
 mod process;
 mod registry;

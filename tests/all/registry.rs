@@ -211,7 +211,11 @@ async fn a_plugin_by_reference_is_pulled_verified_swapped_and_kept_through_every
     let pulled: serde_json::Value =
         serde_json::from_str(&cli(&["plugin", "pull", &at("1.0.0"), "--config", cfg])).unwrap();
     assert_eq!(pulled["pinned"], pinned.as_str(), "{pulled}");
-    assert_eq!(pulled["world"], nodestatus_runtime::WORLD, "{pulled}");
+    assert_eq!(
+        pulled["world"],
+        nodestatus_runtime::Interface::V0_2.world(),
+        "{pulled}"
+    );
     assert_eq!(pulled["version"], "1.0.0", "{pulled}");
     assert_eq!(pulled["metadata"]["name"], "probe", "{pulled}");
     assert_eq!(pulled["signature"]["verified"], true, "{pulled}");
@@ -312,7 +316,7 @@ async fn a_plugin_by_reference_is_pulled_verified_swapped_and_kept_through_every
         ]);
     };
     let meta = PushMeta {
-        world: nodestatus_runtime::WORLD.into(),
+        world: nodestatus_runtime::Interface::V0_2.world().into(),
         version: "1.0.0".into(),
         ..Default::default()
     };

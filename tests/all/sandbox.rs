@@ -474,7 +474,7 @@ fn hostile_kinds_child() {
         matches!(e, LoadError::WrongWorld(_))
     });
     load_row(
-        "WIT version 0.2.0 (incompatible)",
+        "WIT version 0.3.0 (incompatible)",
         "future.wasm",
         &hostile::wrong_version("future"),
         |e| matches!(e, LoadError::WrongWorld(_)),

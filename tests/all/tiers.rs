@@ -127,7 +127,7 @@ fn a_plugin_starts_on_winch_and_cranelift_takes_over_cached_for_the_next_start()
         "Cranelift's code never replaced Winch's"
     );
     let on_cranelift = plugin.call_set(&runtime, &node.to_string(), ctx).unwrap();
-    assert_eq!(on_cranelift.json, on_winch.json);
+    assert_eq!(on_cranelift.result, on_winch.result);
     let stats = runtime.load_stats();
     assert_eq!(
         stats.tiered_up.load(std::sync::atomic::Ordering::Relaxed),

@@ -77,6 +77,7 @@ async fn status(State(agent): State<AgentHandle>) -> Json<Value> {
             json!({
                 "name": p.name(),
                 "version": p.metadata().version,
+                "wit": p.interface(),
                 "sha256": p.sha256(),
                 "file": p.source(),
                 "order": s.order(),

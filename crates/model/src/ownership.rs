@@ -106,6 +106,22 @@ impl Ownership {
                 owned.remove(path);
             }
         }
+        self.replace(plugin, owned)
+    }
+
+    /// Records that `plugin` owns exactly `fields` now (a 0.2 setter's
+    /// part: what it sets, and nothing else). Refused, with the record
+    /// unchanged, on the bounds of [`Ownership::record`].
+    pub fn set(&mut self, plugin: &str, fields: impl IntoIterator<Item = FieldPath>) -> Result<()> {
+        let owned: BTreeSet<FieldPath> = fields.into_iter().collect();
+        if self.0.get(plugin).map_or(owned.is_empty(), |o| *o == owned) {
+            return Ok(());
+        }
+        self.replace(plugin, owned)
+    }
+
+    /// Makes `owned` the fields of `plugin`, within the bounds.
+    fn replace(&mut self, plugin: &str, owned: BTreeSet<FieldPath>) -> Result<()> {
         if owned.len() > MAX_FIELDS_PER_PLUGIN {
             return Err(Error::TooManyFields {
                 fields: owned.len(),
@@ -127,6 +143,13 @@ impl Ownership {
             return Err(Error::RecordTooLarge { bytes });
         }
         Ok(())
+    }
+
+    /// Whether a plugin other than `plugin` owns `path`.
+    pub fn owned_by_another(&self, plugin: &str, path: &FieldPath) -> bool {
+        self.0
+            .iter()
+            .any(|(p, owned)| p != plugin && owned.contains(path))
     }
 
     /// Removes from `node` every field owned by a plugin that `is_loaded`

@@ -103,9 +103,10 @@ pub use host_api::{
 };
 pub use limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 pub use plugin::{
-    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, LoadError, MAX_OUTPUT_BYTES,
-    MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings, SETTER_EXPORT,
-    SetOutput, TierUp, Ungranted, WORLD, Withheld, name_of_file, read_plugin_file, sha256_hex,
+    CallError, CallErrorKind, DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, Interface, LoadError,
+    MAX_OUTPUT_BYTES, MAX_PLUGIN_BYTES, Metadata, MetadataError, PathGrant, Plugin, PluginSettings,
+    SETTER_EXPORT_0_1, SETTER_EXPORT_0_2, SetOutput, SetResult, TierUp, Ungranted, Withheld,
+    name_of_file, read_plugin_file, sha256_hex,
 };
 pub use tier::{Tier, Tiers};
 

@@ -18,9 +18,12 @@ use crate::LoadError;
 
 /// The package and interface a plugin exports, without its version.
 const SETTER: &str = "nodestatus:plugin/setter";
-/// The versions of the `nodestatus:plugin` package this host speaks
-/// (`0.1.x`: a minor version only adds interfaces).
-const PLUGIN_VERSIONS: &str = "0.1.";
+/// The versions of the `setter` interface this host speaks (`0.1.x` and
+/// `0.2.x`: within each, a new version only adds).
+const SETTER_VERSIONS: &[&str] = &["0.1.", "0.2."];
+/// The versions of the `nodestatus:plugin/host` interface this host offers
+/// (the 0.2 world imports `host@0.1.1`).
+const HOST_VERSIONS: &str = "0.1.";
 /// The versions of WASI this host offers (wasmtime-wasi's preview 2:
 /// the linker answers any `0.2.x` import with its own).
 const WASI_VERSIONS: &str = "0.2.";
@@ -73,7 +76,7 @@ fn offered(name: &str) -> bool {
         return false;
     };
     let speaks = if iface.starts_with("nodestatus:plugin/") {
-        version.starts_with(PLUGIN_VERSIONS)
+        version.starts_with(HOST_VERSIONS)
     } else {
         version.starts_with(WASI_VERSIONS)
     };
@@ -121,7 +124,7 @@ pub(crate) fn check(bytes: &[u8]) -> Result<(), LoadError> {
     let Some(setter) = setters.iter().find(|e| {
         split_version(e)
             .1
-            .is_some_and(|v| v.starts_with(PLUGIN_VERSIONS))
+            .is_some_and(|v| SETTER_VERSIONS.iter().any(|s| v.starts_with(s)))
     }) else {
         let why = match setters.first() {
             Some(other) => format!("it exports {other}, a version this host does not speak"),

@@ -107,6 +107,7 @@ fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
             let info = serde_json::json!({
                 "file": file,
                 "sha256": p.sha256(),
+                "wit": p.interface(),
                 "metadata": p.metadata(),
                 "granted": {"paths": p.granted_paths(), "withheld": p.withheld()},
                 "enabled": s.config().enabled,
@@ -216,9 +217,9 @@ mod registry {
                 )
             })?;
         let meta = PushMeta {
-            world: nodestatus_runtime::WORLD.to_owned(),
+            world: plugin.interface().world().to_owned(),
             version: plugin.metadata().version.clone(),
-            exports: vec![nodestatus_runtime::SETTER_EXPORT.to_owned()],
+            exports: vec![plugin.interface().export().to_owned()],
             imports: Vec::new(),
         };
         let digest = block_on(client(&config)?.push(&reference, &bytes, &meta))?;

@@ -11,6 +11,7 @@ except ImportError:
     sys.path.insert(0, os.path.join(HERE, "{{kit}}", "sdk", "python"))
 
 import app  # noqa: E402
+import nodestatus  # noqa: E402
 from nodestatus import Node  # noqa: E402
 
 
@@ -20,7 +21,12 @@ class Test(unittest.TestCase):
         self.assertIsNone(app.major_minor("linux"))
 
     def test_labels_the_node(self) -> None:
-        out = Node.parse(app.Setter().set(Node.named("n").to_json()))
+        # set() returns the setter's part: only the fields it sets.
+        part = Node.parse(app.Setter().set(Node.named("n").to_json()))
+        self.assertEqual(list(part.labels()), [app.LABEL])
+        # nodestatus.apply: the node as the engine has it after the merge.
+        out = nodestatus.apply(app.Setter, Node.named("n"))
+        self.assertEqual(out.name, "n")
         self.assertIsNotNone(out.label(app.LABEL))
 
 

@@ -15,13 +15,14 @@
 static const char *fixtures = "fixtures";
 
 /* Runs the setter over `node_json` with the fixture `name` as the machine.
- * Returns the output JSON (malloc'd) or NULL with *msg set (malloc'd). */
+ * Returns the node as the host has it after merging the setter's part
+ * (malloc'd), or NULL with *msg set (malloc'd). */
 static char *run_case(const char *name, const char *node_json, char **msg) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
     root = dir;
     ns_error err = {0};
-    char *out = ns_run(nodestatus_plugin_set, node_json, strlen(node_json), NULL, &err);
+    char *out = ns_native_apply(nodestatus_plugin_set, node_json, &err);
     *msg = err.message;
     root = "";
     return out;
@@ -75,6 +76,10 @@ static void test_cases(void) {
     CHECK(out && has_label(out, LABEL_NUMA, NULL) && has_label(out, LABEL_SWAP, NULL) &&
           has_label(out, "other", "kept"));
     free(out);
+    /* its part: its two labels, removed; nobody else's */
+    const char *part = ns_native_last_part();
+    CHECK(part && strstr(part, "\"" LABEL_NUMA "\":null") && strstr(part, "\"" LABEL_SWAP "\":null") &&
+          !strstr(part, "other") && !strstr(part, "status"));
 
     /* two nodes and a swap partition */
     out = run_case("numa-swap", EMPTY, &msg);

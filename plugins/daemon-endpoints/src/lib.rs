@@ -69,12 +69,16 @@ mod tests {
     }
 
     #[test]
-    fn unchanged_port_leaves_the_node_untouched() {
+    fn an_unchanged_port_is_still_its_part() {
         let json = r#"{"metadata":{"name":"n"},"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":10250}}}}"#;
         let mut node = Node::parse(json).unwrap();
         let v = endpoints(node.status("daemonEndpoints"), Config::default().port).unwrap();
         node.set_status("daemonEndpoints", v);
-        assert_eq!(node.to_json(), json);
+        assert_eq!(node.to_json(), json, "the node holds the same value");
+        assert_eq!(
+            node.part(),
+            json!({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}})
+        );
     }
 }
 

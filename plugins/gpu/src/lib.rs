@@ -676,6 +676,8 @@ mod tests {
         apply(&mut node, &all, &Config::default(), T0);
         node.set_label(NVIDIA_MEMORY, "81559");
         node.set_label("other.example.com/keep", "yes");
+        // The node as the host hands it over next pass: nothing written yet.
+        let mut node = Node::parse(&node.to_json()).unwrap();
         for key in [
             NVIDIA_COUNT,
             NVIDIA_PRODUCT,
@@ -706,6 +708,14 @@ mod tests {
         }
         assert_eq!(node.label("other.example.com/keep"), Some("yes"));
         assert!(node.condition(CONDITION).is_none());
+        let part = node.part();
+        let labels = part["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(labels.len(), 6);
+        assert!(labels.values().all(serde_json::Value::is_null));
+        assert_eq!(
+            part["status"],
+            serde_json::json!({"conditions": [{"type": CONDITION, "$patch": "delete"}]})
+        );
     }
 
     #[test]
@@ -714,11 +724,21 @@ mod tests {
         assert_eq!(inv, Inventory::default());
         let tmp = TempTree::new("empty");
         assert_eq!(scan(&tmp.0), Inventory::default());
-        // A fresh node with no GPU is left as it was.
+        // A fresh node with no GPU is left as it was; the part only removes
+        // (the labels, the condition), and adds no resource.
         let mut node = Node::named("n1");
         let before = node.to_json();
         apply(&mut node, &inv, &advertise(), T0);
         assert_eq!(node.to_json(), before);
+        let part = node.part();
+        assert!(part["status"].get("capacity").is_none());
+        assert!(
+            part["metadata"]["labels"]
+                .as_object()
+                .unwrap()
+                .values()
+                .all(serde_json::Value::is_null)
+        );
     }
 
     #[test]
@@ -727,6 +747,7 @@ mod tests {
         // a device plugin's own advertisement
         node.set_capacity(NVIDIA_RESOURCE, Quantity::units(8));
         node.set_allocatable(NVIDIA_RESOURCE, Quantity::units(8));
+        let mut node = Node::parse(&node.to_json()).unwrap();
         apply(
             &mut node,
             &scan(&fixture("nvidia-2gpu")),
@@ -739,6 +760,9 @@ mod tests {
         assert!(node.capacity(AMD_RESOURCE).is_none());
         apply(&mut node, &scan(&fixture("none")), &Config::default(), T0);
         assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "8");
+        let part = node.part();
+        assert!(part["status"].get("capacity").is_none(), "{part}");
+        assert!(part["status"].get("allocatable").is_none(), "{part}");
     }
 
     #[test]
@@ -759,9 +783,9 @@ mod tests {
         apply(&mut node, &scan(&fixture("none")), &advertise(), T1);
         assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "0");
         assert_eq!(node.allocatable(NVIDIA_RESOURCE).unwrap().to_string(), "0");
-        let status: serde_json::Value = serde_json::from_str(&node.to_json()).unwrap();
-        assert_eq!(status["status"]["capacity"][NVIDIA_RESOURCE], "0");
-        assert!(status["status"]["capacity"].get(AMD_RESOURCE).is_none());
+        let part = node.part();
+        assert_eq!(part["status"]["capacity"][NVIDIA_RESOURCE], "0");
+        assert!(part["status"]["capacity"].get(AMD_RESOURCE).is_none());
         // and it comes back when the card does
         apply(&mut node, &scan(&fixture("nvidia-2gpu")), &advertise(), T1);
         assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
@@ -793,11 +817,17 @@ mod tests {
         let root = fixture("nvidia-2gpu");
         host::set_native_config(&serde_json::json!({"advertise": true, "root": root}).to_string());
         let input = Node::named("n1").to_json();
-        let out = nodestatus_sdk::run::<Gpu>(&input).unwrap();
-        let node = Node::parse(&out).unwrap();
-        assert_eq!(node.label(NVIDIA_COUNT), Some("2"));
-        assert_eq!(node.capacity(NVIDIA_RESOURCE).unwrap().to_string(), "2");
-        assert_eq!(node.condition(CONDITION).unwrap().status, "True");
+        let out = nodestatus_sdk::run::<Gpu>(&input).unwrap().expect("a part");
+        let part: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(part["metadata"]["labels"][NVIDIA_COUNT], "2");
+        assert_eq!(
+            part["status"]["capacity"],
+            serde_json::json!({NVIDIA_RESOURCE: "2"})
+        );
+        let conditions = part["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0]["type"], CONDITION);
+        assert_eq!(conditions[0]["status"], "True");
         host::set_native_config(r#"{"advertise": "yes"}"#);
         assert!(nodestatus_sdk::run::<Gpu>(&input).is_err());
     }

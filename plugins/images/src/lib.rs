@@ -6,7 +6,8 @@
 //! Like the kubelet: images sorted by size, largest first, ties by id (in the
 //! kubelet's `ByImageSize` order, descending); at most `maxImages` (default
 //! 50; -1 means no limit, 0 none); at most 5 names per image, RepoDigests
-//! before RepoTags. With no source, `status.images` is left alone; when the
+//! before RepoTags. With no source it sets nothing (its part is empty: a list
+//! it set before is removed, one another writer set is left alone); when the
 //! runtime does not answer, the setter fails (the last list stays on the
 //! node), as the kubelet keeps its last list.
 use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
@@ -256,16 +257,22 @@ mod tests {
                 {"names": ["pause@sha256:00", "pause:1"], "sizeBytes": 300},
             ])
         );
+        assert_eq!(
+            node.part(),
+            json!({"status": {"images": node.status("images").unwrap()}})
+        );
         // The runtime down: the setter fails and the list stays.
         nodestatus_sdk::host::set_native_runtime(Some(Err(host::RuntimeError::Unavailable(
             "connection refused".into(),
         ))));
         assert!(Images::set(&mut node).is_err());
         assert_eq!(node.status("images").unwrap().as_array().unwrap().len(), 2);
-        // No runtime configured: left alone.
+        // No runtime configured: no source, an empty part.
         nodestatus_sdk::host::set_native_runtime(None);
+        let mut node = Node::parse(&node.to_json()).unwrap();
         Images::set(&mut node).unwrap();
         assert_eq!(node.status("images").unwrap().as_array().unwrap().len(), 2);
+        assert_eq!(node.part(), json!({}));
     }
 
     #[test]
@@ -275,6 +282,7 @@ mod tests {
         assert_eq!(node.status("images").unwrap().as_array().unwrap().len(), 1);
         apply(&mut node, Vec::new());
         assert!(node.status("images").is_none());
+        assert_eq!(node.part(), json!({"status": {"images": null}}));
     }
 }
 

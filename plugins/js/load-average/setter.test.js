@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import { fakeHost } from '../../../sdk/js/testing.js';
+import { applySetter, fakeHost } from '../../../sdk/js/testing.js';
 import { Node } from '../../../sdk/js/nodestatus.js';
 
 const fixture = (name) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
@@ -13,11 +13,12 @@ const { setter, parseLoadavg, parseCpuPressure, parseConfig, evaluate } = await 
 
 const DEFAULTS = parseConfig({});
 
+// One pass: the node as the host has it after merging the setter's part.
 function run(node, host) {
   const rec = fakeHost(host);
   let out;
   try {
-    out = Node.parse(setter.set(node.toString()));
+    out = applySetter(setter, node);
   } catch (e) {
     return { error: e, rec };
   }
@@ -123,8 +124,11 @@ test('sets HighLoad with the kubelet rules, and an event only on a flip', () => 
   assert.deepEqual(busy.rec.events, [
     { type: 'warning', reason: 'NodeHasHighLoad', message: '5-minute load average is above 2 per CPU' },
   ]);
-  // Other fields are untouched.
+  // Other fields are untouched: its part is its condition alone.
   assert.deepEqual(busy.node.object.metadata, { name: 'n1' });
+  assert.deepEqual(busy.rec.parts.map((p) => Object.keys(p.status)), [['conditions']]);
+  assert.deepEqual(busy.rec.parts[0].status.conditions.map((c) => c.type), ['HighLoad']);
+  assert.equal(busy.rec.parts[0].metadata, undefined);
 });
 
 test('maxLoadPerCpu 0 makes any load high', () => {

@@ -59,4 +59,26 @@ impl Setter for KernelCheck {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn its_part_is_the_label_and_the_condition() {
+        let input = Node::named("n1").to_json();
+        let part = nodestatus_sdk::run::<KernelCheck>(&input)
+            .unwrap()
+            .expect("a part");
+        let mut node = Node::parse(&part).unwrap();
+        assert!(node.label("kernel.example.com/version").is_some());
+        assert!(node.condition("KernelSupported").is_some());
+        node.remove_label("kernel.example.com/version");
+        node.remove_condition("KernelSupported");
+        assert_eq!(
+            node.to_json(),
+            r#"{"metadata":{"labels":{}},"status":{"conditions":[]}}"#
+        );
+    }
+}
+
 nodestatus_sdk::export!(KernelCheck);

@@ -453,6 +453,15 @@ mod tests {
             Some("3d1219c7c4c5404aaa1f6d2a48adfda4")
         );
         assert_eq!(node.capacity("memory").unwrap().to_string(), "24684096Ki");
+        // Its part: the three nodeInfo keys, capacity and allocatable.
+        let part = node.part();
+        let status = part["status"].as_object().unwrap();
+        let keys: Vec<_> = status.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["capacity", "allocatable", "nodeInfo"]);
+        let info: Vec<_> = status["nodeInfo"].as_object().unwrap().keys().collect();
+        assert_eq!(info, ["machineID", "systemUUID", "bootID"]);
+        assert_eq!(status["capacity"]["memory"], "24684096Ki");
+        assert!(part.get("metadata").is_none());
         // Same boot: no event.
         assert_eq!(
             apply(&mut node, &facts(MEMINFO), &Config::default()).unwrap(),

@@ -380,6 +380,11 @@ mod tests {
         let v = node.status("addresses").unwrap();
         assert_eq!(v[0]["type"], "InternalIP");
         assert_eq!(v[1]["address"], "vm");
+        // Its part is the one field, the whole list.
+        let part = node.part();
+        assert_eq!(&part["status"]["addresses"], v);
+        assert_eq!(part.as_object().unwrap().len(), 1);
+        assert_eq!(part["status"].as_object().unwrap().len(), 1);
     }
 }
 

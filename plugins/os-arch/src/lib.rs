@@ -84,6 +84,10 @@ mod tests {
         apply(&mut node, "x86_64").unwrap();
         assert_eq!(node.node_info("operatingSystem"), Some("linux"));
         assert_eq!(node.node_info("architecture"), Some("amd64"));
+        assert_eq!(
+            node.part().to_string(),
+            r#"{"status":{"nodeInfo":{"operatingSystem":"linux","architecture":"amd64"}}}"#
+        );
         assert!(apply(&mut node, "").is_err());
     }
 }

@@ -111,8 +111,9 @@ class SetterTest(unittest.TestCase):
         host.set_native_config({})
 
     def run_setter(self, node: Node, cpuinfo: str) -> Node:
+        """The node as the host has it after merging the setter's part."""
         with mock.patch.object(app, "read_cpuinfo", return_value=cpuinfo):
-            return Node.parse(app.Setter().set(node.to_json()))
+            return nodestatus.apply(app.Setter, node)
 
     def test_metadata(self):
         m = app.Setter().metadata()
@@ -130,6 +131,15 @@ class SetterTest(unittest.TestCase):
         self.assertEqual(labels[P + "cpuid.AVX2"], "true")
         self.assertEqual(labels[P + "pstate.status"], "active")
         self.assertEqual(labels["example.com/other"], "x")
+
+        # Its part holds the labels it sets and the stale one it removes,
+        # and no label of anyone else.
+        with mock.patch.object(app, "read_cpuinfo", return_value=fixture("cpuinfo-amd-epyc-vm.txt")):
+            part = json.loads(app.Setter().set(node.to_json()))
+        self.assertEqual(list(part), ["metadata"])
+        self.assertIsNone(part["metadata"]["labels"][P + "cpuid.AVX512F"])
+        self.assertEqual(part["metadata"]["labels"][P + "cpuid.AVX2"], "true")
+        self.assertTrue(all(k.startswith(app.MANAGED) for k in part["metadata"]["labels"]))
 
         # A second pass over its own output changes nothing.
         again = self.run_setter(out, fixture("cpuinfo-amd-epyc-vm.txt"))

@@ -1,5 +1,5 @@
-//! The kubelet's `ReadyCondition` setter. It runs last, so Ready is the last
-//! condition. Ready is False, with reason `KubeletNotReady`, when the host
+//! The kubelet's `ReadyCondition` setter. It runs last, so a new Ready is the
+//! last condition; its part is that one condition. Ready is False, with reason `KubeletNotReady`, when the host
 //! reports problems (a plugin whose failure affects readiness keeps failing,
 //! or the node is shutting down) or when the node lacks capacity for cpu,
 //! memory or pods, or when the container runtime (read over CRI, where the
@@ -81,19 +81,8 @@ impl Setter for Ready {
             ),
             Some(m) => (ConditionStatus::False, "KubeletNotReady", m),
         };
-        // Ready must be the last condition: move it to the end if it is not.
-        let is_last = node
-            .status("conditions")
-            .and_then(|c| c.as_array())
-            .and_then(|l| l.last())
-            .is_some_and(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"));
-        if !is_last && let Some(old) = node.condition("Ready") {
-            node.remove_condition("Ready");
-            let list = node.status_mut("conditions", || serde_json::Value::Array(Vec::new()));
-            if let Some(l) = list.as_array_mut() {
-                l.push(serde_json::to_value(old).map_err(|e| e.to_string())?);
-            }
-        }
+        // Its part is the one condition: where Ready sits in the list is the
+        // host's merge (a new condition is appended; ready runs last).
         let t = node.set_condition("Ready", status, reason, &message);
         if t.flipped && t.previous.is_some() {
             let name = node.name().to_owned();
@@ -167,6 +156,27 @@ mod tests {
         );
         assert!(runtime_problems(Err(host::RuntimeError::NotGranted("x".into()))).is_empty());
         assert!(runtime_problems(Err(host::RuntimeError::NotConfigured("x".into()))).is_empty());
+    }
+
+    #[test]
+    fn its_part_is_the_ready_condition() {
+        let input = r#"{"metadata":{"name":"n1"},"status":{
+            "capacity":{"cpu":"2","memory":"1Gi","pods":"110"},
+            "conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady"},
+                          {"type":"MemoryPressure","status":"False"}]}}"#;
+        host::set_native_problems(Vec::new());
+        let part = nodestatus_sdk::run::<Ready>(input)
+            .unwrap()
+            .expect("a part");
+        let mut node = Node::parse(&part).unwrap();
+        let ready = node.condition("Ready").unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_deref()),
+            ("True", Some("KubeletReady"))
+        );
+        // Nothing else: no other condition, no other field.
+        node.remove_condition("Ready");
+        assert_eq!(node.to_json(), r#"{"status":{"conditions":[]}}"#);
     }
 }
 

@@ -194,6 +194,23 @@ mod tests {
         apply(&mut node, &v);
         assert_eq!(node.node_info("kubeProxyVersion"), None);
         assert_eq!(node.node_info("containerRuntimeVersion"), Some("Unknown"));
+        // Its part: the four nodeInfo keys it sets.
+        let part = node.part();
+        let info: Vec<_> = part["status"]["nodeInfo"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(
+            info,
+            [
+                "kernelVersion",
+                "osImage",
+                "containerRuntimeVersion",
+                "kubeletVersion"
+            ]
+        );
+        assert_eq!(part["status"].as_object().unwrap().len(), 1);
     }
 
     #[test]

@@ -92,11 +92,11 @@ mod tests {
     }
 
     #[test]
-    fn nothing_configured_leaves_the_node_alone() {
+    fn nothing_configured_sets_nothing() {
         let json = r#"{"metadata":{"name":"n"},"status":{"volumesInUse":["x"]}}"#;
         let mut node = Node::parse(json).unwrap();
         apply(&mut node, &config(json!({}))).unwrap();
-        assert_eq!(node.to_json(), json);
+        assert_eq!(node.part(), json!({}));
     }
 
     #[test]
@@ -107,6 +107,14 @@ mod tests {
             "attachableVolumesLimits": {"attachable-volumes-aws-ebs": "39"}
         }));
         apply(&mut node, &c).unwrap();
+        assert_eq!(
+            node.part(),
+            json!({"status": {
+                "capacity": {"attachable-volumes-aws-ebs": "39"},
+                "allocatable": {"attachable-volumes-aws-ebs": "39"},
+                "volumesInUse": ["kubernetes.io/csi/a^1", "kubernetes.io/csi/b^2"]
+            }})
+        );
         assert_eq!(
             node.status("volumesInUse").unwrap(),
             &json!(["kubernetes.io/csi/a^1", "kubernetes.io/csi/b^2"])
@@ -123,8 +131,10 @@ mod tests {
                 .to_string(),
             "39"
         );
+        let mut node = Node::parse(&node.to_json()).unwrap();
         apply(&mut node, &config(json!({"volumesInUse": []}))).unwrap();
         assert!(node.status("volumesInUse").is_none());
+        assert_eq!(node.part(), json!({"status": {"volumesInUse": null}}));
     }
 
     #[test]

@@ -57,6 +57,7 @@ ns_transition ns_node_set_condition(ns_node *node, const char *type, ns_status s
 
 ns_transition ns_node_set_condition_at(ns_node *node, const char *type, ns_status status, const char *reason,
                                        const char *message, const char *now) {
+    ns__node_wrote(node, "conditions", type);
     ns_json *st = ns__node_section_mut(node, "status");
     ns_json *list = ns_json_get(st, "conditions");
     if (!list || list->type != NS_JSON_ARRAY) list = ns_json_set(st, "conditions", ns_json_array());
@@ -92,6 +93,7 @@ ns_transition ns_node_set_condition_at(ns_node *node, const char *type, ns_statu
 }
 
 bool ns_node_remove_condition(ns_node *node, const char *type) {
+    ns__node_wrote(node, "conditions", type);
     ns_json *list = ns__node_field(node, "status", "conditions");
     bool found = false;
     for (size_t i = ns_json_len(list); i-- > 0;) {

@@ -1,6 +1,7 @@
 /*
  * node.c: the Node: parsing it, its sections, labels, annotations,
- * capacity and allocatable, nodeInfo and addresses.
+ * capacity and allocatable, nodeInfo and addresses, and the record of what
+ * the setter wrote (part.c makes the part from it).
  */
 
 #include "internal.h"
@@ -8,9 +9,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ns_node {
-    ns_json *root;
-};
+static ns_node *node_new(ns_json *root) {
+    ns_node *n = ns_xmalloc(sizeof *n);
+    n->root = root;
+    n->written = ns_json_object();
+    n->claims = ns_json_object();
+    n->snapshot = NULL;
+    return n;
+}
+
+void ns__node_wrote(ns_node *node, const char *map, const char *key) {
+    ns_json *keys = ns_json_get(node->written, map);
+    if (!keys) keys = ns_json_set(node->written, map, ns_json_object());
+    if (!ns_json_get(keys, key)) ns_json_set(keys, key, ns_json_null());
+}
+
+void ns__node_claim(ns_node *node, const char *key) {
+    if (ns_json_get(node->claims, key)) return;
+    ns_json *held;
+    if (strcmp(key, "conditions") == 0) {
+        held = ns_json_array();
+        ns_json *list = ns__node_field(node, "status", "conditions");
+        for (size_t i = 0; list && list->type == NS_JSON_ARRAY && i < list->len; i++) {
+            const char *t = ns_json_get_str(list->items[i], "type");
+            if (t) ns_json_push(held, ns_json_string(t));
+        }
+    } else if (ns__keyed_status(key)) {
+        held = ns_json_array();
+        ns_json *m = ns__node_field(node, "status", key);
+        for (size_t i = 0; m && m->type == NS_JSON_OBJECT && i < m->len; i++)
+            ns_json_push(held, ns_json_string(m->members[i].key));
+    } else {
+        held = ns_json_null();
+    }
+    ns_json_set(node->claims, key, held);
+}
+
+/* Raw access begins: keep the node as it is, to find changes made there. */
+static void snapshot(const ns_node *node) {
+    ns_node *n = (ns_node *)node; /* the record, not the node, changes */
+    if (!n->snapshot) n->snapshot = ns_json_clone(n->root);
+}
 
 ns_node *ns_node_parse(const char *json, size_t len, ns_error *err) {
     ns_json *root = ns_json_parse(json, len, err);
@@ -26,9 +65,7 @@ ns_node *ns_node_parse(const char *json, size_t len, ns_error *err) {
         ns_error_set(err, "%s", bad);
         return NULL;
     }
-    ns_node *n = ns_xmalloc(sizeof *n);
-    n->root = root;
-    return n;
+    return node_new(root);
 }
 
 ns_node *ns_node_named(const char *name) {
@@ -38,9 +75,7 @@ ns_node *ns_node_named(const char *name) {
     ns_json *md = ns_json_set(root, "metadata", ns_json_object());
     ns_json_set(md, "name", ns_json_string(name));
     ns_json_set(root, "status", ns_json_object());
-    ns_node *n = ns_xmalloc(sizeof *n);
-    n->root = root;
-    return n;
+    return node_new(root);
 }
 
 char *ns_node_to_json(const ns_node *node, size_t *len) { return ns_json_serialize(node->root, len); }
@@ -48,10 +83,16 @@ char *ns_node_to_json(const ns_node *node, size_t *len) { return ns_json_seriali
 void ns_node_free(ns_node *node) {
     if (!node) return;
     ns_json_free(node->root);
+    ns_json_free(node->written);
+    ns_json_free(node->claims);
+    ns_json_free(node->snapshot);
     free(node);
 }
 
-ns_json *ns_node_root(ns_node *node) { return node->root; }
+ns_json *ns_node_root(ns_node *node) {
+    snapshot(node);
+    return node->root;
+}
 
 /* metadata or status, created (appended) when missing or not an object. */
 ns_json *ns__node_section_mut(ns_node *node, const char *name) {
@@ -70,10 +111,17 @@ const char *ns_node_name(const ns_node *node) {
     return s ? s : "";
 }
 
-ns_json *ns_node_metadata(const ns_node *node, const char *key) { return ns__node_field(node, "metadata", key); }
-ns_json *ns_node_status(const ns_node *node, const char *key) { return ns__node_field(node, "status", key); }
+ns_json *ns_node_metadata(const ns_node *node, const char *key) {
+    snapshot(node);
+    return ns__node_field(node, "metadata", key);
+}
+ns_json *ns_node_status(const ns_node *node, const char *key) {
+    snapshot(node);
+    return ns__node_field(node, "status", key);
+}
 
 void ns_node_set_status(ns_node *node, const char *key, ns_json *value) {
+    ns__node_claim(node, key);
     if (ns_json_equal(ns__node_field(node, "status", key), value)) {
         ns_json_free(value);
         return;
@@ -82,8 +130,20 @@ void ns_node_set_status(ns_node *node, const char *key, ns_json *value) {
 }
 
 bool ns_node_remove_status(ns_node *node, const char *key) {
+    ns__node_claim(node, key);
     ns_json *s = ns_json_get(node->root, "status");
-    return s && ns_json_remove(s, key);
+    return s && s->type == NS_JSON_OBJECT && ns_json_remove(s, key);
+}
+
+ns_json *ns_node_status_mut(ns_node *node, const char *key, ns_json *default_value) {
+    ns__node_claim(node, key);
+    ns_json *s = ns__node_section_mut(node, "status");
+    ns_json *v = ns_json_get(s, key);
+    if (v && v->type != NS_JSON_NULL) {
+        ns_json_free(default_value);
+        return v;
+    }
+    return ns_json_set(s, key, default_value ? default_value : ns_json_object());
 }
 
 /* section.map, read-only: NULL unless an object. */
@@ -104,6 +164,7 @@ static const char *get_in(const ns_node *node, const char *section, const char *
 }
 
 static void set_in(ns_node *node, const char *section, const char *map, const char *key, const char *value) {
+    ns__node_wrote(node, map, key);
     const char *cur = get_in(node, section, map, key);
     if (cur && strcmp(cur, value) == 0 && ns_json_str_len(ns_json_get(string_map(node, section, map), key)) == strlen(cur))
         return;
@@ -111,6 +172,7 @@ static void set_in(ns_node *node, const char *section, const char *map, const ch
 }
 
 static bool remove_in(ns_node *node, const char *section, const char *map, const char *key) {
+    ns__node_wrote(node, map, key);
     ns_json *m = string_map(node, section, map);
     return m && ns_json_remove(m, key);
 }

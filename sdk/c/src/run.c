@@ -1,9 +1,10 @@
 /*
- * run.c: running a setter over a node's JSON, and freeing what the host
- * functions return (shared by the wasm and the native host bindings).
+ * run.c: running a setter over a node's JSON into its part, and freeing what
+ * the host functions return (shared by the wasm and the native host
+ * bindings).
  */
 
-#include "../nodestatus.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,20 @@ char *ns_run(ns_set_fn set, const char *json, size_t len, size_t *out_len, ns_er
         return NULL;
     }
     ns_error_clear(&set_err);
-    char *out = ns_node_to_json(node, out_len);
+    char *where = ns__node_untracked(node);
+    if (where) {
+        ns_error_set(err,
+                     "the setter changed %s through ns_node_root (or a value that ns_node_status or "
+                     "ns_node_metadata returned): the SDK cannot tell which fields it sets; change it with the "
+                     "node's helpers (ns_node_set_label, ns_node_set_condition, ns_node_set_capacity, ...) or "
+                     "ns_node_status_mut",
+                     where);
+        free(where);
+        ns_node_free(node);
+        return NULL;
+    }
+    /* The part only: the fields the setter wrote. */
+    char *out = ns_node_part_json(node, out_len);
     ns_node_free(node);
     return out;
 }

@@ -1,5 +1,5 @@
 // The setter export: `defineSetter({ metadata, set })` becomes the WIT
-// world's `setter` interface.
+// world's `setter` interface (`nodestatus:plugin/setter@0.2.0`).
 
 import { authorLocation, mapLocations } from '../sourcemap.js';
 import { isObject } from './json.js';
@@ -65,9 +65,13 @@ export function errorMessage(e) {
  *
  * `metadata` is an object (or a function returning one); see {@link pluginInfo}.
  * `set(node)` receives a {@link Node} and changes it in place (its return
- * value is ignored, unless it is another Node, which is then returned). Anything
- * it throws becomes the `err` result with the error's message, so the host
- * discards the output and reports the message. `set` must be synchronous.
+ * value is ignored, unless it is another Node, which is then used). The
+ * export `set(json)` returns the setter's part of the node as JSON text
+ * (WIT `nodestatus:plugin@0.2.0`: `ok(some(part))`, `node.part()`): every
+ * field `set(node)` wrote. Anything it throws becomes the `err` result with
+ * the error's message, so the host discards the output and reports the
+ * message. `set` must be synchronous. Under `node --test`, `applySetter` of
+ * ./testing.js gives the node as the host has it after merging the part.
  */
 export function defineSetter({ metadata, set }) {
   if (typeof set !== 'function') throw new TypeError('defineSetter needs a set(node) function');
@@ -103,7 +107,18 @@ export function defineSetter({ metadata, set }) {
       if (out && typeof out.then === 'function') {
         throw 'set() returned a Promise: a setter must be synchronous (the host API is)';
       }
-      return (out instanceof Node ? out : node).toString();
+      const done = out instanceof Node ? out : node;
+      const where = done.untrackedChange();
+      if (where !== undefined) {
+        throw `the setter changed ${where} in node.object (or in a value that node.status() or node.metadata() returned): the SDK cannot tell which fields it sets; change it with the Node's helpers (setLabel, setCondition, setCapacity, ...) or node.statusMut()`;
+      }
+      // The part only, never the whole node: componentize-js's binding
+      // measures the returned string in interpreted JavaScript, so its
+      // length is the cost.
+      const part = done.partJson();
+      // Under ./testing.js's fake host, its record keeps the parts.
+      globalThis[Symbol.for('nodestatus.fakeHost')]?.parts?.push(JSON.parse(part));
+      return part;
     },
   };
 }

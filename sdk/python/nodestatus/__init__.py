@@ -1,12 +1,14 @@
 """nodestatus: write node-status setters in Python.
 
 A setter is a WebAssembly component that the nodestatus host calls once per
-status pass with the Node as JSON; it changes its part of the node and returns
-it. This package is the Python counterpart of the Rust SDK (``sdk/src``):
+status pass with the Node as JSON; it returns its part of the node (WIT
+``nodestatus:plugin@0.2.0``): the fields it sets. This package is the Python
+counterpart of the Rust SDK (``sdk/src``):
 
 - :class:`Plugin`: subclass it as ``Setter`` and write ``metadata()`` and
-  ``set(node)``; the JSON, the ``result<string, string>`` and the
-  exceptions are handled for you;
+  ``set(node)``, which changes the node; the JSON, the part (every field
+  ``set`` wrote), the ``result<option<string>, string>`` and the exceptions
+  are handled for you;
 - :class:`Node`: the node, with helpers for labels, annotations, conditions
   (with the kubelet's heartbeat and transition rules), capacity and
   allocatable :class:`Quantity`, addresses and ``nodeInfo``;
@@ -30,7 +32,8 @@ it. This package is the Python counterpart of the Rust SDK (``sdk/src``):
             node.set_condition("Maintenance", ConditionStatus.from_bool(on),
                                "MaintenanceScheduled" if on else "NoMaintenance")
 
-Build it with componentize-py against ``wit/setter.wit``, world ``plugin``.
+Build it with componentize-py against the ``wit/`` directory (``-d wit``,
+with its ``deps/``), world ``plugin``.
 The package is pure Python with no dependencies, one module per concern
 (``quantity``, ``timestamps``, ``condition``, ``node``, ``host``,
 ``testing``, ``plugin``). It imports the generated bindings (``wit_world``) only when it runs inside a component, so the same
@@ -45,7 +48,7 @@ from .host import MAX_FILE_BYTES, EventType, FileError, _Native, host
 from .node import Node
 from .plugin import Metadata, Plugin, run
 from .quantity import Quantity
-from .testing import FakeHost, clear_fake_host, fake_host
+from .testing import FakeHost, apply, clear_fake_host, fake_host, merge_part
 from .timestamps import now, rfc3339
 
 __all__ = [
@@ -60,12 +63,14 @@ __all__ = [
     "Plugin",
     "Quantity",
     "Transition",
+    "apply",
     "clear_fake_host",
     "fake_host",
     "host",
+    "merge_part",
     "now",
     "rfc3339",
     "run",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

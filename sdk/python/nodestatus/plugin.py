@@ -3,13 +3,14 @@ into the WIT world's ``setter`` export."""
 
 from __future__ import annotations
 
+import json
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, List
+from typing import Any, List, Optional
 
 from ._bindings import _bindings
 from .errors import Error
-from .host import _granted, _normalize, host
+from .host import _granted, _Native, _normalize, host
 from .node import Node
 
 
@@ -59,7 +60,10 @@ def _message(e: BaseException) -> str:
 
 def run(set_fn: Any, node_json: str) -> str:
     """Runs a setter function over a Node's JSON: parse, ``set_fn(node)``,
-    serialize. Raises :class:`Error` with the message the host would get."""
+    and returns the setter's part of the node as JSON text (what a 0.2 setter
+    returns: :meth:`Node.part`). Raises :class:`Error` with the message the
+    host would get. :func:`nodestatus.testing.merge_part` shows the node as
+    the host would have it after merging the part."""
     try:
         node = Node.parse(node_json)
     except Error as e:
@@ -73,7 +77,18 @@ def run(set_fn: Any, node_json: str) -> str:
             except Exception:  # logging must never hide the error itself
                 pass
         raise Error(_message(e)) from e
-    return node.to_json()
+    where = node._untracked_change()
+    if where is not None:
+        raise Error(
+            f"the setter changed {where} in node.raw (or in a value that node.status() or "
+            "node.metadata() returned): the SDK cannot tell which fields it sets; change it with "
+            "the Node's helpers (set_label, set_condition, set_capacity, ...) or node.status_mut()"
+        )
+    part = node.part_json()
+    fake = _Native.fake
+    if fake is not None:
+        fake.parts.append(json.loads(part))
+    return part
 
 
 def _wire_metadata(self: Any) -> Any:
@@ -93,7 +108,7 @@ def _wire_metadata(self: Any) -> Any:
     )
 
 
-def _wire_set(self: Any, node_json: str) -> str:
+def _wire_set(self: Any, node_json: str) -> Optional[str]:
     try:
         return run(lambda node: type(self)._ns_set(self, node), node_json)
     except Error as e:
@@ -113,11 +128,15 @@ class Plugin:
     - ``set(self, node: Node) -> None``: change the node in place; raise
       :class:`Error` (or any exception) to fail this pass with its message.
 
-    The class turns them into the WIT functions: ``metadata`` returns the
-    bindings' ``PluginInfo``, and ``set`` takes and returns the Node's JSON and
-    raises ``Err(message)`` for the ``result<string, string>``. Natively
+    The class turns them into the WIT functions (``nodestatus:plugin@0.2.0``):
+    ``metadata`` returns the bindings' ``PluginInfo``, and ``set`` takes the
+    Node's JSON and returns the setter's part of it (``some(part)``: the
+    fields ``set(node)`` wrote, :meth:`Node.part`), or raises
+    ``Err(message)`` for the ``result<option<string>, string>``. Natively
     ``Setter().set(json)`` does the same but raises :class:`Error`, and
-    ``Setter().metadata()`` returns the :class:`Metadata`.
+    ``Setter().metadata()`` returns the :class:`Metadata`;
+    :func:`nodestatus.testing.apply` gives the node as the host would have
+    it after merging the part.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -114,6 +114,23 @@ pub fn allocatable_for_every_capacity_key(node: &Value) -> Option<Value> {
     Some(out)
 }
 
+/// Ready stays the last condition, as the kubelet keeps it: the node with
+/// its Ready entries moved to the end of `status.conditions`, or `None`
+/// when they are there already (or it has none). A setter that adds a
+/// condition once Ready exists appends it after Ready; this puts Ready back.
+pub fn ready_last(node: &Value) -> Option<Value> {
+    let list = node.pointer("/status/conditions")?.as_array()?;
+    let is_ready = |c: &Value| c.get("type").and_then(Value::as_str) == Some("Ready");
+    let first_ready = list.iter().position(is_ready)?;
+    if list[first_ready..].iter().all(is_ready) {
+        return None;
+    }
+    let (ready, others): (Vec<&Value>, Vec<&Value>) = list.iter().partition(|c| is_ready(c));
+    let mut out = node.clone();
+    out["status"]["conditions"] = Value::Array(others.into_iter().chain(ready).cloned().collect());
+    Some(out)
+}
+
 /// `node` with `base`'s condition of type `t` in place of its own (at the
 /// place where `node` has it, or at the end), or without one when `base`
 /// has none; `None` when `node` already has `base`'s. The first pass of a
@@ -344,6 +361,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ready_goes_back_to_the_end_of_the_conditions() {
+        let node = |types: &[&str]| serde_json::json!({"status": {"conditions": types.iter().map(|t| serde_json::json!({"type": t})).collect::<Vec<_>>()}});
+        assert_eq!(
+            ready_last(&node(&["MemoryPressure", "Ready", "GPU", "Disk"])),
+            Some(node(&["MemoryPressure", "GPU", "Disk", "Ready"]))
+        );
+        assert_eq!(ready_last(&node(&["MemoryPressure", "Ready"])), None);
+        assert_eq!(ready_last(&node(&["MemoryPressure"])), None);
+        assert_eq!(ready_last(&serde_json::json!({"status": {}})), None);
+    }
+
+    #[test]
     fn os_and_arch_labels_are_forced_when_missing_or_wrong() {
         let os = std::env::consts::OS;
         let arch = go_arch();
@@ -391,6 +420,7 @@ mod tests {
     #[test]
     fn keep_condition_restores_replaces_or_removes() {
         use serde_json::json;
+
         let base = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
         let n =
             json!({"status": {"conditions": [{"type": "A"}, {"type": "Ready", "status": "True"}]}});

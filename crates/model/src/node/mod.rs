@@ -19,11 +19,13 @@
 mod conditions;
 mod diff;
 pub mod kubelet;
+pub mod part;
 pub mod patch;
 mod path;
 
 pub use conditions::{condition_time, conditions_by_type, stamp_times};
 pub use diff::{Change, Diff};
+pub use part::Part;
 pub use path::FieldPath;
 
 /// Why a text is not a node field.

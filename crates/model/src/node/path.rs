@@ -114,23 +114,29 @@ impl FieldPath {
         })
     }
 
-    /// Whether the field is present (and not null) in `node`.
-    pub fn exists_in(&self, node: &Value) -> bool {
+    /// The field's value in `node` (the first entry of a condition type);
+    /// `None` when absent or null.
+    pub fn get<'a>(&self, node: &'a Value) -> Option<&'a Value> {
         match self.container() {
             None => {
                 let Self::Condition(t) = self else {
                     unreachable!("only conditions have no container")
                 };
                 conditions_by_type(node.pointer("/status/conditions"))
-                    .iter()
-                    .any(|(k, _)| k == t)
+                    .into_iter()
+                    .find_map(|(k, c)| (k == t).then_some(c))
             }
             Some((ptr, key)) => node
                 .pointer(ptr)
                 .and_then(Value::as_object)
                 .and_then(|m| m.get(key))
-                .is_some_and(|v| !v.is_null()),
+                .filter(|v| !v.is_null()),
         }
+    }
+
+    /// Whether the field is present (and not null) in `node`.
+    pub fn exists_in(&self, node: &Value) -> bool {
+        self.get(node).is_some()
     }
 
     /// Removes the field from `node`; returns whether it was there.

@@ -26,7 +26,7 @@ pub(crate) mod bindings {
     });
 }
 
-use bindings::nodestatus::plugin::host;
+use bindings::nodestatus::plugin0_1_1::host;
 
 /// Longest log line kept from a plugin, in bytes.
 const MAX_LOG_LINE: usize = 4096;

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, ComponentExportIndex};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
-use super::{LoadError, SETTER_EXPORT};
-use crate::host_api::{CallState, bindings};
+use super::{Interface, LoadError};
+use crate::host_api::CallState;
 use crate::{Compiler, Runtime, Tier, Tiers, error_chain};
 
 /// Linked code of one tier: what a call instantiates.
@@ -18,7 +18,10 @@ pub(super) struct Code {
     pub(super) tier: Tier,
     /// The engine of its stores.
     pub(super) engine: Engine,
-    pub(super) pre: bindings::PluginPre<CallState>,
+    pub(super) pre: InstancePre<CallState>,
+    /// The version of `setter` the component exports.
+    pub(super) interface: Interface,
+    pub(super) metadata_index: ComponentExportIndex,
     pub(super) set_index: ComponentExportIndex,
 }
 
@@ -33,24 +36,35 @@ impl Code {
         tier: Tier,
         component: &Component,
     ) -> Result<Self, LoadError> {
-        let instance_pre = runtime
+        let pre = runtime
             .linker(tier)
             .instantiate_pre(component)
             .map_err(LoadError::Link)?;
-        let pre = bindings::PluginPre::new(instance_pre).map_err(LoadError::WrongWorld)?;
-        let set_index = component
-            .get_export_index(None, SETTER_EXPORT)
-            .and_then(|i| component.get_export_index(Some(&i), "set"))
+        let (interface, setter) = Interface::ALL
+            .iter()
+            .find_map(|i| Some((*i, component.get_export_index(None, i.export())?)))
             .ok_or_else(|| {
-                LoadError::WrongWorld(wasmtime::Error::msg(format!(
-                    "no `set` in the export {SETTER_EXPORT}"
-                )))
+                LoadError::WrongWorld(wasmtime::Error::msg(
+                    "it exports no `nodestatus:plugin/setter` of a version this host serves",
+                ))
             })?;
+        let function = |name: &str| {
+            component
+                .get_export_index(Some(&setter), name)
+                .ok_or_else(|| {
+                    LoadError::WrongWorld(wasmtime::Error::msg(format!(
+                        "no `{name}` in its export {}",
+                        interface.export()
+                    )))
+                })
+        };
         Ok(Self {
             tier,
             engine: runtime.tier(tier).engine.clone(),
             pre,
-            set_index,
+            interface,
+            metadata_index: function("metadata")?,
+            set_index: function("set")?,
         })
     }
 }

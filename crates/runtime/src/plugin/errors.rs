@@ -95,12 +95,12 @@ pub enum LoadError {
     CompileBound(#[source] crate::compile::Error),
     /// The component imports something the host does not provide.
     #[error(
-        "the component's imports cannot be satisfied by this host (nodestatus:plugin@0.1.x and WASI 0.2)"
+        "the component's imports cannot be satisfied by this host (nodestatus:plugin/host@0.1.x and WASI 0.2)"
     )]
     Link(#[source] wasmtime::Error),
     /// The component does not export the `nodestatus:plugin/setter` interface.
     #[error(
-        "the component does not implement the world `nodestatus:plugin/plugin@0.1.x` (export `nodestatus:plugin/setter`)"
+        "the component does not implement the world `nodestatus:plugin/plugin` of a version this host serves (0.2.x or 0.1.x: export `nodestatus:plugin/setter`)"
     )]
     WrongWorld(#[source] wasmtime::Error),
     /// `metadata()` trapped, timed out, ran out of memory, or returned a

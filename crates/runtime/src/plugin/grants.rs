@@ -19,9 +19,7 @@ pub(super) fn valid_env_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-pub(super) fn validate_metadata(
-    m: bindings::exports::nodestatus::plugin::setter::PluginInfo,
-) -> Result<Metadata, LoadError> {
+pub(super) fn validate_metadata(m: PluginInfo) -> Result<Metadata, LoadError> {
     let bad = |e| Err(LoadError::BadMetadata(e));
     if !valid_name(&m.name) {
         return bad(MetadataError::Name(m.name));

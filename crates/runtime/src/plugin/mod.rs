@@ -6,11 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{ComponentExportIndex, Instance};
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre};
 use wasmtime::{Engine, Store};
 
 use super::call_thread::{self, Stuck};
-use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY, bindings};
+/// What `metadata` returns, in every version of `setter`.
+use super::host_api::bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo;
+use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
 use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier, facts};
@@ -30,11 +32,53 @@ pub const MAX_PLUGIN_BYTES: usize = 64 << 20;
 pub const MAX_OUTPUT_BYTES: usize = nodestatus_apimachinery::MAX_NODE_BYTES;
 /// Longest setter error message kept, in bytes.
 const MAX_ERROR_MESSAGE: usize = 4096;
-/// The interface every plugin exports.
-pub const SETTER_EXPORT: &str = "nodestatus:plugin/setter@0.1.1";
-/// The WIT world every plugin implements (the world annotation of a
-/// published plugin).
-pub const WORLD: &str = "nodestatus:plugin/plugin@0.1.1";
+/// The interface a plugin of the current WIT exports: its `set` returns
+/// the plugin's part of the node.
+pub const SETTER_EXPORT_0_2: &str = "nodestatus:plugin/setter@0.2.0";
+/// The interface of the first WIT, still served: its `set` returns the whole
+/// node (a `0.1.0` export links too).
+pub const SETTER_EXPORT_0_1: &str = "nodestatus:plugin/setter@0.1.1";
+
+/// A version of the `setter` interface that this host serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Interface {
+    /// `nodestatus:plugin@0.1.x`: `set` returns the whole node.
+    #[serde(rename = "0.1")]
+    V0_1,
+    /// `nodestatus:plugin@0.2.x`: `set` returns the plugin's part.
+    #[serde(rename = "0.2")]
+    V0_2,
+}
+
+impl Interface {
+    /// Every version served, newest first.
+    pub const ALL: &[Interface] = &[Interface::V0_2, Interface::V0_1];
+
+    /// The name of its `setter` export.
+    pub fn export(self) -> &'static str {
+        match self {
+            Self::V0_1 => SETTER_EXPORT_0_1,
+            Self::V0_2 => SETTER_EXPORT_0_2,
+        }
+    }
+
+    /// Its world, as a published plugin's manifest names it.
+    pub fn world(self) -> &'static str {
+        match self {
+            Self::V0_1 => "nodestatus:plugin/plugin@0.1.1",
+            Self::V0_2 => "nodestatus:plugin/plugin@0.2.0",
+        }
+    }
+}
+
+impl std::fmt::Display for Interface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::V0_1 => "0.1",
+            Self::V0_2 => "0.2",
+        })
+    }
+}
 
 mod code;
 mod errors;
@@ -49,11 +93,21 @@ pub use errors::*;
 use grants::*;
 pub use settings::*;
 
+/// What a successful `set` returned, not yet checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetResult {
+    /// A 0.1 plugin's whole node, as JSON.
+    Node(String),
+    /// A 0.2 plugin's part of the node, as JSON; `None`: the node already
+    /// holds its part.
+    Part(Option<String>),
+}
+
 /// The result of a successful `set`.
 #[derive(Debug)]
 pub struct SetOutput {
-    /// The node the plugin returned, as JSON (not yet checked).
-    pub json: String,
+    /// What the plugin returned (not yet checked).
+    pub result: SetResult,
     /// Events it recorded.
     pub events: Vec<EmittedEvent>,
 }
@@ -259,6 +313,11 @@ impl Plugin {
         Ok((plugin, tier_up))
     }
 
+    /// The version of the `setter` interface it exports.
+    pub fn interface(&self) -> Interface {
+        self.code().interface
+    }
+
     /// The compiler of the code in force (Winch's is replaced by
     /// Cranelift's once that is ready, with [`crate::Tiers::Tiered`]).
     pub fn tier(&self) -> Tier {
@@ -343,6 +402,7 @@ impl Plugin {
         let (store, instance) = self.store_for(runtime, &code, ctx)?;
         let call = SetCall {
             pre: code.pre.clone(),
+            interface: code.interface,
             set_index: code.set_index,
             name: self.name.clone(),
             timeout,
@@ -374,7 +434,7 @@ impl Plugin {
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
         let events = std::mem::take(&mut store.data_mut().events);
         let outcome = match result? {
-            Ok(json) => Ok(SetOutput { json, events }),
+            Ok(result) => Ok(SetOutput { result, events }),
             Err(message) => Err(self.setter_failed(&store.data().denied, message)),
         };
         // A store goes back only after a call that returned: a trap, a
@@ -479,7 +539,8 @@ impl Plugin {
 /// What one `set` call needs of its plugin, owned, so that it can run on a
 /// call thread.
 struct SetCall {
-    pre: bindings::PluginPre<CallState>,
+    pre: InstancePre<CallState>,
+    interface: Interface,
     set_index: ComponentExportIndex,
     name: Arc<str>,
     timeout: Duration,
@@ -496,19 +557,22 @@ impl SetCall {
                 Some(i) => i,
                 None => self
                     .pre
-                    .instance_pre()
                     .instantiate_async(&mut store)
                     .await
                     .map_err(|e| classify(&store, e, "instantiate"))?,
             };
             used = Some(instance);
-            let set = instance
-                .get_typed_func::<(&str,), (Result<String, String>,)>(&mut store, &self.set_index)
-                .map_err(|e| classify(&store, e, "instantiate"))?;
-            let (result,) = set
-                .call_async(&mut store, (node_json,))
-                .await
-                .map_err(|e| classify(&store, e, "set"))?;
+            let set = self.set_index;
+            let result = match self.interface {
+                Interface::V0_1 => call_set::<String>(&mut store, instance, &set, node_json)
+                    .await?
+                    .map(SetResult::Node),
+                Interface::V0_2 => {
+                    call_set::<Option<String>>(&mut store, instance, &set, node_json)
+                        .await?
+                        .map(SetResult::Part)
+                }
+            };
             check_set_result(result)
         });
         Ran {
@@ -519,13 +583,34 @@ impl SetCall {
     }
 }
 
+/// Calls `set` (at `index` of `instance`), whose `ok` is an `R`: each
+/// version of `setter` has its own.
+async fn call_set<R>(
+    store: &mut Store<CallState>,
+    instance: Instance,
+    index: &ComponentExportIndex,
+    node_json: &str,
+) -> Result<Result<R, String>, CallError>
+where
+    R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    let set = instance
+        .get_typed_func::<(&str,), (Result<R, String>,)>(&mut *store, index)
+        .map_err(|e| classify(store, e, "instantiate"))?;
+    let (result,) = set
+        .call_async(&mut *store, (node_json,))
+        .await
+        .map_err(|e| classify(store, e, "set"))?;
+    Ok(result)
+}
+
 /// What a [`SetCall`] gives back.
 struct Ran {
     store: Store<CallState>,
     /// The instance it called, if it got one.
     instance: Option<Instance>,
     /// `set`'s answer, or why there was none.
-    result: Result<Result<String, String>, CallError>,
+    result: Result<Result<SetResult, String>, CallError>,
 }
 
 /// A plugin's instance kept for its next call, with its store.
@@ -584,16 +669,22 @@ fn guest_call<T: Send>(
 /// the guest is bounded by the guest's memory cap. Wasmtime runs the guest's
 /// post-return, which may free the string, before the call returns, so the
 /// string cannot be measured in place and copied later.)
-fn check_set_result(result: Result<String, String>) -> Result<Result<String, String>, CallError> {
+fn check_set_result(
+    result: Result<SetResult, String>,
+) -> Result<Result<SetResult, String>, CallError> {
+    let text = |r: &SetResult| match r {
+        SetResult::Node(t) | SetResult::Part(Some(t)) => t.len(),
+        SetResult::Part(None) => 0,
+    };
     match result {
-        Ok(json) if json.len() > MAX_OUTPUT_BYTES => Err(CallError::new(
+        Ok(r) if text(&r) > MAX_OUTPUT_BYTES => Err(CallError::new(
             CallErrorKind::OutputTooLarge,
             format!(
                 "`set` returned {} bytes, over the {MAX_OUTPUT_BYTES}-byte bound of a node (etcd refuses requests over 1.5 MiB)",
-                json.len()
+                text(&r)
             ),
         )),
-        Ok(json) => Ok(Ok(json)),
+        Ok(r) => Ok(Ok(r)),
         Err(mut message) => {
             let mut cut = message.len().min(MAX_ERROR_MESSAGE);
             while !message.is_char_boundary(cut) {
@@ -727,7 +818,7 @@ fn call_metadata(
     code: &Code,
     name: Arc<str>,
     settings: &PluginSettings,
-) -> Result<bindings::exports::nodestatus::plugin::setter::PluginInfo, LoadError> {
+) -> Result<PluginInfo, LoadError> {
     let pre = &code.pre;
     let mut store = new_store(
         runtime,
@@ -740,14 +831,19 @@ fn call_metadata(
     )
     .map_err(LoadError::Metadata)?;
     let result = guest_call(&name, settings.timeout, "metadata", async {
-        let p = pre
+        let instance = pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| classify(&store, e, "instantiate"))?;
-        p.nodestatus_plugin_setter()
-            .call_metadata(&mut store)
+        // `plugin-info` is the same record in every version of `setter`.
+        let metadata = instance
+            .get_typed_func::<(), (PluginInfo,)>(&mut store, &code.metadata_index)
+            .map_err(|e| classify(&store, e, "instantiate"))?;
+        let (info,) = metadata
+            .call_async(&mut store, ())
             .await
-            .map_err(|e| classify(&store, e, "metadata"))
+            .map_err(|e| classify(&store, e, "metadata"))?;
+        Ok(info)
     });
     log_stderr(&mut store);
     result.map_err(LoadError::Metadata)

@@ -26,7 +26,7 @@ fn names_are_dns_labels() {
 
 #[test]
 fn each_metadata_rule_has_its_variant() {
-    use bindings::exports::nodestatus::plugin::setter::PluginInfo;
+    use PluginInfo;
     let info = |name: &str, version: &str, paths: &[&str], env: &[&str]| PluginInfo {
         name: name.into(),
         version: version.into(),

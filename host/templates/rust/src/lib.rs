@@ -2,6 +2,11 @@
 //! major.minor version, read from a file; change `set` to report what you
 //! need.
 //!
+//! `set` is given the whole node to read, and what it writes is its part:
+//! the SDK records each field `set` writes (here the one label) and returns
+//! only those to the host, which merges them into the node. A field it wrote
+//! in an earlier pass and no longer writes is removed.
+//!
 //! A setter reads only the directories it asks for in its metadata and the
 //! operator grants (`config.yaml` holds the grant). Build, test and check it
 //! with `./build.sh`.
@@ -55,9 +60,13 @@ mod tests {
     }
 
     #[test]
-    fn labels_the_node() {
+    fn its_part_is_the_label() {
         let mut node = Node::named("n");
         Plugin::set(&mut node).unwrap();
         assert!(node.label(LABEL).is_some());
+        // What it returns to the host: the label, and nothing else.
+        let part = node.part();
+        assert!(part["metadata"]["labels"][LABEL].is_string(), "{part}");
+        assert_eq!(part.as_object().map(|p| p.len()), Some(1), "{part}");
     }
 }

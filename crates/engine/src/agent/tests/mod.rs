@@ -282,6 +282,7 @@ pub fn report_with(plugin: &str, failed: bool) -> PassReport {
                 Ok(Vec::new())
             },
             duration: Duration::ZERO,
+            called: Duration::ZERO,
             affects_readiness: true,
         }],
         ..PassReport::default()

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use nodestatus_model::node::{self, Diff, FieldPath};
-use nodestatus_model::ownership::{self, Ownership};
-use nodestatus_model::policy::{self, Allowance};
+use nodestatus_model::node::{self, FieldPath};
 use nodestatus_runtime::{CallContext, CallError, CallErrorKind, EmittedEvent, Plugin, Runtime};
 
 use crate::config::PluginConfig;
@@ -180,7 +178,7 @@ pub enum SetterErrorKind {
     /// nodestatus's own node rules): see [`validate`].
     Invalid,
     /// The output is over a cost bound: too large a node, or more fields
-    /// than a plugin may own (see [`ownership`]).
+    /// than a plugin may own (see [`nodestatus_model::ownership`]).
     Limit,
     /// The plugin did not run: no version of it may run now ([`Withheld`]).
     Withheld,
@@ -251,6 +249,9 @@ pub struct SetterReport {
     pub outcome: Result<Vec<FieldPath>, SetterError>,
     /// Wall time of the call, checks included.
     pub duration: Duration,
+    /// Of which the call into the sandbox (zero for a step of the host's
+    /// own, or a plugin not called): the rest is the host's work.
+    pub called: Duration,
     /// Whether its failure makes the node not Ready.
     pub affects_readiness: bool,
 }
@@ -266,6 +267,10 @@ pub const ALLOCATABLE: &str = "allocatable-for-capacity";
 /// The built-in step that writes what a current kubelet writes from its
 /// container runtime and machine ([`PassOptions::kubelet_fields`]).
 pub const CURRENT_KUBELET_FIELDS: &str = "current-kubelet-fields";
+
+/// The built-in step that keeps Ready the last condition
+/// ([`node::kubelet::ready_last`]).
+pub const READY_LAST: &str = "ready-last";
 
 /// The built-in step that keeps the node's Ready condition as the pass
 /// found it ([`PassOptions::keep_ready`]).
@@ -300,7 +305,8 @@ pub struct PassReport {
     /// One entry per setter, in run order.
     pub setters: Vec<SetterReport>,
     /// One entry per built-in step of the host ([`OS_ARCH_LABELS`],
-    /// [`ALLOCATABLE`]), in run order, after the setters.
+    /// [`ALLOCATABLE`], [`READY_LAST`], ...), in run order, after the
+    /// setters.
     pub builtins: Vec<SetterReport>,
     /// Fields removed because the plugin that owned them is gone.
     pub released: Vec<(String, FieldPath)>,
@@ -337,22 +343,30 @@ impl PassReport {
 /// 1. its size: the runtime refuses more than
 ///    [`nodestatus_runtime::MAX_OUTPUT_BYTES`] (the bound of a node) before
 ///    anything parses it (kind `output-too-large`);
-/// 2. JSON, a Node, `metadata.name` (kind `Output`);
-/// 3. the number of fields it changes ([`ownership::MAX_FIELDS_PER_PLUGIN`],
-///    kind `Limit`), from the one [`Diff`] of output and input, before the
-///    policy and validation look at each;
-/// 4. the policy: each changed field against its [`policy::Allowance`]
-///    (kind `Policy`); list items count by merge key, so a second entry of a
-///    condition type is a change of that type;
+/// 2. JSON, and a Node (a 0.1 setter's output, with its `metadata.name`)
+///    or a part ([`node::Part::parse`], a 0.2 setter's) (kind `Output`);
+/// 3. the number of fields: those a 0.1 output changes, from the one
+///    [`node::Diff`] of output and input, or those a part names
+///    ([`nodestatus_model::ownership::MAX_FIELDS_PER_PLUGIN`], kind `Limit`),
+///    before the policy and validation look at each;
+/// 4. the policy: each of those fields against its
+///    [`nodestatus_model::policy::Allowance`] (kind `Policy`); list items
+///    count by merge key, so a second entry of a condition type is a change
+///    of that type. A part's every field is checked, changed or not: a part
+///    cannot name a field its plugin may not set;
 /// 5. the API server's rules and nodestatus's own ([`validate`]), for
-///    problems the output adds to its input (kind `Invalid`): a plugin is
-///    not blamed for what the node already held;
+///    problems the write adds to its input (kind `Invalid`): a plugin is
+///    not blamed for what the node already held. A part that changes
+///    nothing (the steady state) builds no node and validates nothing;
 /// 6. the ownership record's bounds (kind `Limit`).
 ///
 /// Once accepted, the conditions it wrote get their times from the host's
 /// clock ([`node::stamp_times`]: heartbeat now, transition kept unless the
-/// status flipped), whatever times it wrote (valid ones: a bad time is
-/// refused by step 5 like any bad field).
+/// status flipped). A 0.1 setter's times must be valid (a bad time is
+/// refused by step 5 like any bad field); a part's are ignored. A part's
+/// condition that says the same again gets only its heartbeat, after the
+/// setters. The fields a 0.2 setter owned and its part leaves out are
+/// removed, unless another plugin owns them too.
 ///
 /// After the setters, the fields of plugins no longer loaded are removed,
 /// then the host's built-in steps run, through the same diff, policy and
@@ -361,8 +375,10 @@ impl PassReport {
 /// kubelet of the server's release writes from its container runtime and
 /// machine ([`node::kubelet::current_kubelet_fields`]); the
 /// `kubernetes.io/os` and `kubernetes.io/arch` labels, forced when missing
-/// or wrong as the kubelet does after its setters. They own no fields: the
-/// host writes them on every pass.
+/// or wrong as the kubelet does after its setters; an allocatable for every
+/// capacity key; Ready moved back to the end of the conditions when a
+/// setter appended one after it. They own no fields: the host writes them
+/// on every pass.
 pub fn pass(
     runtime: &Runtime,
     set: &PluginSet,
@@ -376,14 +392,15 @@ pub fn pass(
     for setter in set.setters() {
         let plugin = setter.plugin();
         let started = Instant::now();
-        let outcome = work
-            .setter(runtime, setter, ctx.clone())
-            .map(|(changed, events)| {
-                report
-                    .events
-                    .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
-                changed
-            });
+        let mut called = Duration::ZERO;
+        let outcome =
+            work.setter(runtime, setter, ctx.clone(), &mut called)
+                .map(|(changed, events)| {
+                    report
+                        .events
+                        .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
+                    changed
+                });
         if let Err(e) = &outcome {
             tracing::warn!(
                 plugin = plugin.name(),
@@ -396,15 +413,18 @@ pub fn pass(
             version: plugin.metadata().version.clone(),
             outcome,
             duration: started.elapsed(),
+            called,
             affects_readiness: setter.affects_readiness(),
         });
     }
+    work.beat(SystemTime::now());
     for w in set.withheld() {
         report.setters.push(SetterReport {
             plugin: w.plugin.clone(),
             version: w.version.clone(),
             outcome: Err(SetterError::new(SetterErrorKind::Withheld, &w.reason)),
             duration: Duration::ZERO,
+            called: Duration::ZERO,
             affects_readiness: w.affects_readiness,
         });
     }
@@ -480,316 +500,15 @@ fn builtins<'a>(
         name: ALLOCATABLE,
         step: Box::new(node::kubelet::allocatable_for_every_capacity_key),
     });
+    steps.push(Builtin {
+        name: READY_LAST,
+        step: Box::new(node::kubelet::ready_last),
+    });
     steps
 }
 
-/// The node as a pass builds it, step by step: every write, a setter's or
-/// a built-in step's, goes through [`Work::accept`], the one place where
-/// an output is checked, its fields' ownership recorded and the node
-/// moved on; the ownership record is written and the whole node validated
-/// once, at the end ([`Work::finish`]).
-struct Work {
-    /// The node as it came.
-    found: Ownership,
-    input_problems: Vec<Problem>,
-    /// The node so far, and its text while it is current (the next
-    /// setter's input; `None`: serialized when a setter needs it).
-    current: Value,
-    json: Option<String>,
-    /// Its problems (all already in the input).
-    known: Vec<Problem>,
-    ownership: Ownership,
-    /// Whether fields of a plugin no longer loaded were removed (a change
-    /// no write's check saw).
-    released: bool,
-}
-
-impl Work {
-    fn new(node: &Value) -> Self {
-        let found = Ownership::from_node(node);
-        let input_problems = validate::problems(node);
-        Self {
-            ownership: found.clone(),
-            found,
-            known: input_problems.clone(),
-            input_problems,
-            current: node.clone(),
-            json: None,
-            released: false,
-        }
-    }
-
-    /// The node so far as text, the next setter's input.
-    fn json(&mut self) -> &str {
-        let current = &self.current;
-        self.json
-            .get_or_insert_with(|| serde_json::to_string(current).expect("a Value serializes"))
-    }
-
-    /// Runs one setter over the node so far: its output, once parsed as a
-    /// Node, is accepted as its write.
-    fn setter(
-        &mut self,
-        runtime: &Runtime,
-        setter: &Setter,
-        ctx: CallContext,
-    ) -> Result<(Vec<FieldPath>, Vec<EmittedEvent>), SetterError> {
-        let input = self.json().to_owned();
-        let out = setter.plugin().call_set(runtime, &input, ctx)?;
-        if out.json == input {
-            return Ok((Vec::new(), out.events));
-        }
-        // Its size was bounded by the runtime ([`nodestatus_runtime::MAX_OUTPUT_BYTES`]).
-        let output: Value = serde_json::from_str(&out.json).map_err(|e| {
-            SetterError::new(
-                SetterErrorKind::Output,
-                format!("the output is not JSON: {e}"),
-            )
-        })?;
-        policy::validate(&output).map_err(|e| {
-            SetterError::new(
-                SetterErrorKind::Output,
-                format!("the output is not a valid Node: {e}"),
-            )
-        })?;
-        let owner = setter.plugin().name();
-        let changed = self.accept(Some(owner), output, &setter.config().fields, Some(out.json))?;
-        Ok((changed, out.events))
-    }
-
-    /// Runs one built-in step over the node so far, with the default
-    /// allowance; it owns no field.
-    fn builtin(&mut self, b: Builtin) -> SetterReport {
-        let started = Instant::now();
-        let outcome = match (b.step)(&self.current) {
-            None => Ok(Vec::new()),
-            Some(output) => self.accept(None, output, &Allowance::default(), None),
-        };
-        if let Err(e) = &outcome {
-            tracing::warn!(
-                step = b.name,
-                kind = e.kind.as_str(),
-                "built-in step failed: {e}"
-            );
-        }
-        SetterReport {
-            plugin: b.name.to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            outcome,
-            duration: started.elapsed(),
-            affects_readiness: false,
-        }
-    }
-
-    /// The one place a write is taken: `output` (whose text is `text`,
-    /// when a setter gave it) replaces the node so far if it passes the
-    /// checks of every write (its diff's bound, the allowance, the API
-    /// server's rules for problems it adds); a setter's (`owner`) condition
-    /// times are stamped and the fields it changed recorded as its own.
-    fn accept(
-        &mut self,
-        owner: Option<&str>,
-        output: Value,
-        allowance: &Allowance,
-        text: Option<String>,
-    ) -> Result<Vec<FieldPath>, SetterError> {
-        let checked = check(
-            &self.current,
-            output,
-            allowance,
-            &self.known,
-            owner.is_some(),
-        )?;
-        if let Some(owner) = owner {
-            self.ownership
-                .record(owner, &checked.changed, &checked.node)
-                .map_err(|e| SetterError::new(SetterErrorKind::Limit, e.to_string()))?;
-        }
-        self.json = text.filter(|_| !checked.stamped);
-        self.current = checked.node;
-        self.known = checked.problems;
-        Ok(checked.changed)
-    }
-
-    /// Removes the fields of plugins no longer in `set`.
-    fn release_unloaded(&mut self, set: &PluginSet) -> Vec<(String, FieldPath)> {
-        let released = self
-            .ownership
-            .release_unloaded(|p| set.contains(p), &mut self.current);
-        if !released.is_empty() {
-            self.json = None;
-            self.released = true;
-        }
-        released
-    }
-
-    /// The node the pass made: the ownership record written, the addresses
-    /// in the server's order; or what the API server would refuse in it,
-    /// when the checks of each step missed it (the removal of a gone
-    /// plugin's fields and the ownership record are checked only here).
-    fn finish(mut self) -> Result<Value, Vec<Problem>> {
-        self.ownership.write(&mut self.current);
-        node::patch::server_address_order(&mut self.current);
-        let known = if self.ownership != self.found || self.released {
-            validate::problems(&self.current)
-        } else {
-            self.known
-        };
-        let refused: Vec<Problem> = validate::introduced(&self.input_problems, known)
-            .into_iter()
-            .filter(|p| p.rule.origin() == validate::Origin::ApiServer)
-            .collect();
-        if refused.is_empty() {
-            Ok(self.current)
-        } else {
-            Err(refused)
-        }
-    }
-}
-
-/// What [`node::kubelet::current_kubelet_fields`] reads, from the pass's
-/// context: the container runtime's answer (nothing known when it did not
-/// answer or none is configured) and the machine's facts.
-fn runtime_and_machine(ctx: &CallContext) -> node::kubelet::RuntimeAndMachine {
-    let runtime = ctx
-        .container_runtime
-        .as_deref()
-        .and_then(|r| r.as_ref().ok());
-    node::kubelet::RuntimeAndMachine {
-        runtime_handlers: runtime.map(|r| r.handlers.clone()),
-        supplemental_groups_policy: runtime
-            .and_then(|r| r.features.as_ref())
-            .map(|f| f.supplemental_groups_policy),
-        swap_bytes: ctx.facts.swap_bytes(),
-        running_in_user_namespace: ctx.facts.running_in_user_namespace(),
-    }
-}
-
-/// A new node that passed the checks of a write.
-struct Checked {
-    /// The node, its conditions' times stamped.
-    node: Value,
-    /// The fields that changed.
-    changed: Vec<FieldPath>,
-    /// The node's problems (all already in the input).
-    problems: Vec<Problem>,
-    /// Whether stamping the times changed the node.
-    stamped: bool,
-}
-
-/// The checks of every write, a plugin's or a built-in step's: the diff,
-/// its bound, the policy, the API server's rules; then, with `stamp`, the
-/// condition times.
-fn check(
-    input: &Value,
-    mut output: Value,
-    allowance: &Allowance,
-    known: &[Problem],
-    stamp: bool,
-) -> Result<Checked, SetterError> {
-    let changed = Diff::new(input, &output).paths();
-    if changed.len() > ownership::MAX_FIELDS_PER_PLUGIN {
-        return Err(SetterError::new(
-            SetterErrorKind::Limit,
-            ownership::Error::TooManyFields {
-                fields: changed.len(),
-            }
-            .to_string(),
-        ));
-    }
-    allowance
-        .check_all(&changed)
-        .map_err(|e| SetterError::new(SetterErrorKind::Policy, e.to_string()))?;
-    let problems = validate::problems(&output);
-    let added = validate::introduced(known, problems.clone());
-    if !added.is_empty() {
-        let who = if added
-            .iter()
-            .any(|p| p.rule.origin() == validate::Origin::ApiServer)
-        {
-            "the API server would refuse the node"
-        } else {
-            "the node breaks nodestatus's rules"
-        };
-        return Err(SetterError::new(
-            SetterErrorKind::Invalid,
-            format!("output discarded: {who}: {}", validate::describe(&added)),
-        ));
-    }
-    // Stamping writes valid times only, so it adds no problem (the list may
-    // keep one that it fixed, which only spares a later setter the blame).
-    let stamped = stamp && node::stamp_times(input, &mut output, &changed, SystemTime::now());
-    Ok(Checked {
-        node: output,
-        changed,
-        problems,
-        stamped,
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use nodestatus_model::node::kubelet::os_arch_labels;
-    use serde_json::json;
+mod tests;
+mod work;
 
-    #[test]
-    fn kubelet_order_with_ready_last() {
-        assert!(default_order("node-address") < default_order("machine-info"));
-        assert!(default_order("pid-pressure") < default_order("volumes"));
-        assert!(default_order("volumes") < default_order("gpu"));
-        assert!(default_order("gpu") < default_order("ready"));
-    }
-
-    /// Runs one built-in step over `node` as a pass does.
-    fn builtin(
-        name: &'static str,
-        step: impl Fn(&Value) -> Option<Value> + 'static,
-        node: &mut Value,
-    ) -> SetterReport {
-        let mut work = Work::new(node);
-        let r = work.builtin(Builtin {
-            name,
-            step: Box::new(step),
-        });
-        *node = work.current;
-        r
-    }
-
-    #[test]
-    fn a_built_in_step_is_diffed_and_reported_like_a_plugin() {
-        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {"kubernetes.io/os": "plan9"}}});
-        let r = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
-        assert_eq!(
-            r.outcome.unwrap(),
-            vec![
-                FieldPath::Label("kubernetes.io/os".into()),
-                FieldPath::Label("kubernetes.io/arch".into())
-            ]
-        );
-        assert_eq!(
-            node["metadata"]["labels"]["kubernetes.io/os"],
-            std::env::consts::OS
-        );
-        // The steady state changes nothing.
-        let again = builtin(OS_ARCH_LABELS, os_arch_labels, &mut node);
-        assert_eq!(again.outcome.unwrap(), Vec::<FieldPath>::new());
-    }
-
-    #[test]
-    fn a_built_in_step_goes_through_the_policy() {
-        // A step that writes a label NodeRestriction refuses is refused,
-        // and the node is left as it was.
-        fn bad(node: &Value) -> Option<Value> {
-            let mut n = node.clone();
-            n["metadata"]["labels"]["node-role.kubernetes.io/master"] = json!("");
-            Some(n)
-        }
-        let mut node = json!({"kind": "Node", "metadata": {"name": "n", "labels": {}}});
-        let before = node.clone();
-        let r = builtin("bad", bad, &mut node);
-        let e = r.outcome.unwrap_err();
-        assert_eq!(e.kind, SetterErrorKind::Policy, "{e}");
-        assert_eq!(node, before);
-    }
-}
+use work::{Work, runtime_and_machine};
