@@ -60,6 +60,8 @@ def main() -> None:
         print(f"| {s}, fresh instance, WASM / native | {ratio(f'setter/{s}/wasm-fresh', f'setter/{s}/native')} |")
     print(f"| kernel-check, WASM / native | {ratio('wasm/kernel-check', 'native/kernel-check')} |")
     print(f"| kernel-check, exec plugin / WASM | {ratio('exec/kernel-check', 'wasm/kernel-check')} |")
+    print(f"| a WIT 0.1 call / its 0.2 build (os-arch) | {ratio('compat/os-arch/wit-0.1/call', 'compat/os-arch/wit-0.2/call')} |")
+    print(f"| a pass of it alone, 0.1 / 0.2 | {ratio('compat/os-arch/wit-0.1/pass', 'compat/os-arch/wit-0.2/pass')} |")
     for g in ("cpu-features", "load-average", "load-average-aot"):
         for b in ("guest/{}/set", "guest/{}/set-reuse", "activate/{}/cached"):
             key = b.format(g)

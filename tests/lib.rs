@@ -56,6 +56,15 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// Whether [`guest_aot`]'s component of `name` is built (weval is not on
+/// every machine).
+pub fn guest_aot_built(name: &str) -> bool {
+    guest_plugins()
+        .join("aot")
+        .join(format!("{name}.wasm"))
+        .is_file()
+}
+
 /// A JavaScript setter of `plugins/js` built ahead of time (`build.mjs
 /// --aot`, weval) into the `aot` folder beside [`guest`]'s. `scripts/test.sh`
 /// builds `load-average` so when weval is at hand (README).
