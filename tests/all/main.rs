@@ -13,6 +13,7 @@ mod fleet;
 mod fleet_peer;
 mod grants;
 mod guests;
+mod guides;
 mod hostile;
 mod hot_reload;
 mod keyless;
