@@ -161,6 +161,13 @@ impl Run {
         self.out.contains(text)
     }
 
+    /// Fails, with what the guide's commands printed, unless they printed
+    /// `text`.
+    #[track_caller]
+    fn saw(&self, text: &str) {
+        assert!(self.has(text), "not printed: {text}\n{}", self.out);
+    }
+
     /// `nodestatus` with `args`, under the guide's `HOME`.
     fn nodestatus(&self, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_nodestatus"))
@@ -239,7 +246,7 @@ fn run_guide(name: &str) -> Run {
 /// The guide's `nodestatus plugin check` found the component of WIT 0.2,
 /// and `nodestatus new`'s setter built and labelled the node (step 0).
 fn assert_checked_and_scaffolded(run: &Run) {
-    assert!(run.has("\"wit\": \"0.2\""), "{}", run.out);
+    run.saw("\"wit\": \"0.2\"");
     assert!(
         run.has("\"my-setter.nodestatus.io/kernel\""),
         "no label of step 0's setter:\n{}",
@@ -274,16 +281,8 @@ fn the_rust_guide_runs_as_written() {
     let run = run_guide("first-setter-rust.md");
     assert_checked_and_scaffolded(&run);
     // `once` on ~/try: stderr says what it set, the Node has the labels.
-    assert!(
-        run.has("os-release-labels 0.1.0: set metadata.labels["),
-        "{}",
-        run.out
-    );
-    assert!(
-        run.has("\"feature.node.kubernetes.io/system-os_release.ID\""),
-        "{}",
-        run.out
-    );
+    run.saw("os-release-labels 0.1.0: set metadata.labels[");
+    run.saw("\"feature.node.kubernetes.io/system-os_release.ID\"");
     let (node, _) = once_in_plugins(&run, None);
     assert!(
         node.contains("\"feature.node.kubernetes.io/system-os_release.VERSION_ID\""),
@@ -296,16 +295,8 @@ fn the_python_guide_runs_as_written() {
     let run = run_guide("first-setter-python.md");
     assert_checked_and_scaffolded(&run);
     // The native run prints the setter's part.
-    assert!(
-        run.has("{\"metadata\":{\"labels\":{\"example.com/reboot-required\":"),
-        "{}",
-        run.out
-    );
-    assert!(
-        run.has("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]"),
-        "{}",
-        run.out
-    );
+    run.saw("{\"metadata\":{\"labels\":{\"example.com/reboot-required\":");
+    run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
     let node = std::fs::read_to_string(run.home.join("reboot-required/node.json")).unwrap();
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     // The grant appended to the default config, as step 5 says, is a valid
@@ -322,17 +313,9 @@ fn the_javascript_guide_runs_as_written() {
     // node --test: the guide's three tests pass.
     assert!(run.has("# pass 3") || run.has("ℹ pass 3"), "{}", run.out);
     // jco: the component exports the setter of WIT 0.2.
-    assert!(run.has("nodestatus:plugin/setter@0.2.0"), "{}", run.out);
-    assert!(
-        run.has("\"message\": \"no reboot is required\""),
-        "{}",
-        run.out
-    );
-    assert!(
-        run.has("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]"),
-        "{}",
-        run.out
-    );
+    run.saw("nodestatus:plugin/setter@0.2.0");
+    run.saw("\"message\": \"no reboot is required\"");
+    run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"reason\": \"NoRebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
@@ -343,11 +326,7 @@ fn the_c_guide_runs_as_written() {
     let run = run_guide("first-setter-c.md");
     assert_checked_and_scaffolded(&run);
     // The native runs: without the file, then with /tmp/rr and its packages.
-    assert!(
-        run.has("\"reason\":\"NoRebootRequired\",\"message\":\"\"}]}}"),
-        "{}",
-        run.out
-    );
+    run.saw("\"reason\":\"NoRebootRequired\",\"message\":\"\"}]}}");
     assert!(
         run.has(
             "\"message\":\"a package update needs a reboot: linux-image-6.1.0-28-amd64,libc6\"}]}}"
@@ -356,13 +335,9 @@ fn the_c_guide_runs_as_written() {
         run.out
     );
     // plugin check without a config: /run is withheld.
-    assert!(run.has("\"path /run\""), "{}", run.out);
+    run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
-    assert!(
-        run.has("reboot-required 0.1.0: set status.conditions[RebootRequired]"),
-        "{}",
-        run.out
-    );
+    run.saw("reboot-required 0.1.0: set status.conditions[RebootRequired]");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
