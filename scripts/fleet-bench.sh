@@ -12,12 +12,24 @@
 #   idle      PHASE seconds (after 30 s to settle)
 #   flapping  PHASE seconds, 1 % of the nodes flipping MemoryPressure every
 #             60 s (kwok has no flapping: a second idle window)
-#   rollout   150 s: every agent restarted, spread over 2 minutes (SIGUSR1);
-#             kwok: its process restarted (SIGTERM, then a new one)
+#   rollout   150 s: nodestatus: a vendor's new version of its plugin
+#             `probe`, pushed to a local registry (Debian's docker-registry
+#             2.8, with its access log), signed and named in the config that
+#             simulate reads live (one pull for the process; each node
+#             writes the change once); kwok: its process restarted (SIGTERM,
+#             then a new one)
+#   refused   PHASE seconds (nodestatus only): a version signed by another
+#             key named in the config; every node keeps the one it runs
 #   outage    60 s: kube-apiserver stopped (etcd and the controller run on)
 #   recovery  PHASE seconds after kube-apiserver is back
 #
-# Every 5 s it samples the nodes that are not Ready (the node lifecycle
+# simulate's config reports an unchanged status every
+# NODESTATUS_FLEET_REPORT_SECONDS (default 60; the kubelet's
+# nodeStatusReportFrequency is 300), so that the forced report falls in
+# every phase: the figures count the nodes that wrote one in the idle phase.
+#
+# It needs docker-registry, htpasswd and openssl (scripts/ensure-packages.sh
+# docker-registry apache2-utils openssl). Every 5 s it samples the nodes that are not Ready (the node lifecycle
 # controller's view), the engine's CPU seconds and RSS (for kwok, the kwok
 # process). The tests fleet::bench and fleet_peer::bench_kwok of tests/all
 # run it; scripts/fleet-figures.py turns the audit logs and the samples into

@@ -11,14 +11,24 @@ engines side by side:
   write bodies (the JSON the audit log holds: the object or patch sent);
 - then ONE table, a row per engine and phase: the lease updates and status
   patches against the kubelet's model (a lease every 10 s, a status patch
-  every 5 min on an idle node), all requests and bytes a second, the peak
+  every report period on an idle node: the kubelet's 5 min, or the
+  shortened `nodeStatusReportFrequency` result.json gives in
+  how.report_seconds, so that the forced report falls in each phase), all
+  requests and bytes a second, the peak
   in one second, the longest time a node's lease went unrenewed, the time
   until every lease was renewed after the outage (recovery rows), the
   engine's CPU seconds per node-minute and RSS per node (its one process;
   for kwok, the kwok process, a rollout's replaced one counted in CPU), and
   the most nodes the node lifecycle controller had not Ready at once;
 - the outage's recovery: every lease fresh within, and the peak against the
-  idle rate.
+  idle rate;
+- the forced report: in the idle phase, the nodes that wrote their status
+  with nothing changed (only heartbeats), against the model;
+- the plugin rollout (an engine whose how names a rollout_condition): when
+  the last node wrote the new version's condition (from the audit log's
+  patch bodies), how many nodes wrote it exactly once, the registry's blob
+  GETs and the simulator's pulls of each version, and in the refused phase
+  the nodes that changed the condition and the most not Ready.
 
 Writes DOCS/fleet-<N>-rate.png (nodestatus) and DOCS/fleet-kwok-<N>-rate.png:
 requests a second over the run, by resource, with the phases marked.
@@ -35,8 +45,10 @@ from pathlib import Path
 ENGINES = ["nodestatus", "kwok"]
 # The user of each engine's requests, when result.json does not say.
 USERS = {"nodestatus": "nodestatus-simulator", "kwok": "kwok-controller"}
-PHASES = ["start", "idle", "flapping", "rollout", "outage", "recovery"]
-STEADY = ["idle", "flapping", "rollout", "recovery"]
+PHASES = ["start", "idle", "flapping", "rollout", "refused", "outage", "recovery"]
+STEADY = ["idle", "flapping", "rollout", "refused", "recovery"]
+# The kubelet's nodeStatusReportFrequency, when result.json names none.
+KUBELET_REPORT_SECONDS = 300
 
 
 def ts(s: str) -> float:
@@ -64,6 +76,9 @@ def audit(path: Path, user: str):
             if o.get("subresource"):
                 res += "/" + o["subresource"]
             body = e.get("requestObject")
+            # The status patches' bodies, for the rollout's and the forced
+            # report's figures.
+            keep = body if res == "nodes/status" and e.get("verb") == "patch" else None
             out.append({
                 "at": ts(e["requestReceivedTimestamp"]),
                 "verb": e.get("verb", "?"),
@@ -71,6 +86,7 @@ def audit(path: Path, user: str):
                 "name": o.get("name", ""),
                 "code": e.get("responseStatus", {}).get("code", 0),
                 "bytes": len(json.dumps(body, separators=(",", ":"))) if body is not None else 0,
+                "body": keep,
             })
     out.sort(key=lambda r: r["at"])
     return out
@@ -128,6 +144,71 @@ def longest_gap(leases, p):
     return worst
 
 
+def condition_message(body, ctype):
+    """The message a status patch writes in condition `ctype`: None when it
+    leaves it as it is (a patch carries only a condition's changed fields;
+    a heartbeat is its type and lastHeartbeatTime)."""
+    if not body:
+        return None
+    for c in (body.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c.get("message")
+    return None
+
+
+def heartbeat_only(body):
+    """Whether a status patch changes nothing but condition heartbeats: a
+    report with nothing changed (the forced report)."""
+    if not body or set(body) != {"status"}:
+        return False
+    status = body["status"]
+    if set(status) - {"conditions", "$setElementOrder/conditions"}:
+        return False
+    return all(set(c) <= {"type", "lastHeartbeatTime"} for c in status.get("conditions") or [])
+
+
+def rollout_figures(res):
+    """The plugin rollout's figures (None for an engine without one)."""
+    how, phases, n = res.get("how", {}), res["by_phase"], res["nodes"]
+    ctype, message = how.get("rollout_condition"), how.get("rollout_message")
+    if not ctype or "rollout" not in phases:
+        return None
+    p = phases["rollout"]
+    first, carried = {}, Counter()
+    for r in res["reqs"]:
+        if p["from"] <= r["at"] < p["to"] and condition_message(r["body"], ctype) == message:
+            first.setdefault(r["name"], r["at"])
+            carried[r["name"]] += 1
+    out = {
+        "nodes_on_new": len(first),
+        "fleet_on_new_after": (max(first.values()) - p["from"]) if len(first) >= n else None,
+        "first_node_after": (min(first.values()) - p["from"]) if first else None,
+        "nodes_once": sum(1 for c in carried.values() if c == 1),
+        "versions": how.get("versions", []),
+    }
+    if "refused" in phases:
+        q = phases["refused"]
+        out["refused_changed"] = len({r["name"] for r in res["reqs"]
+                                      if q["from"] <= r["at"] < q["to"] and condition_message(r["body"], ctype) is not None})
+        out["refused_not_ready"] = max((x["not_ready"] for x in samples_in(res["samples"], q)
+                                        if x["not_ready"] is not None), default=None)
+    return out
+
+
+def forced_reports(res, name="idle"):
+    """In phase `name`: the nodes that wrote a status with nothing changed
+    (heartbeats only), those writes a second, and the model's rate."""
+    p = res["by_phase"].get(name)
+    if p is None:
+        return None
+    period = res.get("how", {}).get("report_seconds", KUBELET_REPORT_SECONDS)
+    span = p["to"] - p["from"]
+    beats = [r for r in res["reqs"] if p["from"] <= r["at"] < p["to"] and r["res"] == "nodes/status"
+             and r["verb"] == "patch" and heartbeat_only(r["body"])]
+    return {"period": period, "span": span, "nodes": len({r["name"] for r in beats}),
+            "rate": len(beats) / span, "model": res["nodes"] / period}
+
+
 def load(root: Path, engine: str, n: int):
     path = root / f"{engine}-{n}" / "result.json"
     if not path.exists():
@@ -172,6 +253,9 @@ def summarize(res):
         row["fresh_nodes"] = len(first)
         row["recovery_peak"] = peak(reqs, up, up + 60)
         row["recovery_peak_5s"] = peak(reqs, up, up + 60, 5.0)
+    row["report_seconds"] = res.get("how", {}).get("report_seconds", KUBELET_REPORT_SECONDS)
+    row["forced"] = forced_reports(res)
+    row["plugin_rollout"] = rollout_figures(res)
     return row
 
 
@@ -218,7 +302,7 @@ def main():
             summary.append(summarize(r))
             name = "fleet" if r["engine"] == "nodestatus" else f"fleet-{r['engine']}"
             plot(r, docs / f"{name}-{n}-rate.png")
-    print("| N | engine | phase | lease updates/s (x kubelet N/10) | status writes/s | all requests/s | bytes/s | peak/s | longest lease gap | every lease fresh after the outage | CPU s per node-minute | RSS per node | most not Ready |")
+    print("| N | engine | phase | lease updates/s (x kubelet N/10) | status writes/s (model N/report period) | all requests/s | bytes/s | peak/s | longest lease gap | every lease fresh after the outage | CPU s per node-minute | RSS per node | most not Ready |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in summary:
         for name in STEADY:
@@ -230,7 +314,9 @@ def main():
             fresh = "-"
             if name == "recovery" and "fresh_nodes" in row:
                 fresh = f"{row['fresh_after']:.1f} s" if row["fresh_after"] is not None else f"not all ({row['fresh_nodes']} of {row['n']})"
-            print(f"| {row['n']} | {row['engine']} | {name} | {p['lease']:.2f} ({p['lease_ratio']:.3f}x) | {p['status']:.3f} | {p['total']:.2f} | {p['bytes']:.0f} | {p['peak']:.0f} | {p['gap']:.1f} s | {fresh} | {cpu} | {rss} | {p['not_ready']} |")
+            model = row["n"] / row["report_seconds"] if row["engine"] == "nodestatus" else None
+            status = f"{p['status']:.3f}" + (f" ({model:.3f})" if model is not None else "")
+            print(f"| {row['n']} | {row['engine']} | {name} | {p['lease']:.2f} ({p['lease_ratio']:.3f}x) | {status} | {p['total']:.2f} | {p['bytes']:.0f} | {p['peak']:.0f} | {p['gap']:.1f} s | {fresh} | {cpu} | {rss} | {p['not_ready']} |")
     print()
     for row in summary:
         if "fresh_nodes" in row:
@@ -238,6 +324,23 @@ def main():
             steady = row["idle"]["total"] if "idle" in row else float("nan")
             print(f"- N = {row['n']}, {row['engine']}: after the 60 s outage every lease fresh within {fresh}; peak {row['recovery_peak']:.0f} requests/s in 1 s "
                   f"({row['recovery_peak_5s']:.0f}/s over 5 s) against {steady:.1f}/s idle")
+    for row in summary:
+        f = row.get("forced")
+        if f and row["engine"] == "nodestatus":
+            print(f"- N = {row['n']}, {row['engine']}: forced reports (status written with nothing changed, report period {f['period']} s) in the {f['span']:.0f} s idle phase: "
+                  f"{f['nodes']} of {row['n']} nodes, {f['rate']:.2f}/s against the model's {f['model']:.2f}/s")
+    for row in summary:
+        r = row.get("plugin_rollout")
+        if not r:
+            continue
+        on = f"{r['fleet_on_new_after']:.1f} s" if r["fleet_on_new_after"] is not None else f"not all ({r['nodes_on_new']} of {row['n']})"
+        first = f"{r['first_node_after']:.1f} s" if r["first_node_after"] is not None else "-"
+        print(f"- N = {row['n']}, {row['engine']}: plugin rollout: the first node wrote the new version after {first}, every node after {on}; "
+              f"{r['nodes_once']} of {row['n']} nodes wrote it exactly once")
+        for v in r["versions"]:
+            print(f"  - version {v['version']}: registry blob GETs {v['registry_blob_gets']}, simulator pulls {v['simulator_pulls']}, refusals logged {v['simulator_refusals']}")
+        if "refused_changed" in r:
+            print(f"  - refused version (signed by another key): {r['refused_changed']} nodes changed the condition; most not Ready {r['refused_not_ready']}")
     (root / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
@@ -255,6 +358,7 @@ def plot(res, path: Path):
         "lease update": lambda r: r["res"] == "leases" and r["verb"] == "update",
         "status patch": lambda r: r["res"] == "nodes/status",
         "node get/list/watch": lambda r: r["res"] == "nodes" and r["verb"] in ("get", "list", "watch"),
+        "event create": lambda r: r["res"] == "events",
         "other": None,
     }
     series = defaultdict(Counter)

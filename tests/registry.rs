@@ -361,6 +361,20 @@ impl Registry {
         }
     }
 
+    /// Logs every request from now on (distribution's access log, in the
+    /// combined log format, to [`Registry::log`]), so that a test can count
+    /// the pulls: restarts the registry. docker-registry only.
+    pub fn log_requests(&mut self) {
+        assert!(!self.options.referrers, "docker-registry only");
+        let path = self.dir.path().join("config.yml");
+        let config = std::fs::read_to_string(&path).unwrap().replace(
+            "accesslog:\n    disabled: true",
+            "accesslog:\n    disabled: false",
+        );
+        std::fs::write(&path, config).unwrap();
+        self.restart();
+    }
+
     /// The registry's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()

@@ -4,10 +4,14 @@
 //!
 //! - [`a_fleet_is_as_polite_as_the_kubelet`] (in `scripts/test.sh`): 100
 //!   nodes (`NODESTATUS_FLEET_NODES`), 1 % of them flapping, for about
-//!   2 minutes;
+//!   3 minutes: the steady state, an apiserver outage, a vendor's plugin
+//!   rolled out through a local registry (one pull for the process), a
+//!   version signed by another key refused, a setter dropped into the
+//!   plugin directory;
 //! - [`bench`] (ignored; `scripts/fleet-bench.sh` runs it): the phases of
-//!   docs/benchmarks.md's fleet table (idle, 1 % flapping, a rollout, a
-//!   60 s apiserver outage) for `NODESTATUS_FLEET_NODES` nodes, written to
+//!   docs/benchmarks.md's fleet table (idle, 1 % flapping, a plugin
+//!   rollout through a registry, a refused version, a 60 s apiserver
+//!   outage) for `NODESTATUS_FLEET_NODES` nodes, written to
 //!   `NODESTATUS_FLEET_OUT` for scripts/fleet-figures.py; the phases, and
 //!   the same bench of its peer kwok, are in `fleet_peer`.
 
@@ -20,8 +24,12 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ListParams, PostParams};
 use nodestatus_controlplane::{EmbeddedApiserver, Extras, SIMULATOR_TOKEN, SIMULATOR_USER};
+use nodestatus_registry::Digest;
+use nodestatus_tests::registry::{PASSWORD, Registry, USER, key_pair};
 use nodestatus_tests::{DEFAULT_PLUGINS, built, drop_plugin};
 use serde_json::Value;
+
+use crate::registry::{REPO, cli, variant};
 
 /// The node lifecycle controller's grace period (its default since 1.32).
 const GRACE: Duration = nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE;
@@ -123,7 +131,8 @@ pub fn simulator(kubeconfig: &Path, plugins: &Path, dir: &Path, nodes: usize) ->
         .arg(kubeconfig)
         .arg("--plugin-dir")
         .arg(plugins)
-        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .arg("--cache-dir")
+        .arg(fleet_cache_dir())
         .arg("--state-dir")
         .arg(dir.join("machines"))
         .env("RUST_LOG", "info")
@@ -142,6 +151,208 @@ pub(crate) fn exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nodestatus")))
 }
 
+/// A vendor's plugin through a local registry (issue 32, item 5):
+/// Debian's docker-registry 2.8 with TLS, its credentials and its access
+/// log (each request a line: the pulls are counted there), the vendor's
+/// key pair and another. The fleet's plugin `probe` comes from it.
+pub(crate) struct Vendor {
+    registry: Registry,
+    dir: PathBuf,
+    key: PathBuf,
+    public: PathBuf,
+    other_key: PathBuf,
+    /// A config that only reaches the registry, for `plugin push` and
+    /// `plugin sign`.
+    bare: PathBuf,
+    /// The `registries:` section of the nodes' config.
+    registries: String,
+    /// Set apart from the runs before it: each version is made unique, so
+    /// that no earlier run left it in the test cache (a pull is a pull).
+    run: String,
+}
+
+/// The plugin's name in the fleet's config (the name the component
+/// declares).
+pub(crate) const FLEET_PLUGIN: &str = "probe";
+
+/// The simulator's cache (`cacheDir`): its own, beside the tests' shared
+/// one and kept warm between runs as that one is, because the active file
+/// of an image plugin is `<cacheDir>/registry-plugins/<name>.wasm`, which
+/// the registry suites write for their plugin `probe` in the shared one.
+pub(crate) fn fleet_cache_dir() -> PathBuf {
+    Path::new(built::TEST_CACHE_DIR).with_file_name("nodestatus-test-cache-fleet")
+}
+
+/// Who signs a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signer {
+    /// The vendor's key, which the nodes' `verify:` names.
+    Vendor,
+    /// Another key: the nodes refuse it.
+    Other,
+}
+
+/// A version the vendor published.
+#[derive(Debug, Clone)]
+pub(crate) struct Published {
+    /// `HOST/vendor/probe@sha256:…`, the manifest's digest.
+    pub pinned: String,
+    /// The manifest's digest.
+    pub manifest: String,
+    /// The component's layer (the blob a pull fetches).
+    pub layer: Digest,
+}
+
+impl Vendor {
+    /// A registry and keys in `dir`.
+    pub(crate) fn start(dir: &Path) -> Self {
+        let dir = dir.join("vendor");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut registry = Registry::start();
+        registry.log_requests();
+        let (key, public) = key_pair(&dir, "vendor");
+        let (other_key, _) = key_pair(&dir, "other");
+        let auth = dir.join("auth.json");
+        std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+        let registries = registry.config_yaml(&auth);
+        let bare = dir.join("bare.yaml");
+        std::fs::write(&bare, &registries).unwrap();
+        Self {
+            registry,
+            dir,
+            key,
+            public,
+            other_key,
+            bare,
+            registries,
+            run: format!("{}-{}", std::process::id(), epoch()),
+        }
+    }
+
+    /// Pushes the component `src` as `tag`, made unique to this run, and
+    /// signs it with `signer`'s key.
+    pub(crate) fn publish(&self, src: &str, tag: &str, signer: Signer) -> Published {
+        let bytes = variant(&std::fs::read(src).unwrap(), &format!("{tag}-{}", self.run));
+        // A plugin is named by its file, as in a plugin directory.
+        let file = self.dir.join(tag).join("probe.wasm");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &bytes).unwrap();
+        let bare = self.bare.to_str().unwrap();
+        let at = format!("{}/{REPO}:{tag}", self.registry.host());
+        let pushed = cli(&[
+            "plugin",
+            "push",
+            file.to_str().unwrap(),
+            &at,
+            "--config",
+            bare,
+        ]);
+        let pinned = pushed.trim().to_owned();
+        let key = match signer {
+            Signer::Vendor => &self.key,
+            Signer::Other => &self.other_key,
+        };
+        cli(&[
+            "plugin",
+            "sign",
+            &pinned,
+            "--key",
+            key.to_str().unwrap(),
+            "--config",
+            bare,
+        ]);
+        let manifest = pinned.rsplit_once('@').unwrap().1.to_owned();
+        Published {
+            pinned,
+            manifest,
+            layer: Digest::of(&bytes),
+        }
+    }
+
+    /// The nodes' config: `default` (the text of `config default` and
+    /// any top-level lines) with the registry, and the plugin
+    /// [`FLEET_PLUGIN`] from `image`, verified with the vendor's key.
+    pub(crate) fn config(&self, default: &str, image: &str) -> String {
+        let plugin = format!(
+            "plugins:\n  {FLEET_PLUGIN}:\n    image: {image}\n    verify:\n      key: {}\n",
+            self.public.display()
+        );
+        assert!(default.contains("\nplugins:\n"), "{default}");
+        default.replacen("\nplugins:\n", &format!("\n{plugin}"), 1) + &self.registries
+    }
+
+    /// How many times the registry served the blob `layer` (GETs in its
+    /// access log).
+    pub(crate) fn blob_gets(&self, layer: &Digest) -> usize {
+        let get = format!("\"GET /v2/{REPO}/blobs/{layer} ");
+        self.registry
+            .log()
+            .lines()
+            .filter(|l| l.contains(&get))
+            .count()
+    }
+}
+
+/// `nodestatus config default`: the text of the default config.
+pub(crate) fn default_config() -> String {
+    let out = Command::new(exe())
+        .args(["config", "default"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Writes `text` as the config `simulate` takes without --config
+/// (`dir/xdg/nodestatus/config.yaml`, where [`simulator`] points
+/// `XDG_CONFIG_HOME`): aside, then renamed, as simulate reads it live.
+pub(crate) fn write_run_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("xdg/nodestatus/config.yaml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let tmp = path.with_extension("yaml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// The message of `node`'s condition `ProbeRan`: the major version of
+/// the probe that runs.
+pub(crate) fn probe_version(node: &Value) -> Option<&str> {
+    crate::kube::condition(node, "ProbeRan").and_then(|c| c["message"].as_str())
+}
+
+/// The message that the status patch `body` writes in the condition
+/// `ProbeRan`: `None` when it leaves it as it is (a patch carries only the
+/// changed fields of a condition: a heartbeat is its type and
+/// `lastHeartbeatTime`).
+pub(crate) fn probe_message(body: &Value) -> Option<&str> {
+    body["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "ProbeRan")?["message"]
+        .as_str()
+}
+
+/// Polls the nodes of label `selector` every second until `pred` holds
+/// for each of `n`; returns when, or `None` past `within`.
+pub(crate) async fn until_every_node(
+    admin: &kube::Client,
+    selector: &str,
+    n: usize,
+    within: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Option<f64> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        let nodes = nodes(admin, selector).await;
+        if nodes.len() == n && nodes.iter().all(&pred) {
+            return Some(epoch());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    None
+}
+
 /// One request, from the audit log.
 #[derive(Debug, Clone)]
 pub(crate) struct Req {
@@ -154,6 +365,9 @@ pub(crate) struct Req {
     pub(crate) code: u16,
     /// The path and query.
     pub(crate) uri: String,
+    /// What a write sent (the audit policy logs the simulator's writes of
+    /// nodes and leases with their bodies); `null` for the others.
+    pub(crate) body: Value,
 }
 
 /// The requests of `user` in the audit log at `path`, each once (a watch
@@ -163,7 +377,7 @@ pub(crate) fn audit(path: &Path, user: &str) -> Vec<Req> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for line in text.lines() {
-        let Ok(e) = serde_json::from_str::<Value>(line) else {
+        let Ok(mut e) = serde_json::from_str::<Value>(line) else {
             continue;
         };
         if e["user"]["username"] != user {
@@ -191,6 +405,7 @@ pub(crate) fn audit(path: &Path, user: &str) -> Vec<Req> {
             name: o["name"].as_str().unwrap_or_default().to_owned(),
             code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
             uri: e["requestURI"].as_str().unwrap_or_default().to_owned(),
+            body: e["requestObject"].take(),
         });
     }
     out
@@ -262,6 +477,16 @@ pub(crate) async fn all_ready(
         // encode: poll a large fleet less often.
         tokio::time::sleep(Duration::from_millis((2 * n as u64).max(1000))).await;
     }
+}
+
+/// The lines of the log at `path` that name any of `words`.
+pub(crate) fn about(path: &Path, words: &[&str]) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| words.iter().any(|w| l.contains(w)))
+        .collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 pub(crate) fn tail(path: &Path) -> String {
@@ -370,7 +595,16 @@ pub(crate) fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// - after a 25 s apiserver outage (so that no lease is older than the
 ///   controller's 50 s grace when it is back), no herd: the peak of all requests in
 ///   one second at most 3x the steady rate, every lease renewed within
-///   40 s, and no node seen not Ready (issue 32, item 3).
+///   40 s, and no node seen not Ready (issue 32, item 3);
+/// - a vendor's new version of the plugin `probe`, pushed to a local
+///   registry, signed and named in the config (rewritten while simulate
+///   runs), reaches every node within 30 s with one pull for the process
+///   (the registry's access log and the simulator's log), each node
+///   writing the change once and recording its `PluginPulled` event; a
+///   version signed by another key is refused and every node keeps the one
+///   it runs, Ready (item 5);
+/// - a setter dropped into the plugin directory is loaded once and reaches
+///   every node within 30 s.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fleet_is_as_polite_as_the_kubelet() {
     let n: usize = env_or("NODESTATUS_FLEET_NODES", 100);
@@ -384,17 +618,12 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     let ramp = Duration::from_secs(5);
     let started = epoch();
     // The config `run` runs with on this machine (scripts/run.sh's), which
-    // simulate takes without --config.
-    let run_config = dir.path().join("xdg/nodestatus/config.yaml");
-    std::fs::create_dir_all(run_config.parent().unwrap()).unwrap();
-    let default = Command::new(exe())
-        .args(["config", "default"])
-        .output()
-        .unwrap();
-    assert!(default.status.success());
-    let mut text = String::from_utf8(default.stdout).unwrap();
-    text.push_str("nodeLabels:\n  nodestatus.test/config: run\n");
-    std::fs::write(&run_config, text).unwrap();
+    // simulate takes without --config (and reads again while it runs),
+    // with a vendor's plugin from a registry.
+    let vendor = Vendor::start(dir.path());
+    let v1 = vendor.publish(built::PROBE, "1", Signer::Vendor);
+    let default = default_config() + "nodeLabels:\n  nodestatus.test/config: run\n";
+    write_run_config(dir.path(), &vendor.config(&default, &v1.pinned));
     // A state directory that holds something of the operator's.
     let machines = dir.path().join("machines");
     std::fs::create_dir_all(&machines).unwrap();
@@ -421,9 +650,20 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         ("the simulator", &log),
     )
     .await;
+    // Every node runs the vendor's plugin, pulled once at the start.
+    let probed_at = until_every_node(&admin, SIMULATED, n, ROLLOUT_WITHIN, |node| {
+        probe_version(node) == Some("1")
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the vendor's plugin did not reach every node: {}",
+            about(&log, &["registry", FLEET_PLUGIN, "config"])
+        )
+    });
     // The steady window starts once every node is Ready and its start-up
     // writes are over.
-    let from = ready_at + 15.0;
+    let from = (ready_at + 15.0).max(probed_at + 5.0);
     let mut samples = Vec::new();
     watch_for(
         &admin,
@@ -447,33 +687,67 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     let admin = cluster.admin_client().unwrap();
     let mut recovery = Vec::new();
     watch_for(&admin, child.id(), RECOVERY, &mut recovery).await;
-    // A plugin rollout: a new setter dropped into the directory the fleet
-    // runs from is loaded once, for every node, and each node writes it
-    // from its next pass.
+    // A vendor's new version (issue 32, item 5): pushed and signed, then
+    // named in the config. One pull for the process, every node on it,
+    // each writing the change once.
+    let v2 = vendor.publish(built::PROBE_V2, "2", Signer::Vendor);
     let rollout_at = epoch();
+    write_run_config(dir.path(), &vendor.config(&default, &v2.pinned));
+    let rolled_at = until_every_node(&admin, SIMULATED, n, ROLLOUT_WITHIN, |node| {
+        probe_version(node) == Some("2")
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the new version did not reach every node within {ROLLOUT_WITHIN:?}: {}",
+            tail(&log)
+        )
+    });
+    // A version signed by another key: refused once for the fleet, every
+    // node keeps the one it runs and stays Ready.
+    let v3 = vendor.publish(built::PROBE, "3", Signer::Other);
+    let refused_at = epoch();
+    write_run_config(dir.path(), &vendor.config(&default, &v3.pinned));
+    let said = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("was made by the key")
+    {
+        assert!(
+            said.elapsed() < ROLLOUT_WITHIN,
+            "the version signed by another key was not refused: {}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Every node passes at least once more (its update period, 10 s).
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let kept = nodes(&admin, SIMULATED).await;
+    let refused_to = epoch();
+    let moved: Vec<&str> = kept
+        .iter()
+        .filter(|node| probe_version(node) != Some("2") || !ready(node))
+        .filter_map(|node| node["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        kept.len() == n && moved.is_empty(),
+        "after a version signed by another key, nodes not Ready or not on the version they ran: {moved:?}"
+    );
+    // A setter dropped into the directory the fleet runs from is loaded
+    // once, for every node, and each node writes it from its next pass.
+    let dropped_at = epoch();
     drop_plugin(
         &dir.path().join("plugins"),
-        "probe.wasm",
-        Path::new(built::PROBE),
+        "kernel-check.wasm",
+        Path::new(built::KERNEL_CHECK),
     );
-    let mut rolled_at = None;
-    while epoch() - rollout_at < ROLLOUT_WITHIN.as_secs_f64() {
-        let probed = nodes(&admin, SIMULATED)
-            .await
-            .iter()
-            .filter(|node| {
-                crate::kube::condition(node, "ProbeRan").is_some_and(|c| c["status"] == "True")
-            })
-            .count();
-        if probed == n {
-            rolled_at = Some(epoch());
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    let rolled_at = rolled_at.unwrap_or_else(|| {
+    let checked_at = until_every_node(&admin, SIMULATED, n, ROLLOUT_WITHIN, |node| {
+        crate::kube::condition(node, "KernelSupported").is_some()
+    })
+    .await
+    .unwrap_or_else(|| {
         panic!(
-            "the new setter did not reach every node within {ROLLOUT_WITHIN:?}: {}",
+            "the dropped setter did not reach every node within {ROLLOUT_WITHIN:?}: {}",
             tail(&log)
         )
     });
@@ -507,30 +781,80 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         !reqs.is_empty(),
         "no request of the simulator in the audit log"
     );
-    // The rollout: one load for the whole fleet, and each node wrote its
-    // status once for it (a node whose periodic report fell in the same
-    // window writes twice, never more).
-    let loads = std::fs::read_to_string(&log)
-        .unwrap()
+    // The vendor's rollout: one pull for the process (the registry served
+    // the new version's blob once; the simulator pulled it once), and each
+    // node wrote the change once (a node whose periodic report fell in
+    // the same window writes twice, never more).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let pulled = text
         .lines()
-        .filter(|l| l.contains("plugin loaded") && l.contains("probe"))
+        .filter(|l| l.contains("registry: pulled") && l.contains(&v2.manifest))
         .count();
-    assert_eq!(loads, 1, "the new setter was loaded {loads} times");
-    let mut rollout_patches: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in reqs.iter().filter(|r| {
-        r.verb == "patch" && r.resource == "nodes/status" && r.at >= rollout_at && r.at <= rolled_at
-    }) {
-        *rollout_patches.entry(r.name.as_str()).or_default() += 1;
+    assert_eq!(pulled, 1, "the new version was pulled {pulled} times");
+    let gets = vendor.blob_gets(&v2.layer);
+    assert_eq!(gets, 1, "the registry served the new version {gets} times");
+    let status_in = |from: f64, to: f64| {
+        reqs.iter()
+            .filter(move |r| r.verb == "patch" && r.resource == "nodes/status")
+            .filter(move |r| r.at >= from && r.at <= to)
+    };
+    let mut rollout_patches: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in status_in(rollout_at, rolled_at) {
+        let e = rollout_patches.entry(r.name.as_str()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(probe_message(&r.body) == Some("2"));
     }
+    let once = rollout_patches.values().filter(|(_, c)| *c == 1).count();
     assert_eq!(
-        rollout_patches.len(),
-        n,
-        "not every node wrote the new setter's condition"
+        (rollout_patches.len(), once),
+        (n, n),
+        "not every node wrote the new version's condition exactly once: {rollout_patches:?}"
     );
-    let most = rollout_patches.values().max().copied().unwrap_or(0);
+    let most = rollout_patches.values().map(|(p, _)| *p).max().unwrap_or(0);
     assert!(
         most <= 2,
         "a node wrote its status {most} times during the rollout"
+    );
+    let told: BTreeSet<String> = events_of(&admin, "PluginPulled")
+        .await
+        .into_iter()
+        .filter(|(_, message)| message.contains(&v2.manifest))
+        .map(|(node, _)| node)
+        .collect();
+    assert_eq!(
+        told.len(),
+        n,
+        "not every node recorded the new version's PluginPulled event"
+    );
+    // The refused version: no node changed the probe's condition.
+    let changed: Vec<&str> = status_in(refused_at, refused_to)
+        .filter(|r| probe_message(&r.body).is_some())
+        .map(|r| r.name.as_str())
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "nodes changed the probe's condition after a version signed by another key: {changed:?}"
+    );
+    // The directory's rollout: one load for the whole fleet, each node's
+    // status written at most twice.
+    let loads = text
+        .lines()
+        .filter(|l| l.contains("plugin loaded") && l.contains("kernel-check"))
+        .count();
+    assert_eq!(loads, 1, "the dropped setter was loaded {loads} times");
+    let mut drop_patches: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in status_in(dropped_at, checked_at) {
+        *drop_patches.entry(r.name.as_str()).or_default() += 1;
+    }
+    assert_eq!(
+        drop_patches.len(),
+        n,
+        "not every node wrote the dropped setter's condition"
+    );
+    let most = drop_patches.values().max().copied().unwrap_or(0);
+    assert!(
+        most <= 2,
+        "a node wrote its status {most} times after the drop"
     );
 
     // Different, marked nodes.
@@ -590,7 +914,6 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         "not every node's NodeHasSufficientMemory event was recorded: {}",
         tail(&log)
     );
-    let text = std::fs::read_to_string(&log).unwrap();
     let cut = (0..=log_steady.min(text.len()))
         .rev()
         .find(|i| text.is_char_boundary(*i))
@@ -760,13 +1083,14 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         "nodes not Ready after the outage: {not_ready:?}"
     );
     eprintln!(
-        "FLEET| {n} nodes, started {:.0} s before Ready; window {window:.0} s: leases {rate:.2}/s (model {model}/s), peak {herd}/s; idle status patches 0; flapping patches {flip_patches}; engine {:.1} MB RSS; after a {} s outage: peak {peak}/s against {steady_rate:.1}/s steady, every lease within {slowest:.1} s, no node not Ready, {} plugin events dropped; requests a second after it: {:?}; a new setter on every node {:.1} s after it was dropped",
+        "FLEET| {n} nodes, started {:.0} s before Ready; window {window:.0} s: leases {rate:.2}/s (model {model}/s), peak {herd}/s; idle status patches 0; flapping patches {flip_patches}; engine {:.1} MB RSS; after a {} s outage: peak {peak}/s against {steady_rate:.1}/s steady, every lease within {slowest:.1} s, no node not Ready, {} plugin events dropped; requests a second after it: {:?}; a vendor's new version on every node {:.1} s after the config named it (one pull), one signed by another key refused with every node kept; a new setter on every node {:.1} s after it was dropped",
         ready_at - started,
         samples.last().map_or(0, |s| s.rss_bytes) as f64 / 1e6,
         OUTAGE.as_secs(),
         dropped.len(),
         counts_per_second(&after),
-        rolled_at - rollout_at
+        rolled_at - rollout_at,
+        checked_at - dropped_at
     );
 }
 
@@ -775,8 +1099,26 @@ const OUTAGE: Duration = Duration::from_secs(25);
 /// How long its recovery is watched.
 const RECOVERY: Duration = Duration::from_secs(45);
 /// How long a plugin rollout may take to reach every node (two update
-/// periods, and the directory's debounce).
+/// periods, and the directory's debounce or the config's poll and a pull).
 const ROLLOUT_WITHIN: Duration = Duration::from_secs(30);
+
+/// The `(node, message)` of each event of `reason` in `default`.
+async fn events_of(admin: &kube::Client, reason: &str) -> Vec<(String, String)> {
+    kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| {
+            (
+                e.involved_object.name.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
 
 /// Requests a second, from the first second of `times`.
 fn counts_per_second(times: &[f64]) -> Vec<usize> {
@@ -803,7 +1145,8 @@ fn peak_per_second(times: &[f64]) -> usize {
 
 /// The fleet bench (`scripts/fleet-bench.sh`) of `nodestatus simulate`:
 /// the phases of [`crate::fleet_peer::bench`] (idle, 1 % flapping, a
-/// rollout over 2 minutes and a 60 s apiserver outage) for
+/// vendor's new plugin version through a local registry, one signed by
+/// another key, and a 60 s apiserver outage) for
 /// `NODESTATUS_FLEET_NODES` nodes, written to `NODESTATUS_FLEET_OUT`;
 /// `fleet_peer::bench_kwok` runs the same with kwok.
 #[tokio::test(flavor = "multi_thread")]

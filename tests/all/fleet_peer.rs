@@ -5,8 +5,9 @@
 //! kube-controller-manager and audit policy (`fleet::cluster`).
 //!
 //! Both tests are ignored; `scripts/fleet-bench.sh` runs them, with
-//! `NODESTATUS_FLEET_NODES`, `NODESTATUS_FLEET_PHASE_SECONDS` and
-//! `NODESTATUS_FLEET_OUT`, and `NODESTATUS_KWOK` (kwok's binary, which
+//! `NODESTATUS_FLEET_NODES`, `NODESTATUS_FLEET_PHASE_SECONDS`,
+//! `NODESTATUS_FLEET_REPORT_SECONDS` (simulate's report period, default 60)
+//! and `NODESTATUS_FLEET_OUT`, and `NODESTATUS_KWOK` (kwok's binary, which
 //! `scripts/ensure-kwok.sh` builds; its stages and ClusterRole beside it).
 
 use std::path::{Path, PathBuf};
@@ -20,8 +21,10 @@ use nodestatus_controlplane::{EmbeddedApiserver, KWOK_TOKEN, KWOK_USER, SIMULATO
 use serde_json::{Value, json};
 
 use crate::fleet::{
-    all_ready, cluster, cpu_seconds, env_or, epoch, nodes, ready, rss_bytes, simulate,
+    Published, Signer, Vendor, all_ready, cluster, cpu_seconds, default_config, env_or, epoch,
+    nodes, ready, rss_bytes, simulate, write_run_config,
 };
+use nodestatus_tests::built;
 
 /// The bench's sizes and times.
 pub(crate) struct Plan {
@@ -55,6 +58,12 @@ pub(crate) trait Engine: Sized {
     fn log(&self) -> PathBuf;
     /// Starts the rollout phase's rollout.
     async fn rollout(&mut self);
+    /// Starts a rollout of a version that fails verification, when the
+    /// engine has one (the `refused` phase); `false`: it has none, and the
+    /// phase is left out.
+    async fn refused_rollout(&mut self) -> bool {
+        false
+    }
     /// Stops it.
     fn stop(&mut self);
     /// How it runs, for result.json: version, flags, what its flapping and
@@ -63,12 +72,53 @@ pub(crate) trait Engine: Sized {
 }
 
 /// `nodestatus simulate`: 1 % of its nodes flip MemoryPressure every 60 s
-/// from the flapping phase on; its rollout restarts every agent over
-/// 2 minutes (SIGUSR1).
+/// from the flapping phase on; its config reports an unchanged status
+/// every [`REPORT_SECONDS`] (`nodeStatusReportFrequency`, shortened from
+/// the kubelet's 5 minutes so that the forced report falls in every
+/// phase); its rollout is a vendor's new version of its plugin `probe`,
+/// pushed to a local registry (docker-registry 2.8, [`Vendor`]), signed
+/// and named in the config that simulate reads live; its refused
+/// rollout, a version signed by another key.
 pub(crate) struct Simulate {
     child: Child,
     log: PathBuf,
     flags: Vec<String>,
+    /// The directory simulate's config is in.
+    out: PathBuf,
+    vendor: Vendor,
+    /// The config's text without the plugin's image.
+    default: String,
+    /// Version 1 (at the start), 2 (the rollout) and 3 (signed by
+    /// another key), published at the start.
+    versions: [Published; 3],
+    /// When the config named each of versions 2 and 3.
+    named: Vec<(f64, &'static str)>,
+}
+
+/// The bench's `nodeStatusReportFrequency` for simulate, in seconds
+/// (`NODESTATUS_FLEET_REPORT_SECONDS`; the kubelet's is 300).
+fn report_seconds() -> u64 {
+    env_or("NODESTATUS_FLEET_REPORT_SECONDS", 60)
+}
+
+impl Simulate {
+    /// Names version `v` (1 to 3) in the config.
+    fn name_version(&mut self, v: usize, what: &'static str) {
+        let image = &self.versions[v - 1].pinned;
+        write_run_config(&self.out, &self.vendor.config(&self.default, image));
+        self.named.push((epoch(), what));
+    }
+
+    /// The simulator's log lines that say `what` of version `v` (the
+    /// puller's lines name the config's image).
+    fn said(&self, v: usize, what: &str) -> usize {
+        let image = format!("image=\"{}\"", self.versions[v - 1].pinned);
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(what) && l.contains(&image))
+            .count()
+    }
 }
 
 impl Engine for Simulate {
@@ -77,6 +127,17 @@ impl Engine for Simulate {
     const SELECTOR: &'static str = "nodestatus.io/simulated=true";
 
     async fn start(cluster: &EmbeddedApiserver, out: &Path, plan: &Plan) -> Self {
+        // The vendor's three versions, published before anything is
+        // measured; the config names the first.
+        let vendor = Vendor::start(out);
+        let versions = [
+            vendor.publish(built::PROBE, "1", Signer::Vendor),
+            vendor.publish(built::PROBE_V2, "2", Signer::Vendor),
+            vendor.publish(built::PROBE, "3", Signer::Other),
+        ];
+        let default =
+            default_config() + &format!("nodeStatusReportFrequency: {}s\n", report_seconds());
+        write_run_config(out, &vendor.config(&default, &versions[0].pinned));
         // Flapping starts after the idle phase.
         let flap_from = plan.ramp + plan.settle + plan.phase;
         let flags: Vec<String> = [
@@ -86,8 +147,6 @@ impl Engine for Simulate {
             "60s",
             "--flap-from",
             &format!("{}s", flap_from.as_secs()),
-            "--rollout-over",
-            "2m",
         ]
         .map(str::to_owned)
         .into();
@@ -97,6 +156,11 @@ impl Engine for Simulate {
             child,
             log: out.join("simulate.log"),
             flags,
+            out: out.to_owned(),
+            vendor,
+            default,
+            versions,
+            named: Vec::new(),
         }
     }
 
@@ -113,8 +177,12 @@ impl Engine for Simulate {
     }
 
     async fn rollout(&mut self) {
-        // SAFETY: kill has no memory preconditions.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGUSR1) };
+        self.name_version(2, "version 2, signed by the vendor");
+    }
+
+    async fn refused_rollout(&mut self) -> bool {
+        self.name_version(3, "version 3, signed by another key");
+        true
     }
 
     fn stop(&mut self) {
@@ -123,11 +191,32 @@ impl Engine for Simulate {
     }
 
     fn describe(&self) -> Value {
+        let versions: Vec<Value> = self
+            .versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                json!({
+                    "version": i + 1,
+                    "pinned": v.pinned,
+                    "layer": v.layer.to_string(),
+                    "registry_blob_gets": self.vendor.blob_gets(&v.layer),
+                    "simulator_pulls": self.said(i + 1, "registry: pulled"),
+                    "simulator_refusals": self.said(i + 1, "was made by the key"),
+                })
+            })
+            .collect();
         json!({
             "binary": crate::fleet::exe(),
             "flags": self.flags,
+            "report_seconds": report_seconds(),
             "flapping": "1 % of the nodes flip MemoryPressure every 60 s",
-            "rollout": "every agent restarted, spread over 2 minutes (SIGUSR1)",
+            "rollout": "a vendor's new version of the plugin probe (1 to 2), pushed to a local docker-registry 2.8, signed and named in the config simulate reads live",
+            "refused": "version 3 of the plugin, signed by another key, named in the config",
+            "rollout_condition": "ProbeRan",
+            "rollout_message": "2",
+            "named": self.named.iter().map(|(at, what)| json!({"at": at, "what": what})).collect::<Vec<_>>(),
+            "versions": versions,
         })
     }
 }
@@ -139,7 +228,7 @@ impl Engine for Simulate {
 /// over the ramp (kwok registers no node: its users create them). Its user is
 /// [`KWOK_USER`], its rights kwok's own ClusterRole. kwok has no flapping:
 /// its flapping phase is a second idle window. Its rollout is the restart
-/// of its one process.
+/// of its one process; it runs no plugins, so it has no refused rollout.
 pub(crate) struct Kwok {
     bin: PathBuf,
     args: Vec<String>,
@@ -467,9 +556,9 @@ async fn watch_for<E: Engine>(
 
 /// The fleet bench for engine `E`: N nodes (`NODESTATUS_FLEET_NODES`,
 /// default 100) started over N x 20 ms, then 30 s to settle, idle,
-/// flapping (the engine's own), a rollout (150 s), a 60 s apiserver outage
-/// and the recovery, each other phase `NODESTATUS_FLEET_PHASE_SECONDS`
-/// (default 120) long. The phases, the samples (NotReady count, the
+/// flapping (the engine's own), a rollout (150 s), a refused rollout (an
+/// engine that has one), a 60 s apiserver outage and the recovery, each
+/// other phase `NODESTATUS_FLEET_PHASE_SECONDS` (default 120) long. The phases, the samples (NotReady count, the
 /// engine's CPU and RSS every 5 s) and where the audit log is go to
 /// `NODESTATUS_FLEET_OUT`/result.json (default: a temporary directory,
 /// printed) for scripts/fleet-figures.py.
@@ -526,6 +615,11 @@ pub(crate) async fn bench<E: Engine>() {
     engine.rollout().await;
     watch_for(admin, &engine, Duration::from_secs(150), &mut samples).await;
     done("rollout", from, &mut phases);
+    let from = epoch();
+    if engine.refused_rollout().await {
+        watch_for(admin, &engine, phase, &mut samples).await;
+        done("refused", from, &mut phases);
+    }
     let from = epoch();
     cluster.stop_apiserver();
     watch_for(None, &engine, Duration::from_secs(60), &mut samples).await;

@@ -29,7 +29,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentHandle;
+use crate::agent::Nodes;
 use crate::config::{Class, Config};
 use crate::plugin_dir::PluginDir;
 
@@ -141,11 +141,12 @@ fn content_hash(path: &Path) -> Option<[u8; 32]> {
 
 /// Checks the config file every [`POLL`] and on inotify events in its
 /// directory ([`crate::dir_watch`]) until `cancel`, and puts each valid
-/// change in force: the agent's config, then the plugin directory's
-/// settings and a rescan.
+/// change in force: the config of each node (`run`'s one agent, or every
+/// node of `simulate`'s fleet, each its own derived from the file's), then
+/// the plugin directory's settings and one rescan.
 pub async fn watch(
     mut live: LiveConfig,
-    agent: AgentHandle,
+    nodes: impl Nodes,
     plugins: Arc<PluginDir>,
     cancel: CancellationToken,
 ) {
@@ -162,7 +163,7 @@ pub async fn watch(
         POLL,
         crate::dir_watch::Inotify::BestEffort,
         move || stop.is_cancelled(),
-        move || apply(&mut live, &agent, &plugins),
+        move || apply(&mut live, &nodes, &plugins),
     );
     cancel.cancelled().await;
     if let Ok(thread) = watcher {
@@ -171,17 +172,19 @@ pub async fn watch(
 }
 
 /// One check of the file, and what follows from it.
-fn apply(live: &mut LiveConfig, agent: &AgentHandle, plugins: &Arc<PluginDir>) {
-    let metrics = agent.metrics();
+fn apply(live: &mut LiveConfig, nodes: &dyn Nodes, plugins: &Arc<PluginDir>) {
+    let counted = |result: &'static str| {
+        nodes.each(&mut |agent| agent.metrics().config_reload(result));
+    };
     match live.check() {
         Outcome::Unchanged => {}
         Outcome::Refused(why) => {
             tracing::error!(file = %live.path.display(), "{why}");
-            metrics.config_reload("refused");
+            counted("refused");
         }
         Outcome::Applied(changed) => {
             let cfg = live.current();
-            agent.set_config(cfg.clone());
+            nodes.set_config(cfg.clone());
             plugins.set_settings(cfg.settings_fn());
             plugins.rescan();
             tracing::info!(
@@ -193,7 +196,7 @@ fn apply(live: &mut LiveConfig, agent: &AgentHandle, plugins: &Arc<PluginDir>) {
                     changed.join(", ")
                 }
             );
-            metrics.config_reload("applied");
+            counted("applied");
         }
     }
 }

@@ -28,6 +28,15 @@
 //! [`Template::flap_period`], each at its own phase: [`Fleet::flap`]
 //! rewrites their `meminfo` on that schedule, and the memory-pressure
 //! setter reports the change at the node's next pass.
+//!
+//! [`Agents`] holds the fleet's running agents for the plugin sources that
+//! `simulate` runs once for the whole process (the registry puller, the live
+//! config): each node's config derived from the file's, and each node told
+//! of a pull as its own puller would tell it.
+
+mod agents;
+
+pub use agents::Agents;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -41,6 +50,14 @@ use tokio_util::sync::CancellationToken;
 use nodestatus_engine::agent::Random;
 use nodestatus_engine::config::{Config, Taint};
 use nodestatus_runtime::facts::{FactSource, IpAddress, NetworkInterface, SystemInfo};
+
+/// Node `i`'s place in `[0, 1)`: the i-th of the golden-ratio sequence,
+/// so that the first k nodes, whatever k, are spread evenly. Its lease
+/// renewals take this phase in the period; the plugin sources' events come
+/// this far into one update period ([`Agents`]).
+pub fn spread(i: usize) -> f64 {
+    (i as f64 * 0.618_033_988_749_895).fract()
+}
 
 /// The label (and taint key) of every simulated node.
 pub const SIMULATED_LABEL: &str = "nodestatus.io/simulated";

@@ -10,6 +10,16 @@
 //! DaemonSet rollout); SIGTERM and SIGINT stop them all and leave the nodes
 //! as they are.
 //!
+//! The plugins come from the same sources as `run`'s, each run once for the
+//! whole process ([`Agents`] fans them out to the nodes): the plugin
+//! directory, watched (a file dropped, replaced or removed loads once); the
+//! config file, read again while it runs (a valid change derives every
+//! node's config anew and reloads the plugins whose settings changed); and
+//! the registry puller for the config's `image:` plugins: one pull per
+//! process, not one per node, and each node told of it (its metric and
+//! events) as its own puller would tell it. A version that fails
+//! verification or loading keeps the one that runs, on every node.
+//!
 //! The credential must be allowed to write nodes, their status and leases
 //! (as kwok's is; deploy/kubernetes/simulate/rbac.yaml): never a real
 //! node's. A `system:node:<name>` identity, or one in `system:nodes`, is
@@ -25,8 +35,10 @@ use tokio_util::sync::CancellationToken;
 use nodestatus_engine::agent::Agent;
 use nodestatus_engine::agent::client::{NodeClient, Traffic};
 use nodestatus_engine::config::{Config, GoDuration, Layers};
+use nodestatus_engine::live_config::{self, LiveConfig};
+use nodestatus_engine::oci::Puller;
 use nodestatus_engine::plugin_dir::PluginDir;
-use nodestatus_fleet::{Fleet, Template};
+use nodestatus_fleet::{Agents, Fleet, Template};
 
 /// Run N simulated nodes in one process against one apiserver.
 ///
@@ -72,8 +84,9 @@ pub struct Args {
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
     /// The settings of every node (nodeName and hostnameOverride are each
-    /// node's own). Without --config: the config that scripts/run.sh gives
-    /// `nodestatus run` on this machine ($NODESTATUS_RUN_CONFIG, else
+    /// node's own), read again while it runs. Without --config: the config
+    /// that scripts/run.sh gives `nodestatus run` on this machine
+    /// ($NODESTATUS_RUN_CONFIG, else
     /// ${XDG_CONFIG_HOME:-~/.config}/nodestatus/config.yaml) when it
     /// exists, so that the simulated nodes are granted what the real one
     /// is; else the embedded default.
@@ -166,6 +179,8 @@ async fn check_identity(client: &kube::Client) -> anyhow::Result<()> {
 /// What every simulated node's agent shares: one engine, one client.
 struct Shared {
     fleet: Arc<Fleet>,
+    /// The running agents, and each node's config in force.
+    agents: Arc<Agents>,
     client: kube::Client,
     /// The client's config, for each node's probes of a server that does
     /// not answer (their own connections).
@@ -177,14 +192,14 @@ struct Shared {
 }
 
 /// Node `i`'s agent under `cfg`, made anew at each (re)start.
-fn agent(shared: &Shared, i: usize, cfg: &Arc<Config>) -> Agent {
+fn agent(shared: &Shared, i: usize, cfg: Arc<Config>) -> Agent {
     let fleet = &shared.fleet;
     let m = &fleet.machines[i];
     let node_client = NodeClient::new(shared.client.clone(), &m.name, Arc::new(Traffic::default()))
         .with_deadline(shared.deadline)
         .with_probes_from(shared.probes.clone());
     Agent::with_facts(
-        cfg.clone(),
+        cfg,
         node_client,
         shared.plugins.clone(),
         Arc::new(fleet.random(i)),
@@ -193,7 +208,7 @@ fn agent(shared: &Shared, i: usize, cfg: &Arc<Config>) -> Agent {
     .with_pass_limit(shared.permits.clone())
     // Renewals spread evenly over the period from the first ones: node i's
     // phase is the i-th of the golden-ratio sequence, whatever the ramp.
-    .with_lease_phase((i as f64 * 0.618_033_988_749_895).fract())
+    .with_lease_phase(nodestatus_fleet::spread(i))
 }
 
 /// The config file that scripts/run.sh writes and gives `nodestatus run`:
@@ -282,6 +297,11 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     if !base.plugin_dir.is_dir() {
         anyhow::bail!("pluginDir {} is not a directory", base.plugin_dir.display());
     }
+    // Plugins by reference (`image:`), as `run` takes them: from the
+    // registry cache now, the registry itself in the background once the
+    // nodes run; one puller for the whole fleet.
+    let mut puller = Puller::new(&base, plugins.clone());
+    puller.start_from_cache(&base);
     plugins.rescan();
     // The plugin directory is watched as `run` watches it: a file dropped,
     // replaced or removed is loaded once for the whole fleet, and each
@@ -296,11 +316,9 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         "simulating"
     );
     let deadline = nodestatus_engine::agent::client::call_deadline(&base);
-    let configs: Vec<Arc<Config>> = fleet
-        .machines
-        .iter()
-        .map(|m| Arc::new(m.config(&base)))
-        .collect();
+    // Each node's config is derived from the file's (`Machine::config`),
+    // anew at each live change.
+    let agents = Arc::new(Agents::new(fleet.clone(), base.clone()));
 
     let cancel = CancellationToken::new();
     let ramp = o
@@ -319,6 +337,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new((2 * cores).min(32)));
     let shared = Arc::new(Shared {
         fleet: fleet.clone(),
+        agents: agents.clone(),
         client: client.clone(),
         probes,
         plugins: plugins.clone(),
@@ -326,10 +345,10 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         permits,
     });
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..o.nodes {
+    for (i, restart) in restarts.iter().enumerate() {
         let start = ramp.mul_f64(i as f64 / o.nodes as f64);
-        let (shared, fleet, cfg) = (shared.clone(), fleet.clone(), configs[i].clone());
-        let (cancel, restart) = (cancel.clone(), restarts[i].clone());
+        let (shared, fleet) = (shared.clone(), fleet.clone());
+        let (cancel, restart) = (cancel.clone(), restart.clone());
         tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -337,7 +356,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             }
             loop {
                 let run = cancel.child_token();
-                let a = agent(&shared, i, &cfg);
+                let a = shared.agents.start(i, |cfg| agent(&shared, i, cfg));
                 let stop = run.clone();
                 let mut task = tokio::spawn(a.run(run));
                 let ended = tokio::select! {
@@ -352,6 +371,7 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
                         task.await
                     }
                 };
+                shared.agents.stopped(i);
                 match result {
                     Ok(Err(e)) if e.is_permanent() => {
                         tracing::error!(node = %fleet.machines[i].name, "{e}");
@@ -369,6 +389,19 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
             }
         });
     }
+    // The config file, read again while it runs: a change reaches every
+    // node (its own config derived anew) and the shared plugin directory.
+    let live = layers.file.clone().map(|path| {
+        let layers = layers.clone();
+        let live = LiveConfig::new(path, base.clone(), move || Ok(layers.load()?));
+        tokio::spawn(live_config::watch(
+            live,
+            agents.clone(),
+            plugins.clone(),
+            cancel.clone(),
+        ))
+    });
+    let pulls = tokio::spawn(puller.run(agents.clone(), cancel.clone()));
     let flapper = {
         let (fleet, cancel) = (fleet.clone(), cancel.clone());
         tokio::spawn(async move { fleet.flap(cancel).await })
@@ -422,6 +455,10 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     })
     .await;
     let flips = flapper.await.unwrap_or(0);
+    pulls.abort();
+    if let Some(live) = live {
+        live.abort();
+    }
     stop_watch.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = watcher.join();
     tracing::info!(flips, "stopped");

@@ -64,6 +64,8 @@
 mod check;
 mod round;
 mod slots;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -74,7 +76,7 @@ use nodestatus_registry::{Cache, Digest, Reference};
 use nodestatus_runtime::EventType;
 use tokio::time::Instant;
 
-use crate::agent::AgentHandle;
+use crate::agent::Nodes;
 use crate::config::{Config, FailurePolicy, ImageSource};
 use crate::plugin_dir::PluginDir;
 
@@ -321,44 +323,49 @@ impl Puller {
     }
 }
 
-/// Sends one report to the metric, the log and, for a new failure or a new
-/// version, the Node's events.
-pub fn report(agent: &AgentHandle, r: &Report) {
-    agent.metrics().registry_pull(&r.plugin, r.result);
+/// Sends one report to the log (once), and to each node's metric and, for
+/// a new failure or a new version, each node's events
+/// ([`Nodes::record_event`]): for `run`, its one node; for `simulate`,
+/// every node that runs (one pull, each node told as its own puller would
+/// tell it).
+pub fn report(nodes: &dyn Nodes, r: &Report) {
     let (plugin, reference) = (r.plugin.as_str(), r.reference.to_string());
     let digest = r.digest.as_ref().map(|d| d.to_string()).unwrap_or_default();
-    match (&r.error, r.result) {
+    let event = match (&r.error, r.result) {
         (Some(_), _) => {
             tracing::warn!(plugin, image = reference, "registry: {}", r.message());
-            if r.new_failure {
-                agent.record_event(
+            r.new_failure.then(|| {
+                (
                     EventType::Warning,
                     match r.stopped_now {
                         true => "PluginUntrusted",
                         false => "FailedPluginPull",
                     },
-                    &format!("plugin {plugin}: {}", r.message()),
-                    Some(plugin),
-                );
-            }
+                    format!("plugin {plugin}: {}", r.message()),
+                )
+            })
         }
         (None, "unchanged") => {
-            tracing::debug!(plugin, image = reference, digest, "registry: unchanged")
+            tracing::debug!(plugin, image = reference, digest, "registry: unchanged");
+            None
         }
         (None, result) => {
             tracing::info!(plugin, image = reference, digest, "registry: {result}");
-            if result == "pulled" {
-                agent.record_event(
+            (result == "pulled").then(|| {
+                (
                     EventType::Normal,
                     "PluginPulled",
-                    &match r.reference.is_pinned() {
+                    match r.reference.is_pinned() {
                         true => format!("plugin {plugin}: {reference} loaded"),
                         false => format!("plugin {plugin}: {reference} is now {digest}"),
                     },
-                    Some(plugin),
-                );
-            }
+                )
+            })
         }
+    };
+    nodes.each(&mut |agent| agent.metrics().registry_pull(plugin, r.result));
+    if let Some((event_type, reason, message)) = event {
+        nodes.record_event(event_type, reason, &message, Some(plugin));
     }
 }
 

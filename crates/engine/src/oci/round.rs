@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::check::{Required, read_key};
 use super::{COLLECT_EVERY, CONFIG_POLL, Error, Puller, Report, Result, report};
-use crate::agent::AgentHandle;
+use crate::agent::Nodes;
 use crate::config::{Config, ImageSource, PullPolicy};
 
 impl Puller {
@@ -270,17 +270,18 @@ impl Puller {
     }
 
     /// Checks the images of the config in force until `cancel` fires,
-    /// reporting each check through `agent` (metric, log, `/readyz`,
-    /// events).
-    pub async fn run(mut self, agent: AgentHandle, cancel: CancellationToken) {
+    /// reporting each check to `nodes` (metric, log, `/readyz`, events):
+    /// `run`'s one agent, or every node of `simulate`'s fleet, which this
+    /// one puller serves (one pull per process).
+    pub async fn run(mut self, nodes: impl Nodes, cancel: CancellationToken) {
         loop {
-            let cfg = agent.cfg();
+            let cfg = nodes.cfg();
             let reports = tokio::select! {
                 r = self.tick(&cfg) => r,
                 _ = cancel.cancelled() => return,
             };
             for r in &reports {
-                report(&agent, r);
+                report(&nodes, r);
             }
             let now = Instant::now();
             let wake = self
