@@ -38,7 +38,8 @@ free_port() {
 
 wait_http() {
   local url="$1" what="$2" i
-  for i in $(seq 1 150); do
+  # 60 s: a loaded machine (CI runs this beside the real-node suite).
+  for i in $(seq 1 300); do
     curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
     sleep 0.2
   done
@@ -69,7 +70,7 @@ start)
     --user="$(id -un)" --skip-test-db >"$dir/mariadb-install.log" 2>&1
   start_bg mariadb mariadbd --no-defaults --datadir="$dir/db" --socket="$dir/mariadb.sock" \
     --port="$db_port" --bind-address=127.0.0.1 --user="$(id -un)" --skip-grant-tables --skip-name-resolve
-  for i in $(seq 1 100); do
+  for i in $(seq 1 300); do
     mariadb --no-defaults -S "$dir/mariadb.sock" -e 'select 1' >/dev/null 2>&1 && break
     sleep 0.2
   done
