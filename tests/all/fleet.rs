@@ -281,6 +281,21 @@ impl Vendor {
         default.replacen("\nplugins:\n", &format!("\n{plugin}"), 1) + &self.registries
     }
 
+    /// The registry's log (its access log among it).
+    pub(crate) fn log(&self) -> String {
+        self.registry.log()
+    }
+
+    /// The registry's settings, for a client of the library.
+    pub(crate) fn registries(&self) -> nodestatus_registry::Registries {
+        self.registry.registries()
+    }
+
+    /// The vendor's public key.
+    pub(crate) fn public_key(&self) -> &Path {
+        &self.public
+    }
+
     /// How many times the registry served the blob `layer` (GETs in its
     /// access log).
     pub(crate) fn blob_gets(&self, layer: &Digest) -> usize {

@@ -18,6 +18,7 @@ use nodestatus_registry::{Client, Digest, PushMeta};
 use nodestatus_tests::registry::{PASSWORD, Registry, USER, key_pair, oci::Oci};
 use nodestatus_tests::{built, hostile};
 
+use crate::fleet::{Published, Signer, Vendor};
 use crate::kube::{admin, http_get, metric, server_node, until, write_node_kubeconfig};
 
 pub(crate) const LABEL: &str = "probe.nodestatus.test/version";
@@ -630,4 +631,57 @@ fn a_pull_by_tag_checks_the_signature_with_the_key_of_the_plugin_that_pins_it() 
         String::from_utf8_lossy(&out.stderr).contains("the signature was not checked"),
         "{out:?}"
     );
+}
+
+/// A version whose signatures do not verify is refused before its blob is
+/// downloaded, by the engine's fetcher (the registry puller's path) and by
+/// `plugin pull`: the puller tries a refused version named in the config
+/// again and again (issue 32's fleet bench: 8 GETs of the same blob in 60
+/// s, one per retry, before this). The signed version's blob is fetched
+/// once.
+#[test]
+fn a_version_signed_by_another_key_is_refused_before_its_blob_is_downloaded() {
+    use nodestatus_registry::{Cache, Fetcher, Origin, Reference, signature::PublicKey};
+    let dir = tempfile::tempdir().unwrap();
+    let vendor = Vendor::start(dir.path());
+    let refused = vendor.publish(built::PROBE, "other", Signer::Other);
+    let signed = vendor.publish(built::PROBE, "vendor", Signer::Vendor);
+    let fetcher = Fetcher::new(
+        Client::new(vendor.registries()).unwrap(),
+        Cache::open(dir.path().join("cache")).unwrap(),
+    );
+    let key = PublicKey::read(vendor.public_key()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let fetch = |version: &Published| {
+        let reference = Reference::parse(&version.pinned).unwrap();
+        rt.block_on(fetcher.fetch(&reference, 64 << 20, Some(&key)))
+    };
+    let err = fetch(&refused).unwrap_err();
+    assert_eq!(err.kind(), "bad-signature", "{err}");
+    assert_eq!(vendor.blob_gets(&refused.layer), 0, "{}", vendor.log());
+    let fetched = fetch(&signed).unwrap();
+    assert_eq!(fetched.origin, Origin::Registry);
+    assert_eq!(vendor.blob_gets(&signed.layer), 1, "{}", vendor.log());
+    let pull = |version: &Published| {
+        let config = dir.path().join("pull.yaml");
+        std::fs::write(&config, vendor.config("\nplugins:\n", &version.pinned)).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+            .args(["plugin", "pull", &version.pinned, "--config"])
+            .arg(&config)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = pull(&refused);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr.contains("was made by the key"), "{stderr}");
+    assert_eq!(vendor.blob_gets(&refused.layer), 0, "{}", vendor.log());
+    let out = pull(&signed);
+    assert!(out.status.success(), "{out:?}");
+    // `plugin pull` keeps no cache: its own GET.
+    assert_eq!(vendor.blob_gets(&signed.layer), 2, "{}", vendor.log());
 }

@@ -139,8 +139,9 @@ impl Fetcher {
     /// - A tag is resolved (one request); when its digest is cached, that
     ///   is served, else it is pulled by digest. The tag's digest is
     ///   recorded for [`Fetcher::fetch_cached`].
-    /// - A pull is verified before anything is cached: a refused artifact
-    ///   leaves no trace.
+    /// - A pull is verified before its blob is downloaded, and so before
+    ///   anything is cached: a refused artifact costs no blob and leaves no
+    ///   trace.
     /// - A cached file found tampered with is removed and pulled again.
     pub async fn fetch(
         &self,
@@ -183,18 +184,24 @@ impl Fetcher {
                 verified,
             });
         }
+        // The signatures are of the manifest's digest: a version they
+        // refuse is refused before its blob is downloaded (a refused
+        // version named in a config is tried again and again).
+        let matched = match key {
+            Some(key) => Some(self.verify_remote(reference, &digest, key).await?),
+            None => None,
+        };
         let mut artifact = self
             .client
             .pull(&reference.with_digest(&digest), max_bytes)
             .await?;
         artifact.reference = reference.clone();
-        let verified = match key {
-            Some(key) => Some(self.verify_online(reference, &digest, key).await?),
-            None => None,
-        };
         self.cache
             .put(&artifact)
             .map_err(|source| self.cache_error(reference, source))?;
+        let verified = matched
+            .map(|matched| self.keep_signatures(reference, &digest, matched))
+            .transpose()?;
         self.record_tag(reference, &digest)?;
         Ok(Fetched {
             artifact,
@@ -280,10 +287,30 @@ impl Fetcher {
         digest: &Digest,
         key: Trust<'_>,
     ) -> Result<Verified> {
-        let matched = match key {
+        let matched = self.verify_remote(reference, digest, key).await?;
+        self.keep_signatures(reference, digest, matched)
+    }
+
+    /// The registry's signatures of `digest` that verify with `key`.
+    async fn verify_remote(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        key: Trust<'_>,
+    ) -> Result<Vec<StoredSignature>> {
+        Ok(match key {
             Trust::Key(key) => vec![self.client.verify(reference, digest, key).await?.signature],
             Trust::Policy(policy) => self.client.verify_policy(reference, digest, policy).await?,
-        };
+        })
+    }
+
+    /// Caches the signatures that verified `digest`.
+    fn keep_signatures(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        matched: Vec<StoredSignature>,
+    ) -> Result<Verified> {
         for signature in &matched {
             self.cache
                 .put_signature(digest, signature)

@@ -287,23 +287,25 @@ mod registry {
         let client = client(&config)?;
         let cap = nodestatus_runtime::MAX_PLUGIN_BYTES as u64;
         let fetched = block_on(async {
-            let artifact = client.pull(&reference, cap).await?;
+            // The signatures are of the manifest's digest: checked before
+            // the blob is downloaded, as the engine's puller does.
+            let digest = client.resolve(&reference).await?;
             let verified = match (&key, &built) {
-                (Some(key), _) => Some(client.verify(&reference, &artifact.digest, key).await?),
+                (Some(key), _) => Some(client.verify(&reference, &digest, key).await?),
                 (None, Some(policy)) => {
-                    let matched = client
-                        .verify_policy(&reference, &artifact.digest, policy)
-                        .await?;
+                    let matched = client.verify_policy(&reference, &digest, policy).await?;
                     matched
                         .into_iter()
                         .next()
                         .map(|signature| nodestatus_registry::Verified {
-                            digest: artifact.digest.clone(),
+                            digest: digest.clone(),
                             signature,
                         })
                 }
                 (None, None) => None,
             };
+            let mut artifact = client.pull(&reference.with_digest(&digest), cap).await?;
+            artifact.reference = reference.clone();
             anyhow::Ok((artifact, verified))
         });
         let (artifact, verified) = match fetched {
