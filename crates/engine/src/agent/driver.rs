@@ -345,7 +345,7 @@ impl Agent {
     fn run_pass(
         &mut self,
         for_loop: Loop,
-        base: Value,
+        base: Arc<Value>,
         problems: Vec<String>,
         options: pipeline::PassOptions,
     ) {

@@ -196,8 +196,9 @@ pub enum Action {
     RunPass {
         /// The loop that asked.
         for_loop: Loop,
-        /// The node the setters start from.
-        base: Value,
+        /// The node the setters start from (the live copy itself, not a
+        /// copy of it: the pass makes its own when it writes).
+        base: Arc<Value>,
         /// Why the node is not ready, for the `ready` setter.
         problems: Vec<String>,
         /// The built-in steps this pass runs after the setters.

@@ -265,7 +265,7 @@ fn begin(me: &mut Register, s: &mut Shared, out: &mut Vec<Action>) {
     }
     me.op = Op::Pass;
     let node = initial_node(s);
-    out.push(s.run_pass(Loop::Register, node));
+    out.push(s.run_pass(Loop::Register, std::sync::Arc::new(node)));
 }
 
 fn schedule(me: &mut Register, ctx: &Ctx) {

@@ -216,7 +216,7 @@ impl Shared {
     /// the state decides: the first pass of a run keeps the node's Ready as
     /// it is (no NotReady at a restart, no Ready=True before a check), and
     /// with an external cloud provider the addresses it wrote stay.
-    pub(super) fn run_pass(&mut self, for_loop: Loop, base: Value) -> Action {
+    pub(super) fn run_pass(&mut self, for_loop: Loop, base: Arc<Value>) -> Action {
         let options = PassOptions {
             keep_ready: !std::mem::replace(&mut self.readiness.checks_ran, true),
             keep_addresses: self.cfg.external_cloud_provider,

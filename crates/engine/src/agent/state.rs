@@ -354,7 +354,7 @@ impl State {
     /// A pass of the setters over `base` for `for_loop`, with the options
     /// the state decides.
     #[cfg(test)]
-    pub(super) fn run_pass(&mut self, for_loop: Loop, base: serde_json::Value) -> Action {
+    pub(super) fn run_pass(&mut self, for_loop: Loop, base: Arc<serde_json::Value>) -> Action {
         self.shared.run_pass(for_loop, base)
     }
 

@@ -213,7 +213,7 @@ impl Sync {
                 Ok(Some(n)) => {
                     s.offer(n.clone(), out);
                     let base = Arc::new(n);
-                    let action = s.run_pass(Loop::Sync, (*base).clone());
+                    let action = s.run_pass(Loop::Sync, base.clone());
                     set_op(me, Op::Running(base));
                     out.push(action);
                     After::Nothing
@@ -329,7 +329,7 @@ fn try_next(me: &mut Sync, s: &mut Shared, out: &mut Vec<Action>) {
     let cached = s.live.node.clone();
     match (decide::source(attempt, trusted), cached) {
         (decide::Source::Cache, Some(base)) => {
-            let action = s.run_pass(Loop::Sync, (*base).clone());
+            let action = s.run_pass(Loop::Sync, base.clone());
             set_op(me, Op::Running(base));
             out.push(action);
         }

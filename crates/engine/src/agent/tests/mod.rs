@@ -161,7 +161,7 @@ pub fn pass(actions: &[Action]) -> Option<(Value, Vec<String>, PassOptions)> {
             problems,
             options,
             ..
-        } => Some((base.clone(), problems.clone(), *options)),
+        } => Some(((**base).clone(), problems.clone(), *options)),
         _ => None,
     })
 }
