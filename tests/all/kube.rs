@@ -76,18 +76,95 @@ pub fn kubeconfig_yaml(token: &str) -> String {
     )
 }
 
+/// The shared apiserver's directory in the temporary directory: this
+/// prefix, then random letters.
+const SHARED_PREFIX: &str = "nodestatus-apiserver";
+/// The file in it with the test process's pid.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes the directories `<tmp>/<prefix>*` of test processes that are
+/// gone, and returns them: the shared apiserver's directory (125 MB) lives
+/// as long as the process, which ends without dropping it, so each run of
+/// this binary left one behind (88 of them, 11 GB, on 2026-11-27). Each
+/// names its process in [`OWNER_FILE`]; one without the file (a run
+/// before this sweep, or one still starting) is removed only when it is
+/// over an hour old. A directory of a live process is kept.
+pub(crate) fn sweep_leftovers(tmp: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_string_lossy().starts_with(prefix);
+        if !ours || !path.is_dir() {
+            continue;
+        }
+        let gone = match std::fs::read_to_string(path.join(OWNER_FILE)) {
+            Ok(pid) => pid
+                .trim()
+                .parse::<u32>()
+                .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
+            Err(_) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(3600)),
+        };
+        if gone && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+#[test]
+fn the_shared_apiserver_directories_of_gone_processes_are_swept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str, owner: Option<String>| {
+        let d = tmp.path().join(name);
+        std::fs::create_dir_all(d.join("etcd")).unwrap();
+        if let Some(owner) = owner {
+            std::fs::write(d.join(OWNER_FILE), owner).unwrap();
+        }
+        d
+    };
+    // A pid above the kernel's limit is no process's.
+    let limit: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let dead = dir("swept-dead", Some((limit + 1).to_string()));
+    let live = dir("swept-live", Some(std::process::id().to_string()));
+    let starting = dir("swept-starting", None);
+    let other = dir("other-dead", Some((limit + 1).to_string()));
+    let old = dir("swept-old", None);
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+    std::fs::File::open(&old)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    let removed = sweep_leftovers(tmp.path(), "swept-");
+    assert_eq!(removed.len(), 2, "{removed:?}");
+    assert!(!dead.exists() && !old.exists());
+    assert!(live.exists() && starting.exists() && other.exists());
+}
+
 /// One apiserver for this test binary, started on a thread that lives as long
-/// as the process, so its processes die with the test binary.
+/// as the process, so its processes die with the test binary; its
+/// directory is removed by the next run ([`sweep_leftovers`]).
 pub fn cluster() -> &'static Shared {
     static C: OnceLock<Shared> = OnceLock::new();
     C.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            sweep_leftovers(&std::env::temp_dir(), SHARED_PREFIX);
             let dir = tempfile::Builder::new()
-                .prefix("nodestatus-apiserver")
+                .prefix(SHARED_PREFIX)
                 .tempdir()
                 .unwrap()
                 .keep();
+            std::fs::write(dir.join(OWNER_FILE), std::process::id().to_string()).unwrap();
             let rt = tokio::runtime::Runtime::new().unwrap();
             let c = rt
                 .block_on(EmbeddedApiserver::start_with(&dir, NODES, true, true))
