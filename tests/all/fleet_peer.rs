@@ -54,6 +54,8 @@ pub(crate) trait Engine: Sized {
     fn cpu_seconds(&self) -> f64;
     /// Its process's RSS now.
     fn rss_bytes(&self) -> u64;
+    /// Its process now (the profile's target).
+    fn pid(&self) -> u32;
     /// Its log.
     fn log(&self) -> PathBuf;
     /// Starts the rollout phase's rollout.
@@ -170,6 +172,10 @@ impl Engine for Simulate {
 
     fn rss_bytes(&self) -> u64 {
         rss_bytes(self.child.id())
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn log(&self) -> PathBuf {
@@ -435,6 +441,10 @@ impl Engine for Kwok {
         rss_bytes(self.child.id())
     }
 
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn log(&self) -> PathBuf {
         self.log.clone()
     }
@@ -554,6 +564,43 @@ async fn watch_for<E: Engine>(
     }
 }
 
+/// `perf record` of the engine's process through one phase, when
+/// `NODESTATUS_FLEET_PERF` names perf (the bench's item 7 of issue 32): 99
+/// samples a second of each thread, with the user stack for DWARF
+/// unwinding, to `perf.data` in the bench's output;
+/// `scripts/fleet-profile.py` says where the CPU went. The flapping
+/// phase is the one profiled, so that the idle phase's CPU figure has no
+/// sampling in it.
+struct Profile {
+    child: Child,
+    data: PathBuf,
+}
+
+impl Profile {
+    fn start(pid: u32, d: Duration, out: &Path) -> Option<Self> {
+        let perf = std::env::var_os("NODESTATUS_FLEET_PERF")?;
+        let data = out.join("perf.data");
+        let child = Command::new(perf)
+            .args(["record", "-F", "99", "--call-graph", "dwarf,16384", "-p"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(&data)
+            .args(["--", "sleep"])
+            .arg(d.as_secs().to_string())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(out.join("perf.log")).unwrap())
+            .spawn()
+            .expect("perf record starts");
+        Some(Self { child, data })
+    }
+
+    /// Waits for perf to end; the profile's entry of result.json.
+    fn finish(mut self) -> Value {
+        let status = self.child.wait().expect("perf record ends");
+        json!({"data": self.data, "ok": status.success(), "hz": 99})
+    }
+}
+
 /// The fleet bench for engine `E`: N nodes (`NODESTATUS_FLEET_NODES`,
 /// default 100) started over N x 20 ms, then 30 s to settle, idle,
 /// flapping (the engine's own), a rollout (150 s), a refused rollout (an
@@ -609,7 +656,9 @@ pub(crate) async fn bench<E: Engine>() {
     watch_for(admin, &engine, phase, &mut samples).await;
     done("idle", from, &mut phases);
     let from = epoch();
+    let profile = Profile::start(engine.pid(), phase, &out);
     watch_for(admin, &engine, phase, &mut samples).await;
+    let profile = profile.map(Profile::finish);
     done("flapping", from, &mut phases);
     let from = epoch();
     engine.rollout().await;
@@ -642,6 +691,7 @@ pub(crate) async fn bench<E: Engine>() {
         "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
         "phases": phases,
         "samples": samples,
+        "profile": profile,
         "audit_log": cluster.audit_log_path(),
         "engine_log": engine.log(),
     });
