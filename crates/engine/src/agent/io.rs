@@ -95,8 +95,9 @@ pub enum WatchEvent {
     Listing,
     /// The node, from a list or a change.
     Applied(Value, bool),
-    /// The list is complete.
-    Listed,
+    /// The list is complete, at this resourceVersion (when the server
+    /// said).
+    Listed(Option<String>),
     /// The node was deleted.
     Deleted,
     /// The watch resumed from its last resourceVersion (no list): every

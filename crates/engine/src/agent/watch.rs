@@ -94,8 +94,19 @@ impl WatchLoop {
                 s.live.listed |= from_list;
                 s.offer(node, out);
             }
-            WatchEvent::Listed => {
-                if !s.live.listed {
+            WatchEvent::Listed(at) => {
+                // A list older than the node held cannot say that it is
+                // gone: a watch cache behind the node's own registration
+                // (its list served at resourceVersion "0", any state) lists
+                // no node, and its watch brings the creation next, and a
+                // deletion as an event.
+                let held = s
+                    .live
+                    .node
+                    .as_deref()
+                    .and_then(|n| n.pointer("/metadata/resourceVersion")?.as_str());
+                let predates = held.is_some() && !decide::newer(held, at.as_deref());
+                if !s.live.listed && !predates {
                     s.forget_node(out);
                 }
                 self.ran(s);
@@ -248,7 +259,8 @@ pub(super) async fn watch_node(
                                         return;
                                     }
                                 }
-                                if !send(WatchEvent::Listed) {
+                                let at = list.metadata.resource_version.clone();
+                                if !send(WatchEvent::Listed(at)) {
                                     return;
                                 }
                                 match list.metadata.resource_version {
@@ -315,7 +327,7 @@ pub(super) async fn watch_node(
                     at = b.metadata.resource_version;
                     if initial && b.metadata.annotations.contains_key(INITIAL_EVENTS_END) {
                         initial = false;
-                        send(WatchEvent::Listed)
+                        send(WatchEvent::Listed(Some(at.clone())))
                     } else {
                         true
                     }
