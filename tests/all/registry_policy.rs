@@ -384,9 +384,9 @@ fn once_takes_the_image_plugins_as_run_does() {
 }
 
 /// A registry that serves a manifest over the bound (2 MiB of annotations,
-/// written into its storage as it stores a pushed one): `plugin pull` and
-/// `once` refuse it before its body is read, naming the bound, by tag and
-/// by digest.
+/// written into its storage as it stores a pushed one, and signed by the
+/// vendor): `plugin pull` and `once` refuse it before its body is read,
+/// naming the bound, by tag and by digest.
 #[test]
 fn a_manifest_over_the_bound_is_refused_unread() {
     let s = Setup::new();
@@ -412,6 +412,18 @@ fn a_manifest_over_the_bound_is_refused_unread() {
         write(link, huge.as_str().as_bytes());
     }
     let by_digest = format!("{}/{REPO}@{huge}", s.registry.host());
+    // Signed (a signature is of the digest: no read of the manifest), so
+    // that `once`, which checks the signatures before it pulls, reaches
+    // the manifest.
+    cli(&[
+        "plugin",
+        "sign",
+        &by_digest,
+        "--key",
+        s.vendor_key.to_str().unwrap(),
+        "--config",
+        s.bare.to_str().unwrap(),
+    ]);
     let bound = format!("over the bound of {} bytes", 1 << 20);
     for reference in [s.at("huge"), by_digest] {
         let (ok, out, err) = run_cli(&[
