@@ -2,7 +2,7 @@
  * nodestatus.h: write nodestatus node-status setters in C.
  *
  * The C counterpart of the Rust SDK in sdk/. A setter is a WebAssembly
- * component implementing the WIT world `nodestatus:plugin/plugin@0.2.0`
+ * component implementing the WIT world `nodestatus:plugin/plugin@0.2.1`
  * (wit/plugin.wit, with wit/deps/): `set` is given the whole node and
  * returns the setter's part of it, the fields it sets. The SDK records what
  * the setter writes through the node's helpers and returns that part. With

@@ -2,10 +2,10 @@
  * nodestatus_wasm.c: the glue between the SDK and the C bindings that
  * `wit-bindgen c wit --world plugin` generates (plugin.h, plugin.c,
  * plugin_component_type.o) from the wit/ directory: the world
- * nodestatus:plugin/plugin@0.2.0, which exports setter@0.2.0 and imports
+ * nodestatus:plugin/plugin@0.2.1, which exports setter@0.2.1 and imports
  * host@0.1.1 (wit/deps/plugin-0.1); with two versions of the package, the
  * bindings' names carry the version (nodestatus_plugin_0_1_1_host_log,
- * exports_nodestatus_plugin_0_2_0_setter_set). Compile it with the plugin
+ * exports_nodestatus_plugin_0_2_1_setter_set). Compile it with the plugin
  * for wasm32-wasi; the plugin itself never sees the bindings.
  *
  * Ownership, as the generated bindings define it:
@@ -56,7 +56,7 @@ static plugin_list_string_t out_list(const char *const *items) {
 
 /* ---- exports ---- */
 
-void exports_nodestatus_plugin_0_2_0_setter_metadata(exports_nodestatus_plugin_0_2_0_setter_plugin_info_t *ret) {
+void exports_nodestatus_plugin_0_2_1_setter_metadata(exports_nodestatus_plugin_0_2_1_setter_plugin_info_t *ret) {
     ns_metadata m = nodestatus_plugin_metadata();
     ret->name = out_string(m.name);
     ret->version = out_string(m.version);
@@ -68,7 +68,7 @@ void exports_nodestatus_plugin_0_2_0_setter_metadata(exports_nodestatus_plugin_0
 
 /* set: result<option<string>, string>. The SDK always returns some(part),
  * the fields the setter wrote ("{}" when it wrote none), never none. */
-bool exports_nodestatus_plugin_0_2_0_setter_set(plugin_string_t *node, plugin_option_string_t *ret,
+bool exports_nodestatus_plugin_0_2_1_setter_set(plugin_string_t *node, plugin_option_string_t *ret,
                                                plugin_string_t *err) {
     ns_error e = {0};
     size_t len = 0;

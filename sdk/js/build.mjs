@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Builds a JavaScript setter into a nodestatus plugin (a WebAssembly component
-// of the world `nodestatus:plugin/plugin@0.2.0`) with componentize-js:
+// of the world `nodestatus:plugin/plugin@0.2.1`) with componentize-js:
 //
 //   node build.mjs [--out NAME.wasm] [--wit DIR] [--modules DIR] [--cache DIR] [--types DIR] [--debug-build | --aot [--weval BIN]] SETTER.js
 //
@@ -17,7 +17,7 @@
 //    bundle's (./sourcemap.js).
 //
 // --wit: the wit/ directory of this repository (or a copy of it, with its
-//   deps/: plugin.wit is the package nodestatus:plugin@0.2.0, and
+//   deps/: plugin.wit is the package nodestatus:plugin@0.2.1, and
 //   deps/plugin-0.1/setter.wit the host interface it imports); default: the
 //   nearest `wit/` with a plugin.wit above SETTER.js, else ../../wit next to
 //   this file.

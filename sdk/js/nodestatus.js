@@ -1,7 +1,7 @@
 // nodestatus SDK for JavaScript setters: the counterpart of the Rust SDK in
 // sdk/src (Node, ConditionStatus, Quantity, timestamps) and an adapter that
 // turns `{ metadata, set }` into the `setter` export of the WIT world
-// `nodestatus:plugin/plugin@0.2.0` (wit/plugin.wit, with wit/deps/), whose
+// `nodestatus:plugin/plugin@0.2.1` (wit/plugin.wit, with wit/deps/), whose
 // `set` returns the setter's part of the node: the fields it wrote.
 //
 // These modules import nothing from the host: they run the same under

@@ -22,6 +22,7 @@ mod imp;
 #[cfg(not(target_arch = "wasm32"))]
 pub use imp::{
     NativeHost, set_native_config, set_native_host, set_native_problems, set_native_runtime,
+    take_native_events,
 };
 
 /// Writes a line to the host's log.

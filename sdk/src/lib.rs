@@ -2,7 +2,7 @@
 //!
 //! A setter is a WebAssembly component that the nodestatus host calls once
 //! per status pass with the whole Node as JSON; it returns only its **part**
-//! of the node, the fields it sets (WIT `nodestatus:plugin@0.2.0`). You
+//! of the node, the fields it sets (WIT `nodestatus:plugin@0.2.1`). You
 //! write the setter against the whole [`Node`], as before: set a label, a
 //! condition, a capacity. The SDK records each field you write and returns
 //! exactly those, and the host merges them into the node. A field you wrote
@@ -55,6 +55,7 @@ pub mod condition;
 pub mod host;
 pub mod node;
 pub mod pressure;
+pub mod reactor;
 pub use nodestatus_apimachinery::{quantity, time};
 
 pub use condition::{Condition, ConditionStatus, Transition};
@@ -66,14 +67,17 @@ pub use quantity::Quantity;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "plugin",
+        // Every Rust setter is of the world `reactor-plugin` (0.2.1): a
+        // plain setter's `reactor` follows nothing ([`export!`]), and the
+        // host treats it as the plain setter it is.
+        world: "reactor-plugin",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
         default_bindings_module: "nodestatus_sdk::bindings",
         // The host interface is the 0.1 package's (wit/deps/plugin-0.1):
         // with two versions of `nodestatus:plugin` in the resolve, its
-        // module is `nodestatus::plugin0_1_1::host`, and the export's
-        // `exports::nodestatus::plugin0_2_0::setter`.
+        // module is `nodestatus::plugin0_1_1::host`, and the exports'
+        // `exports::nodestatus::plugin0_2_1::{setter, reactor}`.
         with: { "nodestatus:plugin/host@0.1.1": generate },
     });
 }
@@ -161,9 +165,9 @@ pub fn run<S: Setter>(node_json: &str) -> std::result::Result<Option<String>, St
 }
 
 #[doc(hidden)]
-pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
+pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo {
     let m = S::metadata();
-    bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
+    bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo {
         name: m.name,
         version: m.version,
         description: m.description,
@@ -173,20 +177,66 @@ pub fn __metadata<S: Setter>() -> bindings::exports::nodestatus::plugin0_2_0::se
     }
 }
 
-/// Exports a [`Setter`] as the plugin's `nodestatus:plugin/setter@0.2.0`. Compiled
-/// natively it expands to nothing, so a plugin crate can also be a normal
-/// library for tests and benchmarks.
+/// Exports a [`Setter`] as the plugin's `nodestatus:plugin/setter@0.2.1`
+/// (with a `reactor` that follows nothing). Compiled natively it expands to
+/// nothing, so a plugin crate can also be a normal library for tests and
+/// benchmarks.
 #[macro_export]
 macro_rules! export {
     ($setter:ty) => {
+        $crate::__export_with_reactor!($setter, {
+            fn subscribe()
+            -> $crate::bindings::exports::nodestatus::plugin0_2_1::reactor::Subscriptions {
+                $crate::reactor::__subscriptions($crate::reactor::Subscriptions::new())
+            }
+            fn on_lines(
+                node: ::std::string::String,
+                _lines: $crate::bindings::exports::nodestatus::plugin0_2_1::reactor::Batch,
+            ) -> ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            > {
+                $crate::run::<$setter>(&node)
+            }
+        });
+    };
+}
+
+/// Exports a [`Setter`] that is also a [`reactor::Reactor`]: its `setter`
+/// and its `reactor` (`nodestatus:plugin/reactor@0.2.1`).
+#[macro_export]
+macro_rules! export_reactor {
+    ($setter:ty) => {
+        $crate::__export_with_reactor!($setter, {
+            fn subscribe()
+            -> $crate::bindings::exports::nodestatus::plugin0_2_1::reactor::Subscriptions {
+                $crate::reactor::__subscriptions(<$setter as $crate::reactor::Reactor>::subscribe())
+            }
+            fn on_lines(
+                node: ::std::string::String,
+                lines: $crate::bindings::exports::nodestatus::plugin0_2_1::reactor::Batch,
+            ) -> ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            > {
+                $crate::reactor::run_lines::<$setter>(&node, &$crate::reactor::__lines(lines))
+            }
+        });
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_with_reactor {
+    ($setter:ty, { $($reactor:tt)* }) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct __NodestatusExport;
-            impl $crate::bindings::exports::nodestatus::plugin0_2_0::setter::Guest
+            impl $crate::bindings::exports::nodestatus::plugin0_2_1::setter::Guest
                 for __NodestatusExport
             {
                 fn metadata()
-                -> $crate::bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo {
+                -> $crate::bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo {
                     $crate::__metadata::<$setter>()
                 }
                 fn set(
@@ -197,6 +247,11 @@ macro_rules! export {
                 > {
                     $crate::run::<$setter>(&node)
                 }
+            }
+            impl $crate::bindings::exports::nodestatus::plugin0_2_1::reactor::Guest
+                for __NodestatusExport
+            {
+                $($reactor)*
             }
     $crate::bindings::__export_plugin!(__NodestatusExport with_types_in $crate::bindings);
         };

@@ -11,6 +11,7 @@ use super::{
 thread_local! {
     static CONFIG: RefCell<String> = RefCell::new("{}".to_owned());
     static PROBLEMS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static EVENTS: RefCell<Vec<(EventType, String, String)>> = const { RefCell::new(Vec::new()) };
     static HOST: RefCell<Option<Rc<dyn NativeHost>>> = const { RefCell::new(None) };
     static RUNTIME: RefCell<Option<Result<ContainerRuntimeInfo, RuntimeError>>> =
         const { RefCell::new(None) };
@@ -68,7 +69,18 @@ pub fn config() -> String {
     CONFIG.with(|c| c.borrow().clone())
 }
 
-pub fn record_event(_event_type: EventType, _reason: &str, _message: &str) {}
+pub fn record_event(event_type: EventType, reason: &str, message: &str) {
+    EVENTS.with(|e| {
+        e.borrow_mut()
+            .push((event_type, reason.to_owned(), message.to_owned()))
+    });
+}
+
+/// The events recorded on this thread since the last call, oldest first
+/// (a test's view of `record_event`).
+pub fn take_native_events() -> Vec<(EventType, String, String)> {
+    EVENTS.with(|e| std::mem::take(&mut *e.borrow_mut()))
+}
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path)

@@ -9,7 +9,7 @@
 //! # The part
 //!
 //! Every write through `Node` is recorded, and [`Node::part`] is what the
-//! setter returns to the host (WIT `nodestatus:plugin@0.2.0`): each field it
+//! setter returns to the host (WIT `nodestatus:plugin@0.2.1`): each field it
 //! wrote during the call, with the value it holds at the end, whether or not
 //! the node held that value already. A field, as the host counts them, is a
 //! label, an annotation, a `capacity`, `allocatable` or `nodeInfo` key, a

@@ -313,7 +313,7 @@ fn the_javascript_guide_runs_as_written() {
     // node --test: the guide's three tests pass.
     assert!(run.has("# pass 3") || run.has("ℹ pass 3"), "{}", run.out);
     // jco: the component exports the setter of WIT 0.2.
-    run.saw("nodestatus:plugin/setter@0.2.0");
+    run.saw("nodestatus:plugin/setter@0.2.1");
     run.saw("\"message\": \"no reboot is required\"");
     run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));

@@ -60,6 +60,10 @@ const NODES: &[&str] = &[
     "failure-closed-node",
     "keyless-node",
     "tiered-rss",
+    "events-npd",
+    "events-gpu",
+    "events-disk",
+    "events-bench",
 ];
 
 pub struct Shared {
@@ -357,7 +361,21 @@ pub fn agent_via(
         "nodeName: {name}\nnodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 6s\nnodeLeaseDurationSeconds: 4\npluginDir: {}\n{extra_yaml}{base}",
         dir.path().display()
     );
-    let (cfg, plugins) = crate::common::configured(&yaml, dir.path());
+    build_agent(name, identity, &yaml, dir, server, |a| a)
+}
+
+/// An agent for `name` whose config is `yaml` (its `pluginDir` is `dir`,
+/// where its plugins are), through `server` when given (see
+/// [`agent_via`]), made by `with` from the plain one (streams, say).
+pub fn build_agent(
+    name: &str,
+    identity: &str,
+    yaml: &str,
+    dir: tempfile::TempDir,
+    server: Option<&str>,
+    with: impl FnOnce(Agent) -> Agent,
+) -> TestAgent {
+    let (cfg, plugins) = crate::common::configured(yaml, dir.path());
     let traffic = Arc::new(Traffic::default());
     let token = nodestatus_controlplane::node_token(identity);
     let nc = match server {
@@ -371,7 +389,7 @@ pub fn agent_via(
         .unwrap(),
     };
     let deadline = nc.deadline();
-    let agent = Agent::new(cfg, nc, plugins).on_request();
+    let agent = with(Agent::new(cfg, nc, plugins)).on_request();
     let stop = CancellationToken::new();
     TestAgent {
         deadline,

@@ -9,6 +9,7 @@ mod common;
 mod config;
 mod cosign;
 mod cri;
+mod events;
 mod fleet;
 mod fleet_peer;
 mod grants;

@@ -33,7 +33,7 @@ use nodestatus_tests::registry::{ensured_tool, key_pair};
 use crate::cosign::{Api, Cosign, Setup, classic_sign_flags, cosign_key_pair, nodestatus, shown};
 use crate::second_hour::{block, repo, sh};
 
-const WORLD: &str = "nodestatus:plugin/plugin@0.2.0";
+const WORLD: &str = "nodestatus:plugin/plugin@0.2.1";
 /// The probe's version, in its metadata (and the doc's `1.4.0`).
 const VERSION: &str = "1.0.0";
 const CNCF_CONFIG: &str = "application/vnd.wasm.config.v0+json";

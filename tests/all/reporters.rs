@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-fn gpu_fixture(name: &str) -> PathBuf {
+pub(crate) fn gpu_fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/gpu/tests/fixtures")
         .join(name)
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -32,7 +32,7 @@ fn copy_tree(from: &Path, to: &Path) {
 /// lives under `devices/pci0000:00/`, and `bus/pci/devices/<addr>` is a
 /// relative symlink to it, so the test also shows that a `/sys` grant lets
 /// the plugin follow sysfs's own links.
-fn sysfs_with_links(fixture_sys: &Path, to: &Path) {
+pub(crate) fn sysfs_with_links(fixture_sys: &Path, to: &Path) {
     let real = to.join("devices/pci0000:00");
     let links = to.join("bus/pci/devices");
     std::fs::create_dir_all(&links).unwrap();

@@ -356,7 +356,7 @@ fn publishing_md_runs_a_local_registry_and_publishes_to_it() {
     // `plugin pull` prints the world and the version (the doc says so).
     let pulled: serde_json::Value =
         serde_json::from_str(&out[out.find("{\n").expect("plugin pull's JSON")..]).unwrap();
-    assert_eq!(pulled["world"], "nodestatus:plugin/plugin@0.2.0", "{out}");
+    assert_eq!(pulled["world"], "nodestatus:plugin/plugin@0.2.1", "{out}");
     assert_eq!(pulled["signature"]["verified"], true, "{out}");
     assert!(pulled["version"].is_string(), "{out}");
 }

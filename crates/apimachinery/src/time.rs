@@ -42,6 +42,34 @@ pub fn rfc3339_micros(t: SystemTime) -> String {
     )
 }
 
+/// Seconds since the epoch of a UTC time as [`rfc3339`] writes it
+/// (`2026-01-02T03:04:05Z`, a fraction of a second allowed and dropped);
+/// `None` for any other form.
+pub fn unix_seconds(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !s.ends_with('Z') {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
+    let (h, mi, sec) = (n(11..13)?, n(14..16)?, n(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's `days_from_civil`).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + sec)
+}
+
 /// The current time as [`rfc3339`] writes it.
 pub fn now() -> String {
     rfc3339(SystemTime::now())
@@ -130,6 +158,17 @@ pub fn go_rfc3339(s: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_seconds_reads_what_rfc3339_writes() {
+        for secs in [0i64, 86_401, 1_795_910_400, 951_782_400] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs as u64);
+            assert_eq!(unix_seconds(&rfc3339(t)), Some(secs));
+        }
+        assert_eq!(unix_seconds("2026-11-29T00:00:00.5Z"), Some(1_795_910_400));
+        assert_eq!(unix_seconds("yesterday"), None);
+        assert_eq!(unix_seconds("2026-13-01T00:00:00Z"), None);
+    }
 
     #[test]
     fn formats_known_instants() {

@@ -85,9 +85,17 @@ async fn status(State(agent): State<AgentHandle>) -> Json<Value> {
             })
         })
         .collect();
+    let streams: serde_json::Map<String, Value> = agent
+        .streams()
+        .map(|s| s.status())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(plugin, s)| (plugin, json!(s)))
+        .collect();
     Json(json!({
         "node": agent.name(),
         "plugins": plugins,
+        "streams": streams,
         "files": agent.plugins().status(),
         "lastPass": pass,
         "lastNode": agent.cached_node().as_deref(),

@@ -60,3 +60,4 @@ pub mod node_shutdown {
 pub mod oci;
 pub mod pipeline;
 pub mod plugin_dir;
+pub mod streams;

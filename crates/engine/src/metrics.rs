@@ -117,6 +117,12 @@ pub struct Metrics {
     pub config_reloads: Family<ResultLabel, Counter>,
     /// Registry pulls of plugins ([`crate::oci`]), by plugin and result.
     pub registry_pulls: Family<PluginResultLabels, Counter>,
+    /// Matched lines of reacting plugins ([`crate::streams`]), by plugin
+    /// and result (`matched`, `dropped`, `cut`, `handed`, `triggered`).
+    pub stream_lines: Family<PluginResultLabels, Counter>,
+    /// The streams' counts as last observed, so that each observation adds
+    /// what came since.
+    stream_seen: std::sync::Mutex<std::collections::HashMap<String, crate::streams::Counts>>,
 }
 
 /// `plugin` and `result` labels.
@@ -162,6 +168,8 @@ impl Metrics {
             plugin_compiles: Family::default(),
             config_reloads: Family::default(),
             registry_pulls: Family::default(),
+            stream_lines: Family::default(),
+            stream_seen: Default::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -250,6 +258,11 @@ impl Metrics {
             "Registry checks of plugins pulled by reference, by plugin and result: cached (from the cache at start), unchanged (the tag names the running digest), pulled (a new digest loaded), refused (the loader refused it), or the failure's kind (unreachable, timeout, tls, unauthorized, not-found, server, digest-mismatch, too-large, layout, unsigned, bad-signature, key, cache, not-cached)",
             m.registry_pulls.clone(),
         );
+        registry.register(
+            "stream_lines",
+            "Lines of the reacting plugins' streams, by plugin and result: matched (queued), dropped (its queue was full), cut (over 64 KiB), handed (to on-lines), triggered (a watched path changed)",
+            m.stream_lines.clone(),
+        );
         let build: Family<BuildLabels, Gauge> = Family::default();
         build
             .get_or_create(&BuildLabels {
@@ -304,6 +317,32 @@ impl Metrics {
         }
         self.precompile_cache_bytes
             .set(stats.bytes.load(Relaxed) as i64);
+    }
+
+    /// Adds what the streams counted since the last observation.
+    pub fn observe_streams(&self, status: &[(String, crate::streams::PluginStreams)]) {
+        let mut seen = self.stream_seen.lock().expect("stream counts lock");
+        for (plugin, s) in status {
+            let before = seen.entry(plugin.clone()).or_default();
+            let now = s.counts;
+            for (result, was, is) in [
+                ("matched", before.matched, now.matched),
+                ("dropped", before.dropped, now.dropped),
+                ("cut", before.cut, now.cut),
+                ("handed", before.handed, now.handed),
+                ("triggered", before.triggered, now.triggered),
+            ] {
+                if is > was {
+                    self.stream_lines
+                        .get_or_create(&PluginResultLabels {
+                            plugin: plugin.clone(),
+                            result,
+                        })
+                        .inc_by(is - was);
+                }
+            }
+            *before = now;
+        }
     }
 
     /// Records one pass of the setters.

@@ -91,6 +91,7 @@ mod limits;
 mod plugin;
 mod precheck;
 pub mod proc_view;
+pub mod reactor;
 mod refused;
 mod tier;
 

@@ -110,6 +110,7 @@ fn check(file: &std::path::Path, layers: &Layers) -> anyhow::Result<ExitCode> {
                 "wit": p.interface(),
                 "metadata": p.metadata(),
                 "granted": {"paths": p.granted_paths(), "withheld": p.withheld()},
+                "reacts": p.subscriptions().map(|r| r.describe()),
                 "enabled": s.config().enabled,
                 "affectsReadiness": s.affects_readiness(),
                 "order": s.order(),

@@ -293,7 +293,10 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
         Arc::new(Traffic::default()),
         deadline,
     )?;
-    let agent = Agent::new(cfg.clone(), node_client, plugins.clone());
+    // The reacting plugins' streams (the kernel log, log files, the
+    // journal) and watched paths: a match wakes a pass at once.
+    let agent = Agent::new(cfg.clone(), node_client, plugins.clone())
+        .with_streams(nodestatus_engine::streams::Streams::new());
     let handle = agent.handle();
     {
         // A plugin that becomes ready (or stops) runs from a pass now.

@@ -52,7 +52,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nodestatus_sdk::host::FsStats;
+use nodestatus_sdk::reactor::{Lines, Reactor, Stream, Subscriptions};
 use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+
+pub mod io_errors;
 
 /// The condition type, as node-problem-detector names it.
 pub const CONDITION: &str = "ReadonlyFilesystem";
@@ -73,6 +76,8 @@ pub struct Config {
     pub mounts: Vec<Mount>,
     /// An extended resource counting healthy mounts.
     pub extended_resource: Option<ExtendedResource>,
+    /// I/O errors from the kernel log, per device ([`io_errors`]).
+    pub io_errors: io_errors::IoErrors,
 }
 
 /// One mount to report.
@@ -324,7 +329,11 @@ pub fn apply(node: &mut Node, r: &Report, now: &str) -> Option<(&'static str, St
         .and_then(|a| a.as_object())
         .map(|a| {
             a.keys()
-                .filter(|k| k.starts_with(ANNOTATION_PREFIX) && !keep.contains(k.as_str()))
+                .filter(|k| {
+                    k.starts_with(ANNOTATION_PREFIX)
+                        && !k.starts_with(io_errors::ANNOTATION_PREFIX)
+                        && !keep.contains(k.as_str())
+                })
                 .cloned()
                 .collect()
         })
@@ -367,10 +376,122 @@ impl Setter for Disk {
             .iter()
             .map(|m| (m.path.clone(), host::fs_stats(&m.path)))
             .collect();
+        let counts = io_counts(node, &config.io_errors);
         let report = evaluate(&stats, &config)?;
         if let Some((reason, message)) = apply(node, &report, &nodestatus_sdk::time::now()) {
             host::record_event(EventType::Warning, reason, &message);
         }
+        write_io_errors(node, &config.io_errors, &counts, now_ms());
+        Ok(())
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Each configured device's count, as the node holds it.
+pub fn io_counts(node: &Node, cfg: &io_errors::IoErrors) -> Vec<io_errors::Count> {
+    cfg.devices
+        .iter()
+        .map(|d| {
+            node.annotation(&format!("{}{d}", io_errors::ANNOTATION_PREFIX))
+                .and_then(|a| serde_json::from_str(a).ok())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Counts the error lines of each configured device (each recording a
+/// [`io_errors::EVENT`]).
+pub fn count_io_errors(cfg: &io_errors::IoErrors, counts: &mut [io_errors::Count], lines: &Lines) {
+    let mut same_ms: (u64, u64) = (0, 0);
+    for m in &lines.matches {
+        same_ms = match same_ms {
+            (t, n) if t == m.time_ms => (t, n + 1),
+            _ => (m.time_ms, 0),
+        };
+        let Some(seen) = io_errors::device_of(m.pattern, &m.text) else {
+            continue;
+        };
+        for (device, count) in cfg.devices.iter().zip(counts.iter_mut()) {
+            if io_errors::is_device(device, &seen) && count.add(m.time_ms, same_ms.1, &m.text) {
+                host::record_event(
+                    EventType::Warning,
+                    io_errors::EVENT,
+                    &format!("I/O error on {device} ({} so far): {}", count.count, m.text),
+                );
+            }
+        }
+    }
+}
+
+/// Writes each device's condition and count at `now_ms`.
+pub fn write_io_errors(
+    node: &mut Node,
+    cfg: &io_errors::IoErrors,
+    counts: &[io_errors::Count],
+    now_ms: u64,
+) {
+    for (device, count) in cfg.devices.iter().zip(counts) {
+        let recent = count.count > 0
+            && now_ms.saturating_sub(count.last) < cfg.clear_after.saturating_mul(1000);
+        let (status, reason, message) = if recent {
+            (
+                ConditionStatus::True,
+                io_errors::SEEN_REASON,
+                format!(
+                    "{} I/O error(s) on {device}; the last: {}",
+                    count.count, count.line
+                ),
+            )
+        } else {
+            (
+                ConditionStatus::False,
+                io_errors::NONE_REASON,
+                format!("no I/O error on {device} in the last {} s", cfg.clear_after),
+            )
+        };
+        node.set_condition(&io_errors::condition_type(device), status, reason, &message);
+        if count.count > 0 {
+            node.set_annotation(
+                &format!("{}{device}", io_errors::ANNOTATION_PREFIX),
+                &serde_json::to_string(count).expect("a count serializes"),
+            );
+        }
+    }
+}
+
+impl Reactor for Disk {
+    fn subscribe() -> Subscriptions {
+        let config: Config = host::config().unwrap_or_default();
+        if config.io_errors.devices.is_empty() {
+            return Subscriptions::new();
+        }
+        let mut stream = Stream::kmsg("kernel").lookback(config.io_errors.lookback);
+        for p in io_errors::PATTERNS {
+            stream = stream.pattern(p);
+        }
+        Subscriptions::new().stream(stream)
+    }
+
+    fn on_lines(node: &mut Node, lines: &Lines) -> Result<()> {
+        let config: Config = host::config()?;
+        let mut counts = io_counts(node, &config.io_errors);
+        count_io_errors(&config.io_errors, &mut counts, lines);
+        // The rest of the part, as `set` writes it, then the counts.
+        let stats = config
+            .mounts
+            .iter()
+            .map(|m| (m.path.clone(), host::fs_stats(&m.path)))
+            .collect();
+        let report = evaluate(&stats, &config)?;
+        if let Some((reason, message)) = apply(node, &report, &nodestatus_sdk::time::now()) {
+            host::record_event(EventType::Warning, reason, &message);
+        }
+        write_io_errors(node, &config.io_errors, &counts, now_ms());
         Ok(())
     }
 }
@@ -663,6 +784,82 @@ mod tests {
     }
 
     #[test]
+    fn io_errors_of_a_device_make_its_condition_true_until_clear_after() {
+        let cfg = io_errors::IoErrors {
+            devices: vec!["sdb".into(), "nvme0n1".into()],
+            ..Default::default()
+        };
+        let mut node = Node::named("n");
+        let mut counts = io_counts(&node, &cfg);
+        let _ = host::take_native_events();
+        let mut lines = Lines::of(
+            "kernel",
+            2,
+            &["EXT4-fs error (device sdb1): ext4_find_entry:1455: inode #2"],
+        );
+        lines.matches[0].time_ms = 1_000;
+        let mut other = Lines::of("kernel", 0, &["I/O error, dev sda, sector 8 op 0x0:(READ)"]);
+        other.matches[0].time_ms = 1_001;
+        lines.matches.extend(other.matches);
+        count_io_errors(&cfg, &mut counts, &lines);
+        assert_eq!(counts[0].count, 1);
+        assert_eq!(counts[1].count, 0, "sda is not configured");
+        assert_eq!(host::take_native_events().len(), 1);
+        write_io_errors(&mut node, &cfg, &counts, 2_000);
+        let c = node.condition("DiskIOErrors-sdb").unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("True", Some(io_errors::SEEN_REASON))
+        );
+        assert_eq!(
+            node.condition("DiskIOErrors-nvme0n1").unwrap().status,
+            "False"
+        );
+        // The node holds the count: the next pass (a restart too) keeps it.
+        let node = Node::parse(&node.to_json()).unwrap();
+        let counts = io_counts(&node, &cfg);
+        assert_eq!(counts[0].count, 1);
+        let mut later = Node::parse(&node.to_json()).unwrap();
+        write_io_errors(&mut later, &cfg, &counts, 1_000 + 3_600_000);
+        assert_eq!(
+            later.condition("DiskIOErrors-sdb").unwrap().status,
+            "False",
+            "cleared after an hour"
+        );
+    }
+
+    /// The defect the events test found: `set` read the counts after the
+    /// mounts' stale annotations were removed, so a pass after the errors
+    /// lost the count and turned the condition False.
+    #[test]
+    fn a_pass_after_the_errors_keeps_the_count_and_the_condition() {
+        host::set_native_config(r#"{"ioErrors": {"devices": ["sdy"]}}"#);
+        let mut lines = Lines::of("kernel", 0, &["I/O error, dev sdy, sector 8 op 0x0:(READ)"]);
+        lines.matches[0].time_ms = now_ms();
+        let node = Node::named("n").to_json();
+        let part = nodestatus_sdk::reactor::run_lines::<Disk>(&node, &lines)
+            .unwrap()
+            .unwrap();
+        let mut after: serde_json::Value = serde_json::from_str(&node).unwrap();
+        let part: serde_json::Value = serde_json::from_str(&part).unwrap();
+        after["metadata"]["annotations"] = part["metadata"]["annotations"].clone();
+        after["status"] = part["status"].clone();
+        let next = nodestatus_sdk::run::<Disk>(&after.to_string())
+            .unwrap()
+            .unwrap();
+        let next: serde_json::Value = serde_json::from_str(&next).unwrap();
+        let sdy = next["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "DiskIOErrors-sdy")
+            .unwrap()
+            .clone();
+        assert_eq!(sdy["status"], "True", "{next}");
+        assert!(next["metadata"]["annotations"]["disk.nodestatus.io/io-errors-sdy"].is_string());
+    }
+
+    #[test]
     fn names_are_derived_and_config_is_checked() {
         assert_eq!(derive_name("/"), "root");
         assert_eq!(derive_name("/var/lib/kubelet"), "var-lib-kubelet");
@@ -728,4 +925,4 @@ mod tests {
     }
 }
 
-nodestatus_sdk::export!(Disk);
+nodestatus_sdk::export_reactor!(Disk);

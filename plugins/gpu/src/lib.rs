@@ -55,7 +55,10 @@ use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use nodestatus_sdk::{ConditionStatus, Metadata, Node, Quantity, Result, Setter, host};
+use nodestatus_sdk::reactor::{Lines, Reactor, Stream, Subscriptions};
+use nodestatus_sdk::{ConditionStatus, EventType, Metadata, Node, Quantity, Result, Setter, host};
+
+pub mod xid;
 
 /// The health condition's type.
 pub const CONDITION: &str = "GPUHealthy";
@@ -67,8 +70,23 @@ pub const AMD_RESOURCE: &str = "amd.com/gpu";
 pub const NVIDIA_COUNT: &str = "nvidia.com/gpu.count";
 /// NVIDIA model, as gpu-feature-discovery spells it.
 pub const NVIDIA_PRODUCT: &str = "nvidia.com/gpu.product";
-/// NVIDIA memory in MiB (never readable here; removed when no NVIDIA GPU).
+/// NVIDIA memory in MiB: the nominal memory of the first GPU's model, by
+/// its PCI device id ([`xid::model`]; NVML's measured total is not
+/// readable here).
 pub const NVIDIA_MEMORY: &str = "nvidia.com/gpu.memory";
+/// The architecture's family, as gpu-feature-discovery names it.
+pub const NVIDIA_FAMILY: &str = "nvidia.com/gpu.family";
+/// Compute capability, major.
+pub const NVIDIA_COMPUTE_MAJOR: &str = "nvidia.com/gpu.compute.major";
+/// Compute capability, minor.
+pub const NVIDIA_COMPUTE_MINOR: &str = "nvidia.com/gpu.compute.minor";
+/// The driver's version labels.
+pub const NVIDIA_DRIVER_LABELS: [&str; 4] = [
+    "nvidia.com/cuda.driver-version.full",
+    "nvidia.com/cuda.driver-version.major",
+    "nvidia.com/cuda.driver-version.minor",
+    "nvidia.com/cuda.driver-version.revision",
+];
 /// Number of AMD GPUs.
 pub const AMD_COUNT: &str = "amd.com/gpu.count";
 /// AMD PCI device id.
@@ -90,6 +108,14 @@ pub struct Config {
     pub advertise: bool,
     /// Prefix of every path read.
     pub root: String,
+    /// The XIDs that make `GPUHealthy` False ([`xid::DEFAULT_CRITICAL`]).
+    pub xid_critical: Vec<u32>,
+    /// Seconds after an XID when the condition comes back from the
+    /// inventory; 0: only when the driver is loaded again.
+    pub xid_clear_after: u64,
+    /// How far back the kernel log is read at start, in seconds (so that a
+    /// restart finds the XIDs, and the driver loads, since).
+    pub xid_lookback: u64,
 }
 
 impl Default for Config {
@@ -97,6 +123,9 @@ impl Default for Config {
         Self {
             advertise: false,
             root: "/".into(),
+            xid_critical: xid::DEFAULT_CRITICAL.to_vec(),
+            xid_clear_after: 0,
+            xid_lookback: 3600,
         }
     }
 }
@@ -149,6 +178,8 @@ pub struct Inventory {
     pub nvidia: Vec<NvidiaGpu>,
     /// AMD GPUs, by card number.
     pub amd: Vec<AmdGpu>,
+    /// The NVIDIA driver's version (`/proc/driver/nvidia/version`).
+    pub nvidia_driver: Option<String>,
     /// Read errors other than "not found", for the debug log.
     pub problems: Vec<String>,
 }
@@ -299,6 +330,7 @@ pub fn scan(root: &Path) -> Inventory {
     Inventory {
         nvidia: nvidia.into_values().collect(),
         amd,
+        nvidia_driver: xid::read_driver_version(root),
         problems,
     }
 }
@@ -346,12 +378,68 @@ fn advertise(node: &mut Node, name: &str, capacity: usize, allocatable: usize) {
 
 /// Writes the inventory's labels, resources and condition at `now`.
 pub fn apply(node: &mut Node, inv: &Inventory, config: &Config, now: &str) {
+    apply_with_xid(node, inv, config, now, None)
+}
+
+/// The labels of the first NVIDIA GPU's model and of the driver.
+fn model_labels(node: &mut Node, inv: &Inventory) {
+    let model = inv
+        .nvidia
+        .iter()
+        .find_map(|g| xid::model(g.device_id.as_deref()?));
+    set_or_remove(node, NVIDIA_FAMILY, model.map(|m| m.family.to_owned()));
+    set_or_remove(
+        node,
+        NVIDIA_COMPUTE_MAJOR,
+        model.map(|m| m.major.to_string()),
+    );
+    set_or_remove(
+        node,
+        NVIDIA_COMPUTE_MINOR,
+        model.map(|m| m.minor.to_string()),
+    );
+    set_or_remove(node, NVIDIA_MEMORY, model.map(|m| m.memory_mib.to_string()));
+    let driver = inv
+        .nvidia_driver
+        .as_deref()
+        .map(xid::driver_labels)
+        .unwrap_or_default();
+    for key in NVIDIA_DRIVER_LABELS {
+        let value = driver
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone());
+        set_or_remove(node, key, value);
+    }
+}
+
+/// Writes the inventory as [`apply`] does; with `xid`, `GPUHealthy` is
+/// False with [`xid::XID_REASON`] and that message, whatever the inventory
+/// says (while any GPU is there).
+pub fn apply_with_xid(
+    node: &mut Node,
+    inv: &Inventory,
+    config: &Config,
+    now: &str,
+    xid: Option<String>,
+) {
     let nv = &inv.nvidia;
     if nv.is_empty() {
-        for key in [NVIDIA_COUNT, NVIDIA_PRODUCT, NVIDIA_MEMORY] {
+        for key in [
+            NVIDIA_COUNT,
+            NVIDIA_PRODUCT,
+            NVIDIA_MEMORY,
+            NVIDIA_FAMILY,
+            NVIDIA_COMPUTE_MAJOR,
+            NVIDIA_COMPUTE_MINOR,
+        ]
+        .into_iter()
+        .chain(NVIDIA_DRIVER_LABELS)
+        {
             node.remove_label(key);
         }
     } else {
+        model_labels(node, inv);
         node.set_label(NVIDIA_COUNT, &nv.len().to_string());
         let model = nv
             .iter()
@@ -395,6 +483,16 @@ pub fn apply(node: &mut Node, inv: &Inventory, config: &Config, now: &str) {
         .filter(|g| g.info.is_none())
         .map(|g| g.bus.as_str())
         .collect();
+    if let Some(message) = xid {
+        node.set_condition_at(
+            CONDITION,
+            ConditionStatus::False,
+            xid::XID_REASON,
+            &message,
+            now,
+        );
+        return;
+    }
     let (status, reason, message) = if missing.is_empty() {
         (
             ConditionStatus::True,
@@ -449,7 +547,100 @@ impl Setter for Gpu {
             inv.nvidia.iter().filter(|g| g.info.is_some()).count(),
             inv.amd.len()
         ));
-        apply(node, &inv, &config, &nodestatus_sdk::time::now());
+        let now = nodestatus_sdk::time::now();
+        let held = held_xid(node, &config, now_s());
+        apply_with_xid(node, &inv, &config, &now, held);
+        Ok(())
+    }
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The message of the XID that holds `GPUHealthy` False, unless
+/// `xidClearAfter` has passed since (`now_s`, seconds since the epoch).
+pub fn held_xid(node: &Node, config: &Config, now_s: u64) -> Option<String> {
+    let c = node.condition(CONDITION)?;
+    if c.status != "False" || c.reason.as_deref() != Some(xid::XID_REASON) {
+        return None;
+    }
+    if config.xid_clear_after > 0 {
+        let since = c.last_transition_time.as_deref().and_then(epoch_seconds)?;
+        if now_s.saturating_sub(since) >= config.xid_clear_after {
+            return None;
+        }
+    }
+    Some(c.message.unwrap_or_default())
+}
+
+/// Seconds since the epoch of a `metav1.Time` in UTC.
+fn epoch_seconds(t: &str) -> Option<u64> {
+    nodestatus_sdk::time::unix_seconds(t).and_then(|s| u64::try_from(s).ok())
+}
+
+/// Applies XID and driver-load lines in order over the XID `held` before
+/// them: each XID records [`xid::XID_EVENT`]; a critical one holds the
+/// condition; the driver's load lets it go ([`xid::RELOAD_EVENT`]).
+pub fn react(lines: &Lines, config: &Config, mut held: Option<String>) -> Option<String> {
+    for m in &lines.matches {
+        match m.pattern {
+            0 => {
+                let Some(x) = xid::parse_xid(&m.text) else {
+                    continue;
+                };
+                let critical = config.xid_critical.contains(&x.code);
+                host::record_event(
+                    EventType::Warning,
+                    xid::XID_EVENT,
+                    &format!(
+                        "{}{}",
+                        xid::message(&x),
+                        if critical {
+                            " (needs action: GPUHealthy is False)"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                if critical {
+                    held = Some(xid::message(&x));
+                }
+            }
+            _ => {
+                if let Some(was) = held.take() {
+                    host::record_event(
+                        EventType::Normal,
+                        xid::RELOAD_EVENT,
+                        &format!(
+                            "the NVIDIA driver was loaded again; GPUHealthy follows the GPUs again (was: {was})"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    held
+}
+
+impl Reactor for Gpu {
+    fn subscribe() -> Subscriptions {
+        let config: Config = host::config().unwrap_or_default();
+        Subscriptions::new().stream(
+            Stream::kmsg("kernel")
+                .pattern(xid::XID_PATTERN)
+                .pattern(xid::LOAD_PATTERN)
+                .lookback(config.xid_lookback),
+        )
+    }
+
+    fn on_lines(node: &mut Node, lines: &Lines) -> Result<()> {
+        let config: Config = host::config()?;
+        let inv = scan(Path::new(&config.root));
+        let held = react(lines, &config, held_xid(node, &config, now_s()));
+        apply_with_xid(node, &inv, &config, &nodestatus_sdk::time::now(), held);
         Ok(())
     }
 }
@@ -582,7 +773,17 @@ mod tests {
         apply(&mut node, &inv, &Config::default(), T0);
         assert_eq!(node.label(NVIDIA_COUNT), Some("2"));
         assert_eq!(node.label(NVIDIA_PRODUCT), Some("NVIDIA-H100-80GB-HBM3"));
-        assert_eq!(node.label(NVIDIA_MEMORY), None);
+        assert_eq!(
+            node.label(NVIDIA_MEMORY),
+            Some("81920"),
+            "H100 80GB, nominal"
+        );
+        assert_eq!(node.label(NVIDIA_FAMILY), Some("hopper"));
+        assert_eq!(node.label(NVIDIA_COMPUTE_MAJOR), Some("9"));
+        assert_eq!(
+            node.label("nvidia.com/cuda.driver-version.full"),
+            Some("535.129.03")
+        );
         assert_eq!(node.label(AMD_COUNT), None);
         let c = node.condition(CONDITION).unwrap();
         assert_eq!(c.status, "True");
@@ -700,17 +901,21 @@ mod tests {
             NVIDIA_COUNT,
             NVIDIA_PRODUCT,
             NVIDIA_MEMORY,
+            NVIDIA_FAMILY,
             AMD_COUNT,
             AMD_PRODUCT_ID,
             AMD_VRAM,
-        ] {
+        ]
+        .into_iter()
+        .chain(NVIDIA_DRIVER_LABELS)
+        {
             assert_eq!(node.label(key), None, "{key}");
         }
         assert_eq!(node.label("other.example.com/keep"), Some("yes"));
         assert!(node.condition(CONDITION).is_none());
         let part = node.part();
         let labels = part["metadata"]["labels"].as_object().unwrap();
-        assert_eq!(labels.len(), 6);
+        assert_eq!(labels.len(), 13);
         assert!(labels.values().all(serde_json::Value::is_null));
         assert_eq!(
             part["status"],
@@ -797,12 +1002,18 @@ mod tests {
         assert_eq!(c, Config::default());
         assert!(!c.advertise);
         assert_eq!(c.root, "/");
-        let c: Config = serde_json::from_str(r#"{"advertise": true, "root": "/host"}"#).unwrap();
+        let c: Config = serde_json::from_str(
+            r#"{"advertise": true, "root": "/host", "xidCritical": [79], "xidClearAfter": 600, "xidLookback": 0}"#,
+        )
+        .unwrap();
         assert_eq!(
             c,
             Config {
                 advertise: true,
-                root: "/host".into()
+                root: "/host".into(),
+                xid_critical: vec![79],
+                xid_clear_after: 600,
+                xid_lookback: 0,
             }
         );
         assert_eq!(under(Path::new("/"), PCI_DEVICES), Path::new(PCI_DEVICES));
@@ -833,6 +1044,83 @@ mod tests {
     }
 
     #[test]
+    fn a_critical_xid_holds_the_condition_until_the_driver_is_loaded_again() {
+        let inv = scan(&fixture("nvidia-2gpu"));
+        let config = Config::default();
+        let _ = host::take_native_events();
+        let xid79 = "NVRM: Xid (PCI:0000:17:00): 79, pid=1, GPU has fallen off the bus.";
+        let held = react(&Lines::of("kernel", 0, &[xid79]), &config, None);
+        let mut node = Node::named("n1");
+        apply_with_xid(&mut node, &inv, &config, T0, held);
+        let c = node.condition(CONDITION).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("False", Some(xid::XID_REASON))
+        );
+        assert_eq!(
+            c.message.as_deref(),
+            Some("XID 79 on GPU 0000:17:00.0: pid=1, GPU has fallen off the bus.")
+        );
+        let events = host::take_native_events();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].1, xid::XID_EVENT);
+        // The next pass keeps it: the node holds the XID.
+        let node = Node::parse(&node.to_json()).unwrap();
+        assert!(held_xid(&node, &config, 0).is_some());
+        // An application XID (13) records an event and changes nothing.
+        let held = react(
+            &Lines::of(
+                "kernel",
+                0,
+                &["NVRM: Xid (PCI:0000:17:00): 13, Graphics Exception"],
+            ),
+            &config,
+            held_xid(&node, &config, 0),
+        );
+        assert!(held.is_some());
+        assert_eq!(host::take_native_events().len(), 1);
+        // The driver's load lets it go.
+        let held = react(
+            &Lines::of(
+                "kernel",
+                1,
+                &["NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.129.03"],
+            ),
+            &config,
+            held,
+        );
+        assert_eq!(held, None);
+        let mut node = node;
+        apply_with_xid(&mut node, &inv, &config, T1, held);
+        assert_eq!(node.condition(CONDITION).unwrap().status, "True");
+        assert_eq!(host::take_native_events()[0].1, xid::RELOAD_EVENT);
+    }
+
+    #[test]
+    fn xid_clear_after_lets_an_old_xid_go() {
+        let config = Config {
+            xid_clear_after: 3600,
+            ..Config::default()
+        };
+        let mut node = Node::named("n1");
+        node.set_condition_at(
+            CONDITION,
+            ConditionStatus::False,
+            xid::XID_REASON,
+            "XID 48",
+            T0,
+        );
+        let node = Node::parse(&node.to_json()).unwrap();
+        let t0 = epoch_seconds(T0).unwrap();
+        assert!(held_xid(&node, &config, t0 + 10).is_some());
+        assert!(held_xid(&node, &config, t0 + 3600).is_none());
+        assert!(
+            held_xid(&node, &Config::default(), t0 + 10 * 3600).is_some(),
+            "0: never by age"
+        );
+    }
+
+    #[test]
     fn metadata_declares_the_paths() {
         let m = Gpu::metadata();
         assert_eq!(m.name, "gpu");
@@ -840,4 +1128,4 @@ mod tests {
     }
 }
 
-nodestatus_sdk::export!(Gpu);
+nodestatus_sdk::export_reactor!(Gpu);

@@ -1,5 +1,5 @@
 /*
- * part.c: the part of the node a setter sets (WIT nodestatus:plugin@0.2.0),
+ * part.c: the part of the node a setter sets (WIT nodestatus:plugin@0.2.1),
  * from what node.c and condition.c recorded, and the changes made through
  * raw access that no helper wrote.
  */

@@ -1,6 +1,6 @@
 // The Node: labels, annotations, capacity, nodeInfo, addresses and conditions
 // (with the kubelet's heartbeat and transition rules), and the part of it that
-// a setter sets (WIT `nodestatus:plugin@0.2.0`).
+// a setter sets (WIT `nodestatus:plugin@0.2.1`).
 
 import { ConditionStatus, conditionStatus } from './condition.js';
 import { clone, deepEqual, isObject } from './json.js';

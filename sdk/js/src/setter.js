@@ -1,5 +1,5 @@
 // The setter export: `defineSetter({ metadata, set })` becomes the WIT
-// world's `setter` interface (`nodestatus:plugin/setter@0.2.0`).
+// world's `setter` interface (`nodestatus:plugin/setter@0.2.1`).
 
 import { authorLocation, mapLocations } from '../sourcemap.js';
 import { isObject } from './json.js';
@@ -67,7 +67,7 @@ export function errorMessage(e) {
  * `set(node)` receives a {@link Node} and changes it in place (its return
  * value is ignored, unless it is another Node, which is then used). The
  * export `set(json)` returns the setter's part of the node as JSON text
- * (WIT `nodestatus:plugin@0.2.0`: `ok(some(part))`, `node.part()`): every
+ * (WIT `nodestatus:plugin@0.2.1`: `ok(some(part))`, `node.part()`): every
  * field `set(node)` wrote. Anything it throws becomes the `err` result with
  * the error's message, so the host discards the output and reports the
  * message. `set` must be synchronous. Under `node --test`, `applySetter` of

@@ -2,7 +2,7 @@
 
 A setter is a WebAssembly component that the nodestatus host calls once per
 status pass with the Node as JSON; it returns its part of the node (WIT
-``nodestatus:plugin@0.2.0``): the fields it sets. This package is the Python
+``nodestatus:plugin@0.2.1``): the fields it sets. This package is the Python
 counterpart of the Rust SDK (``sdk/src``):
 
 - :class:`Plugin`: subclass it as ``Setter`` and write ``metadata()`` and

@@ -1,7 +1,7 @@
 """The componentize-py bindings, imported lazily: natively (under
 ``python3 -m unittest``) they are absent and the SDK answers from this
 machine. They are generated at build time from the ``wit/`` directory
-(world ``nodestatus:plugin/plugin@0.2.0``): ``wit_world.exports.setter``
+(world ``nodestatus:plugin/plugin@0.2.1``): ``wit_world.exports.setter``
 (whose ``set`` returns ``Optional[str]``, the part, or raises ``Err``) and
 ``wit_world.imports.host`` (``nodestatus:plugin/host@0.1.1``)."""
 

@@ -128,7 +128,7 @@ class Plugin:
     - ``set(self, node: Node) -> None``: change the node in place; raise
       :class:`Error` (or any exception) to fail this pass with its message.
 
-    The class turns them into the WIT functions (``nodestatus:plugin@0.2.0``):
+    The class turns them into the WIT functions (``nodestatus:plugin@0.2.1``):
     ``metadata`` returns the bindings' ``PluginInfo``, and ``set`` takes the
     Node's JSON and returns the setter's part of it (``some(part)``: the
     fields ``set(node)`` wrote, :meth:`Node.part`), or raises

@@ -166,6 +166,61 @@ pub enum PassKind {
     Regular,
     /// The fast update at start (every 100 ms until Ready, 2 min at most).
     Fast,
+    /// Between regular passes, at once, because a reacting plugin has
+    /// matched lines waiting or a watched path changed
+    /// ([`crate::streams`]). It writes as a regular pass does, and leaves
+    /// the regular schedule as it is.
+    Triggered,
+}
+
+/// How often passes run for matched lines and watched paths: at once for
+/// the first [`TriggerGate::BURST`], then at most one a second, so that a
+/// flood of matches makes about one status patch a second, and a single
+/// message is written at once.
+#[derive(Debug, Clone, Copy)]
+pub struct TriggerGate {
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl Default for TriggerGate {
+    fn default() -> Self {
+        Self {
+            tokens: Self::BURST,
+            at: None,
+        }
+    }
+}
+
+impl TriggerGate {
+    /// Passes that may run back to back.
+    pub const BURST: f64 = 2.0;
+    /// Passes a second, once the burst is spent.
+    pub const RATE: f64 = 1.0;
+
+    fn refill(&mut self, now: Instant) {
+        if let Some(at) = self.at {
+            let elapsed = now.saturating_duration_since(at).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * Self::RATE).min(Self::BURST);
+        }
+        self.at = Some(now);
+    }
+
+    /// When a triggered pass may start, from `now` on.
+    pub fn next_allowed(&mut self, now: Instant) -> Instant {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            now
+        } else {
+            now + Duration::from_secs_f64((1.0 - self.tokens) / Self::RATE)
+        }
+    }
+
+    /// A triggered pass starts at `now`.
+    pub fn take(&mut self, now: Instant) {
+        self.refill(now);
+        self.tokens = (self.tokens - 1.0).max(0.0);
+    }
 }
 
 /// Whether a pass writes the status.
@@ -186,9 +241,9 @@ pub fn write(kind: PassKind, changed: bool, due: bool, new_ready: Option<&str>) 
     match kind {
         PassKind::Fast if changed && new_ready != Some("False") => Write::Change,
         PassKind::Fast => Write::Skip,
-        PassKind::Regular if changed => Write::Change,
-        PassKind::Regular if due => Write::Report,
-        PassKind::Regular => Write::Skip,
+        PassKind::Regular | PassKind::Triggered if changed => Write::Change,
+        PassKind::Regular | PassKind::Triggered if due => Write::Report,
+        PassKind::Regular | PassKind::Triggered => Write::Skip,
     }
 }
 

@@ -59,6 +59,9 @@ pub struct Agent {
     /// Shared by the agents of one process (a simulated fleet): at most
     /// this many passes run at once, the others wait their turn.
     pass_permits: Option<Arc<tokio::sync::Semaphore>>,
+    /// The streams and watched paths of the reacting plugins, whose
+    /// matches wake a pass ([`Agent::with_streams`]).
+    streams: Option<crate::streams::Streams>,
 }
 
 impl Agent {
@@ -120,7 +123,18 @@ impl Agent {
             waiting: Waiting::default(),
             watch: true,
             pass_permits: None,
+            streams: None,
         }
+    }
+
+    /// An agent whose reacting plugins follow their streams and watched
+    /// paths (`run`'s): a match or a change wakes a pass at once, which
+    /// hands each plugin its matches through `on-lines`. Without it (a
+    /// simulated fleet, whose machines have no kernel log of their own),
+    /// a reacting plugin is only called through `set`.
+    pub fn with_streams(mut self, streams: crate::streams::Streams) -> Self {
+        self.streams = Some(streams);
+        self
     }
 
     /// An agent that does not watch its node: the live node comes only
@@ -161,6 +175,7 @@ impl Agent {
             metrics: self.metrics.clone(),
             plugins: self.plugins.clone(),
             name: Arc::from(self.state.cfg().node_name.as_str()),
+            streams: self.streams.clone(),
         }
     }
 
@@ -241,10 +256,12 @@ impl Agent {
     async fn drive(&mut self, cancel: &CancellationToken) -> Result<(), Arc<Error>> {
         let due = self.step(Input::Tick);
         self.perform(due)?;
+        let streams = self.streams.clone();
         loop {
             let wake = self.state.next_wakeup();
             let input = tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
+                _ = woken(streams.as_ref()) => Input::Triggered,
                 Some(done) = self.inflight.join_next(), if !self.inflight.is_empty() => match done {
                     Ok(input) => input,
                     Err(e) => {
@@ -350,6 +367,10 @@ impl Agent {
         options: pipeline::PassOptions,
     ) {
         let set = self.plugins.current();
+        let streams = self.streams.clone();
+        if let Some(s) = &streams {
+            s.update(set.setters().iter().map(|s| &**s.plugin()));
+        }
         let runtime = self.plugins.runtime().clone();
         let facts = Arc::new(Facts::new(self.facts.clone()));
         let cri = self.cri.clone();
@@ -380,8 +401,9 @@ impl Agent {
             let loaded = set.setters().len();
             let started = std::time::Instant::now();
             let cache_runtime = runtime.clone();
+            let pass_streams = streams.clone();
             let result = tokio::task::spawn_blocking(move || {
-                pipeline::pass(&runtime, &set, &base, &ctx, options)
+                pipeline::pass_with(&runtime, &set, &base, &ctx, options, pass_streams.as_ref())
             })
             .await
             .map_err(|e| e.to_string())
@@ -389,6 +411,9 @@ impl Agent {
                 report.container_runtime = answered;
                 (node, report)
             });
+            if let Some(s) = &streams {
+                metrics.observe_streams(&s.status());
+            }
             if let Ok((_, report)) = &result {
                 metrics.observe_pass(report, started.elapsed());
                 metrics.observe_cache(cache_runtime.cache());
@@ -410,6 +435,15 @@ async fn answer(client: &NodeClient, call: Call) -> Answer {
         Call::CreateLease(lease) => Answer::LeaseWritten(client.create_lease(&lease).await),
         Call::UpdateLease(lease) => Answer::LeaseWritten(client.update_lease(&lease).await),
         Call::GetVersion => Answer::Version(client.server_version().await),
+    }
+}
+
+/// Until a reacting plugin's stream or watched path wakes the agent
+/// (never, without streams).
+async fn woken(streams: Option<&crate::streams::Streams>) {
+    match streams {
+        Some(s) => s.woken().await,
+        None => std::future::pending().await,
     }
 }
 

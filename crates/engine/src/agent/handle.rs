@@ -125,9 +125,15 @@ pub struct AgentHandle {
     pub(super) metrics: Arc<Metrics>,
     pub(super) plugins: Arc<PluginDir>,
     pub(super) name: Arc<str>,
+    pub(super) streams: Option<crate::streams::Streams>,
 }
 
 impl AgentHandle {
+    /// The reacting plugins' streams, when the agent follows them.
+    pub fn streams(&self) -> Option<&crate::streams::Streams> {
+        self.streams.as_ref()
+    }
+
     /// The agent's state as last published.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.borrow().clone()

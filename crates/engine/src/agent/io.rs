@@ -134,6 +134,9 @@ pub enum Input {
     /// ([`Agent::on_request`](super::Agent::on_request)): the
     /// registration, or once registered, the status sync and the lease.
     RunLoops,
+    /// A reacting plugin has matched lines waiting, or a path it watches
+    /// changed ([`crate::streams`]): a pass now, within the trigger gate.
+    Triggered,
     /// The machine itself is shutting down (logind, or SIGUSR2).
     NodeShutdown,
     /// logind cancelled the shutdown.

@@ -180,6 +180,12 @@ impl State {
             Input::SyncNow => self
                 .sync
                 .start_now(&mut self.shared, &mut self.watch, ctx, &mut out),
+            Input::Triggered => {
+                if running && !self.shared.node_gone {
+                    self.sync
+                        .trigger(&mut self.shared, &mut self.watch, ctx, &mut out)
+                }
+            }
             Input::PluginsChanged => {
                 if running && !self.shared.node_gone {
                     self.sync

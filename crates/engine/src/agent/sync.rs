@@ -75,6 +75,10 @@ pub struct Sync {
     /// The node's shutdown asked for a pass while one ran: one more, at
     /// once, when it ends.
     shutdown_pending: bool,
+    /// Matched lines wait, or a watched path changed, since the last pass
+    /// began: a triggered pass is due as soon as the gate allows.
+    triggered: bool,
+    gate: decide::TriggerGate,
 }
 
 impl Sync {
@@ -88,6 +92,8 @@ impl Sync {
             next_at: None,
             pass: None,
             shutdown_pending: false,
+            triggered: false,
+            gate: decide::TriggerGate::default(),
         }
     }
 
@@ -152,8 +158,33 @@ impl Sync {
         if s.reach.holding() || self.next_at().is_none_or(|t| ctx.now < t) {
             return;
         }
-        let kind = self.clock.kind(ctx.now);
+        let kind = match self.clock.kind(ctx.now) {
+            PassKind::Fast if self.triggered => PassKind::Triggered,
+            kind => kind,
+        };
         begin(self, s, w, kind, false, ctx, out);
+    }
+
+    /// A reacting plugin has matched lines waiting, or a watched path
+    /// changed ([`crate::streams`]): a pass runs at once, or as soon as
+    /// [`decide::TriggerGate`] allows (once the one running ends).
+    pub(super) fn trigger(
+        &mut self,
+        s: &mut Shared,
+        w: &mut WatchLoop,
+        ctx: &Ctx,
+        out: &mut Vec<Action>,
+    ) {
+        if !self.started {
+            return;
+        }
+        self.triggered = true;
+        if self.pass.is_some() {
+            return;
+        }
+        let at = self.gate.next_allowed(ctx.now);
+        self.next_at = Some(self.next_at.map_or(at, |t| t.min(at)));
+        self.tick(s, w, ctx, out);
     }
 
     /// A regular pass now ([`super::AgentHandle::sync_now`]), unless one
@@ -296,6 +327,11 @@ fn begin(
     out: &mut Vec<Action>,
 ) {
     heal_watch(s, w, ctx, out);
+    // Every pass hands the plugins what waits for them.
+    me.triggered = false;
+    if kind == PassKind::Triggered {
+        me.gate.take(ctx.now);
+    }
     me.pass = Some(Pass {
         kind,
         attempt: 0,
@@ -470,6 +506,10 @@ fn finish(
     let fast_now = me.fast.active(ctx.now, ready);
     let delay = me.clock.after(pass.kind, ctx.now, fast_now, ctx.rng.unit());
     me.next_at = Some(ctx.now + delay);
+    if me.triggered {
+        let at = me.gate.next_allowed(ctx.now);
+        me.next_at = Some((ctx.now + delay).min(at));
+    }
     out.push(Action::SyncDone {
         result,
         for_shutdown: pass.for_shutdown,

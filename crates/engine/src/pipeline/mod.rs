@@ -254,6 +254,9 @@ pub struct SetterReport {
     pub called: Duration,
     /// Whether its failure makes the node not Ready.
     pub affects_readiness: bool,
+    /// Matched lines handed to it (through `on-lines`, instead of `set`);
+    /// 0 for a call of `set`.
+    pub lines: usize,
 }
 
 /// The name of the built-in step that writes the `kubernetes.io/os` and
@@ -267,6 +270,10 @@ pub const ALLOCATABLE: &str = "allocatable-for-capacity";
 /// The built-in step that writes what a current kubelet writes from its
 /// container runtime and machine ([`PassOptions::kubelet_fields`]).
 pub const CURRENT_KUBELET_FIELDS: &str = "current-kubelet-fields";
+
+/// The reason of the Warning event that says a reacting plugin's queue
+/// dropped matched lines.
+pub const STREAM_LINES_DROPPED: &str = "StreamLinesDropped";
 
 /// The built-in step that keeps Ready the last condition
 /// ([`node::kubelet::ready_last`]).
@@ -386,6 +393,21 @@ pub fn pass(
     ctx: &CallContext,
     options: PassOptions,
 ) -> (Value, PassReport) {
+    pass_with(runtime, set, node, ctx, options, None)
+}
+
+/// [`pass`], where a reacting plugin with matches waiting in `streams` is
+/// called through `on-lines` with them (its part means what `set`'s does),
+/// instead of `set`. Matches its queue dropped are said in a Warning event
+/// ([`STREAM_LINES_DROPPED`]).
+pub fn pass_with(
+    runtime: &Runtime,
+    set: &PluginSet,
+    node: &Value,
+    ctx: &CallContext,
+    options: PassOptions,
+    streams: Option<&crate::streams::Streams>,
+) -> (Value, PassReport) {
     let mut report = PassReport::default();
     let mut work = Work::new(node);
 
@@ -393,14 +415,34 @@ pub fn pass(
         let plugin = setter.plugin();
         let started = Instant::now();
         let mut called = Duration::ZERO;
-        let outcome =
-            work.setter(runtime, setter, ctx.clone(), &mut called)
-                .map(|(changed, events)| {
-                    report
-                        .events
-                        .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
-                    changed
-                });
+        let batch = match (streams, plugin.subscriptions()) {
+            (Some(s), Some(_)) => s.take(plugin.name()),
+            _ => None,
+        };
+        if let Some(b) = batch.as_ref().filter(|b| b.dropped > 0) {
+            report.events.push((
+                plugin.name().to_owned(),
+                EmittedEvent {
+                    event_type: nodestatus_runtime::EventType::Warning,
+                    reason: STREAM_LINES_DROPPED.to_owned(),
+                    message: format!(
+                        "{} matched lines for plugin {} were dropped: its queue ({} lines) was full; see nodestatus_stream_lines_total",
+                        b.dropped,
+                        plugin.name(),
+                        crate::streams::QUEUE_CAPACITY
+                    ),
+                },
+            ));
+        }
+        let lines = batch.as_ref().map_or(0, |b| b.matches.len());
+        let outcome = work
+            .setter(runtime, setter, ctx.clone(), batch.as_ref(), &mut called)
+            .map(|(changed, events)| {
+                report
+                    .events
+                    .extend(events.into_iter().map(|e| (plugin.name().to_owned(), e)));
+                changed
+            });
         if let Err(e) = &outcome {
             tracing::warn!(
                 plugin = plugin.name(),
@@ -415,6 +457,7 @@ pub fn pass(
             duration: started.elapsed(),
             called,
             affects_readiness: setter.affects_readiness(),
+            lines,
         });
     }
     work.beat(SystemTime::now());
@@ -426,6 +469,7 @@ pub fn pass(
             duration: Duration::ZERO,
             called: Duration::ZERO,
             affects_readiness: w.affects_readiness,
+            lines: 0,
         });
     }
     report.released = work.release_unloaded(set);

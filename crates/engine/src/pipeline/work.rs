@@ -92,11 +92,15 @@ impl<'a> Work<'a> {
         runtime: &Runtime,
         setter: &Setter,
         ctx: CallContext,
+        lines: Option<&nodestatus_runtime::reactor::Batch>,
         called: &mut Duration,
     ) -> Result<(Vec<FieldPath>, Vec<EmittedEvent>), SetterError> {
         let input = self.json();
         let started = Instant::now();
-        let out = setter.plugin().call_set(runtime, &input, ctx);
+        let out = match lines {
+            Some(batch) => setter.plugin().call_lines(runtime, &input, batch, ctx),
+            None => setter.plugin().call_set(runtime, &input, ctx),
+        };
         *called = started.elapsed();
         let out = out?;
         let write = match out.result {
@@ -165,6 +169,7 @@ impl<'a> Work<'a> {
             duration: started.elapsed(),
             called: Duration::ZERO,
             affects_readiness: false,
+            lines: 0,
         }
     }
 

@@ -1,4 +1,4 @@
-//! A setter's part of the node (WIT `nodestatus:plugin@0.2.0`): the fields
+//! A setter's part of the node (WIT `nodestatus:plugin@0.2.1`): the fields
 //! it sets, read out of a JSON object with the shape of a Node, compared
 //! with the node field by field, and merged into it.
 //!

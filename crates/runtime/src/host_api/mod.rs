@@ -18,7 +18,10 @@ use super::proc_view::{self, ProcGrant};
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "plugin",
+        // The world with every export a plugin may have: `setter`, and
+        // `reactor` (0.2.1), which a plain setter lacks and the host looks
+        // up by its index.
+        world: "reactor-plugin",
         // Exports are called with `call_async`, under a deadline that also
         // covers blocking WASI calls. The host's own imports stay sync: they
         // never block.
@@ -99,7 +102,7 @@ pub struct EmittedEvent {
 }
 
 /// What one plugin was granted, resolved at load time.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Grants {
     /// Read-only directories, normalized and absolute.
     pub paths: Vec<super::PathGrant>,
@@ -109,6 +112,20 @@ pub(crate) struct Grants {
     pub config: Arc<str>,
     /// Whether it may read the container runtime's facts.
     pub container_runtime: bool,
+    /// Events it may record per [`GUEST_OUTPUT_WINDOW`].
+    pub events_per_window: u32,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Self {
+            paths: Vec::new(),
+            env: Vec::new(),
+            config: Arc::from("{}"),
+            container_runtime: false,
+            events_per_window: EVENTS_PER_WINDOW,
+        }
+    }
 }
 
 /// A host function the host refused a call because the plugin was not
@@ -183,6 +200,11 @@ impl GuestOutputLimits {
     }
 
     fn admit(&self, plugin: &Arc<str>, event: bool) -> Admit {
+        self.admit_up_to(plugin, event, EVENTS_PER_WINDOW)
+    }
+
+    /// [`Self::admit`], with `events` events per window for this plugin.
+    fn admit_up_to(&self, plugin: &Arc<str>, event: bool, events: u32) -> Admit {
         let mut windows = self.windows.lock().expect("guest output lock");
         let now = Instant::now();
         let w = windows.entry(plugin.clone()).or_insert_with(|| Window {
@@ -203,7 +225,7 @@ impl GuestOutputLimits {
             ),
             true => (
                 &mut w.events,
-                EVENTS_PER_WINDOW,
+                events,
                 &mut w.totals.events_kept,
                 &mut w.totals.events_dropped,
             ),
@@ -609,12 +631,13 @@ impl host::Host for CallState {
     }
 
     fn record_event(&mut self, event_type: host::EventType, reason: String, message: String) {
-        match self.output.admit(&self.plugin, true) {
+        let cap = self.grants.events_per_window;
+        match self.output.admit_up_to(&self.plugin, true, cap) {
             Admit::Yes => {}
             Admit::FirstNo => {
                 tracing::warn!(
                     plugin = &*self.plugin,
-                    "plugin records more than {EVENTS_PER_WINDOW} events per {}s; dropping its events until the window ends",
+                    "plugin records more than {cap} events per {}s (its eventsPerMinute); dropping its events until the window ends",
                     GUEST_OUTPUT_WINDOW.as_secs()
                 );
                 return;

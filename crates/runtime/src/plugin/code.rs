@@ -23,6 +23,16 @@ pub(super) struct Code {
     pub(super) interface: Interface,
     pub(super) metadata_index: ComponentExportIndex,
     pub(super) set_index: ComponentExportIndex,
+    /// `subscribe` and `on-lines` of its `reactor` export (0.2.1), when it
+    /// has one.
+    pub(super) reactor: Option<ReactorIndex>,
+}
+
+/// The functions of a `reactor` export.
+#[derive(Clone, Copy)]
+pub(super) struct ReactorIndex {
+    pub(super) subscribe: ComponentExportIndex,
+    pub(super) on_lines: ComponentExportIndex,
 }
 
 /// A plugin's code in force: a call takes it at its start.
@@ -48,23 +58,36 @@ impl Code {
                     "it exports no `nodestatus:plugin/setter` of a version this host serves",
                 ))
             })?;
-        let function = |name: &str| {
+        let function = |export: &ComponentExportIndex, name: &str, of: &str| {
             component
-                .get_export_index(Some(&setter), name)
+                .get_export_index(Some(export), name)
                 .ok_or_else(|| {
                     LoadError::WrongWorld(wasmtime::Error::msg(format!(
-                        "no `{name}` in its export {}",
-                        interface.export()
+                        "no `{name}` in its export {of}"
                     )))
                 })
+        };
+        let reactor = match component.get_export_index(None, super::REACTOR_EXPORT) {
+            Some(r) if interface == Interface::V0_2 => Some(ReactorIndex {
+                subscribe: function(&r, "subscribe", super::REACTOR_EXPORT)?,
+                on_lines: function(&r, "on-lines", super::REACTOR_EXPORT)?,
+            }),
+            Some(_) => {
+                return Err(LoadError::WrongWorld(wasmtime::Error::msg(format!(
+                    "it exports {} beside a 0.1 setter: a reacting plugin exports setter@0.2.1",
+                    super::REACTOR_EXPORT
+                ))));
+            }
+            None => None,
         };
         Ok(Self {
             tier,
             engine: runtime.tier(tier).engine.clone(),
             pre,
             interface,
-            metadata_index: function("metadata")?,
-            set_index: function("set")?,
+            metadata_index: function(&setter, "metadata", interface.export())?,
+            set_index: function(&setter, "set", interface.export())?,
+            reactor,
         })
     }
 }

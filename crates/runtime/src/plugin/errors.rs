@@ -110,6 +110,14 @@ pub enum LoadError {
     /// `metadata()` returned a record that breaks the rules of its fields.
     #[error("invalid metadata: {0}")]
     BadMetadata(#[source] MetadataError),
+    /// A reacting plugin's `subscribe()` trapped, timed out, ran out of
+    /// memory, or returned a record the host could not read.
+    #[error("calling `subscribe` failed")]
+    Subscribe(#[source] CallError),
+    /// What `subscribe()` asked for breaks its rules (a pattern that is not
+    /// a regular expression, a span or lookback out of range, ...).
+    #[error("invalid subscriptions: {0}")]
+    Subscriptions(#[source] crate::reactor::SubscriptionError),
     /// The sha256 pin does not match.
     #[error(
         "sha256 mismatch for plugin {name:?}: the config pins {expected}, the file is {actual}"
@@ -162,7 +170,7 @@ impl LoadError {
                 e,
                 crate::compile::Error::Spawn { .. } | crate::compile::Error::Crashed { .. }
             ),
-            Self::Metadata(e) => {
+            Self::Metadata(e) | Self::Subscribe(e) => {
                 matches!(e.kind, CallErrorKind::Timeout | CallErrorKind::Instantiate)
             }
             _ => false,
@@ -201,6 +209,9 @@ pub enum Withheld {
     /// The files under a granted directory that holds the host's `/proc`
     /// (see [`proc_view`]): the directory serves `statvfs` only.
     FilesUnderProc(PathBuf),
+    /// A stream, or a watched path, of a reacting plugin, with what would
+    /// grant it.
+    Stream(String),
 }
 
 impl Withheld {
@@ -217,6 +228,7 @@ impl std::fmt::Display for Withheld {
             Self::Path(p) => write!(f, "path {p}"),
             Self::PartOfPath(p) => write!(f, "path {p} (only the granted parts inside it)"),
             Self::Env(v) => write!(f, "env {v}"),
+            Self::Stream(s) => f.write_str(s),
             Self::FilesUnderProc(p) => write!(
                 f,
                 "reading files under {} (it holds the host's /proc; it serves statvfs only, so grant the directories to read instead)",

@@ -133,6 +133,7 @@ pub(super) fn resolve_grants(
             env,
             config: Arc::from(s.config.to_string()),
             container_runtime: s.container_runtime,
+            events_per_window: s.events_per_minute,
         },
         withheld,
     ))

@@ -11,10 +11,11 @@ use wasmtime::{Engine, Store};
 
 use super::call_thread::{self, Stuck};
 /// What `metadata` returns, in every version of `setter`.
-use super::host_api::bindings::exports::nodestatus::plugin0_2_0::setter::PluginInfo;
+use super::host_api::bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo;
 use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY};
 use super::limits::Exceeded;
 use super::proc_view::{self, ProcGrant};
+use super::reactor::{Batch, Subscriptions};
 use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier, facts};
 
 /// Default CPU deadline of one call.
@@ -38,6 +39,8 @@ pub const SETTER_EXPORT_0_2: &str = "nodestatus:plugin/setter@0.2.0";
 /// The interface of the first WIT, still served: its `set` returns the whole
 /// node (a `0.1.0` export links too).
 pub const SETTER_EXPORT_0_1: &str = "nodestatus:plugin/setter@0.1.1";
+/// The export of a reacting plugin (0.2.1), beside its 0.2 `setter`.
+pub const REACTOR_EXPORT: &str = "nodestatus:plugin/reactor@0.2.1";
 
 /// A version of the `setter` interface that this host serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -66,7 +69,7 @@ impl Interface {
     pub fn world(self) -> &'static str {
         match self {
             Self::V0_1 => "nodestatus:plugin/plugin@0.1.1",
-            Self::V0_2 => "nodestatus:plugin/plugin@0.2.0",
+            Self::V0_2 => "nodestatus:plugin/plugin@0.2.1",
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct Plugin {
     /// Whether this load compiled the component (no precompile cache
     /// entry).
     compiled: bool,
+    /// What it follows, when it reacts (WIT 0.2.1's `reactor`).
+    subscriptions: Option<Arc<Subscriptions>>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -263,6 +268,25 @@ impl Plugin {
         }
         let (grants, mut withheld) = resolve_grants(&metadata, &settings)?;
         withheld.extend(check_process_grants(&grants)?);
+        let subscriptions = match code.reactor {
+            Some(index) => {
+                let name = Arc::from(metadata.name.as_str());
+                let raw = call_subscribe(runtime, &code, index, name, &grants, &settings)?;
+                let (subs, refused) = crate::reactor::check(raw, &settings.streams, &grants.paths)
+                    .map_err(LoadError::Subscriptions)?;
+                if !refused.is_empty() && settings.on_ungranted == Ungranted::Refuse {
+                    return Err(LoadError::Ungranted {
+                        name: metadata.name,
+                        withheld: refused.into_iter().map(Withheld::Stream).collect(),
+                    });
+                }
+                withheld.extend(refused.into_iter().map(Withheld::Stream));
+                // A setter whose `reactor` follows nothing (every Rust
+                // setter exports one) is a plain setter.
+                (!subs.streams.is_empty() || !subs.watch.is_empty()).then(|| Arc::new(subs))
+            }
+            None => None,
+        };
         // Check now that every granted path can be preopened, so a bad grant
         // fails the load with a clear error instead of every call. A granted
         // path that does not exist yet (a driver's /proc directory before the
@@ -309,6 +333,7 @@ impl Plugin {
             stuck: Stuck::default(),
             warm: Mutex::new(None),
             compiled: compiled.compiled,
+            subscriptions,
         };
         Ok((plugin, tier_up))
     }
@@ -369,6 +394,29 @@ impl Plugin {
         &self.grants.paths
     }
 
+    /// What it follows, when it is a reacting plugin (WIT 0.2.1): its
+    /// granted streams and watched paths.
+    pub fn subscriptions(&self) -> Option<&Arc<Subscriptions>> {
+        self.subscriptions.as_ref()
+    }
+
+    /// Calls `on-lines` with `batch`, in a sandbox as [`Plugin::call_set`]'s
+    /// (the same deadline, memory cap, grants and kept instance): its
+    /// result is the plugin's part, as `set`'s. A plugin that does not
+    /// react is called through `set` instead.
+    pub fn call_lines(
+        &self,
+        runtime: &Runtime,
+        node_json: &str,
+        batch: &Batch,
+        ctx: CallContext,
+    ) -> Result<SetOutput, CallError> {
+        match self.code().reactor {
+            Some(_) => self.call(runtime, node_json, ctx, Export::Lines(batch.to_wit())),
+            None => self.call_set(runtime, node_json, ctx),
+        }
+    }
+
     /// Calls `set` in a fresh sandbox. Never panics on guest misbehaviour; a
     /// trap, timeout or memory overflow comes back as a [`CallError`].
     ///
@@ -387,6 +435,18 @@ impl Plugin {
         node_json: &str,
         ctx: CallContext,
     ) -> Result<SetOutput, CallError> {
+        self.call(runtime, node_json, ctx, Export::Set)
+    }
+
+    /// Calls `what` (`set`, or `on-lines`) over `node_json`: see
+    /// [`Plugin::call_set`].
+    fn call(
+        &self,
+        runtime: &Runtime,
+        node_json: &str,
+        ctx: CallContext,
+        what: Export,
+    ) -> Result<SetOutput, CallError> {
         let started = Instant::now();
         let timeout = self.settings.timeout;
         if let Some(since) = self.stuck.since() {
@@ -403,7 +463,11 @@ impl Plugin {
         let call = SetCall {
             pre: code.pre.clone(),
             interface: code.interface,
-            set_index: code.set_index,
+            index: match &what {
+                Export::Set => code.set_index,
+                Export::Lines(_) => code.reactor.expect("a reacting plugin").on_lines,
+            },
+            what,
             name: self.name.clone(),
             timeout,
         };
@@ -536,12 +600,22 @@ impl Plugin {
     }
 }
 
-/// What one `set` call needs of its plugin, owned, so that it can run on a
-/// call thread.
+/// Which function of the plugin a call runs.
+enum Export {
+    /// `set`.
+    Set,
+    /// `on-lines`, with this batch.
+    Lines(crate::host_api::bindings::exports::nodestatus::plugin0_2_1::reactor::Batch),
+}
+
+/// What one `set` (or `on-lines`) call needs of its plugin, owned, so that
+/// it can run on a call thread.
 struct SetCall {
     pre: InstancePre<CallState>,
     interface: Interface,
-    set_index: ComponentExportIndex,
+    /// The function's index.
+    index: ComponentExportIndex,
+    what: Export,
     name: Arc<str>,
     timeout: Duration,
 }
@@ -552,7 +626,11 @@ impl SetCall {
     /// the store's stderr and events and for the next call.
     fn run(self, mut store: Store<CallState>, instance: Option<Instance>, node_json: &str) -> Ran {
         let mut used = instance;
-        let result = guest_call(&self.name, self.timeout, "set", async {
+        let what = match self.what {
+            Export::Set => "set",
+            Export::Lines(_) => "on-lines",
+        };
+        let result = guest_call(&self.name, self.timeout, what, async {
             let instance = match instance {
                 Some(i) => i,
                 None => self
@@ -562,16 +640,27 @@ impl SetCall {
                     .map_err(|e| classify(&store, e, "instantiate"))?,
             };
             used = Some(instance);
-            let set = self.set_index;
-            let result = match self.interface {
-                Interface::V0_1 => call_set::<String>(&mut store, instance, &set, node_json)
-                    .await?
-                    .map(SetResult::Node),
-                Interface::V0_2 => {
-                    call_set::<Option<String>>(&mut store, instance, &set, node_json)
+            let index = self.index;
+            let result = match (self.interface, &self.what) {
+                (Interface::V0_1, _) => {
+                    call_set::<String, _>(&mut store, instance, &index, (node_json,), what)
+                        .await?
+                        .map(SetResult::Node)
+                }
+                (Interface::V0_2, Export::Set) => {
+                    call_set::<Option<String>, _>(&mut store, instance, &index, (node_json,), what)
                         .await?
                         .map(SetResult::Part)
                 }
+                (Interface::V0_2, Export::Lines(batch)) => call_set::<Option<String>, _>(
+                    &mut store,
+                    instance,
+                    &index,
+                    (node_json, batch),
+                    what,
+                )
+                .await?
+                .map(SetResult::Part),
             };
             check_set_result(result)
         });
@@ -583,24 +672,26 @@ impl SetCall {
     }
 }
 
-/// Calls `set` (at `index` of `instance`), whose `ok` is an `R`: each
-/// version of `setter` has its own.
-async fn call_set<R>(
+/// Calls `set` or `on-lines` (`what`, at `index` of `instance`) with
+/// `args`, whose `ok` is an `R`: each version of `setter` has its own.
+async fn call_set<R, A>(
     store: &mut Store<CallState>,
     instance: Instance,
     index: &ComponentExportIndex,
-    node_json: &str,
+    args: A,
+    what: &str,
 ) -> Result<Result<R, String>, CallError>
 where
     R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+    A: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
 {
     let set = instance
-        .get_typed_func::<(&str,), (Result<R, String>,)>(&mut *store, index)
+        .get_typed_func::<A, (Result<R, String>,)>(&mut *store, index)
         .map_err(|e| classify(store, e, "instantiate"))?;
     let (result,) = set
-        .call_async(&mut *store, (node_json,))
+        .call_async(&mut *store, args)
         .await
-        .map_err(|e| classify(store, e, "set"))?;
+        .map_err(|e| classify(store, e, what))?;
     Ok(result)
 }
 
@@ -811,6 +902,53 @@ fn classify(store: &Store<CallState>, err: wasmtime::Error, what: &str) -> CallE
         CallErrorKind::InvalidResult
     };
     CallError::new(kind, format!("`{what}` failed: {err:#}"))
+}
+
+/// What `subscribe` returns, before it is checked.
+type RawSubscriptions =
+    crate::host_api::bindings::exports::nodestatus::plugin0_2_1::reactor::Subscriptions;
+
+/// Calls a reacting plugin's `subscribe` in a fresh sandbox with its
+/// config readable and nothing else granted.
+fn call_subscribe(
+    runtime: &Runtime,
+    code: &Code,
+    index: code::ReactorIndex,
+    name: Arc<str>,
+    grants: &Grants,
+    settings: &PluginSettings,
+) -> Result<RawSubscriptions, LoadError> {
+    let config_only = Grants {
+        config: grants.config.clone(),
+        ..Grants::default()
+    };
+    let mut store = new_store(
+        runtime,
+        &code.engine,
+        name.clone(),
+        Arc::new(config_only),
+        CallContext::default(),
+        Preopens::default(),
+        settings,
+    )
+    .map_err(LoadError::Subscribe)?;
+    let result = guest_call(&name, settings.timeout, "subscribe", async {
+        let instance = code
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| classify(&store, e, "instantiate"))?;
+        let subscribe = instance
+            .get_typed_func::<(), (RawSubscriptions,)>(&mut store, &index.subscribe)
+            .map_err(|e| classify(&store, e, "instantiate"))?;
+        let (subs,) = subscribe
+            .call_async(&mut store, ())
+            .await
+            .map_err(|e| classify(&store, e, "subscribe"))?;
+        Ok(subs)
+    });
+    log_stderr(&mut store);
+    result.map_err(LoadError::Subscribe)
 }
 
 fn call_metadata(

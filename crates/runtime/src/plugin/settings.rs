@@ -29,6 +29,11 @@ pub struct PluginSettings {
     /// Whether one instance serves call after call (see
     /// [`Plugin::call_set`]), instead of a fresh one per call.
     pub reuse_instance: bool,
+    /// The streams it may follow (a reacting plugin's, WIT 0.2.1).
+    pub streams: Vec<crate::reactor::StreamGrant>,
+    /// Events it may record per minute, however many calls it makes
+    /// ([`crate::EVENTS_PER_WINDOW`] by default).
+    pub events_per_minute: u32,
 }
 
 impl Default for PluginSettings {
@@ -43,6 +48,8 @@ impl Default for PluginSettings {
             on_ungranted: Ungranted::LoadWithout,
             container_runtime: false,
             reuse_instance: false,
+            streams: Vec::new(),
+            events_per_minute: crate::EVENTS_PER_WINDOW,
         }
     }
 }

@@ -284,6 +284,7 @@ pub fn report_with(plugin: &str, failed: bool) -> PassReport {
             duration: Duration::ZERO,
             called: Duration::ZERO,
             affects_readiness: true,
+            lines: 0,
         }],
         ..PassReport::default()
     }

@@ -635,3 +635,52 @@ fn a_reset_takes_a_running_watch_but_not_a_failed_one() {
         }
     }
 }
+
+/// A stream's match (or a watched path's change) wakes a pass at once,
+/// between regular passes, which writes a change as a regular pass does;
+/// after a burst of two, a flood makes at most one pass a second; a trigger
+/// while a pass runs gets one after it; the regular schedule stays where it
+/// was.
+#[test]
+fn matched_lines_wake_a_pass_at_once_and_a_flood_about_one_a_second() {
+    // A lease renewed rarely, so that every wakeup here is the sync's.
+    let mut sim = steady("nodeStatusUpdateFrequency: 10s\nnodeLeaseDurationSeconds: 3600\n");
+    let regular = sim.state.next_wakeup().unwrap();
+    sim.now += secs(1.0);
+    let a = sim.step(Input::Triggered);
+    let base = pass_base(&a).expect("a pass at once");
+    let a = sim.answer(sync_pass(
+        set_condition(&base, "KernelDeadlock", "True"),
+        PassReport::default(),
+    ));
+    assert!(
+        matches!(call(&a), Some(Call::PatchStatus(..))),
+        "a change is written at once: {a:?}"
+    );
+    let mut patched = set_condition(&base, "KernelDeadlock", "True");
+    patched["metadata"]["resourceVersion"] = json!("9");
+    let a = sim.answer(Answer::Patched(Loop::Sync, Ok(patched)));
+    assert!(sync_done(&a).is_some());
+    // The second at once too (the burst), unchanged: nothing written.
+    let a = sim.step(Input::Triggered);
+    let base = pass_base(&a).expect("the burst's second pass");
+    let a = sim.answer(sync_pass(base, PassReport::default()));
+    assert!(call(&a).is_none(), "nothing changed, nothing due: {a:?}");
+    // The third waits a second.
+    let a = sim.step(Input::Triggered);
+    assert!(pass_base(&a).is_none(), "gated: {a:?}");
+    let next = sim.state.next_wakeup().unwrap();
+    assert_eq!(next.duration_since(sim.now), secs(1.0));
+    let a = sim.advance_to_next();
+    let base = pass_base(&a).expect("the gated pass");
+    // A trigger while it runs: one more after it, within the gate.
+    assert!(sim.step(Input::Triggered).is_empty());
+    sim.answer(sync_pass(base, PassReport::default()));
+    let again = sim.state.next_wakeup().unwrap();
+    assert_eq!(again.duration_since(sim.now), secs(1.0), "the one after it");
+    let a = sim.advance_to_next();
+    let base = pass_base(&a).expect("the pass for the trigger that came while one ran");
+    sim.answer(sync_pass(base, PassReport::default()));
+    // No more triggers: the regular pass where it was.
+    assert_eq!(sim.state.next_wakeup().unwrap(), regular);
+}

@@ -76,6 +76,12 @@ pub struct PluginFile {
     /// Keeps one instance from call to call instead of a fresh one per call.
     #[serde(default)]
     pub reuse_instance: bool,
+    /// The streams a reacting plugin may follow: `kmsg`, `journal`, or a
+    /// log file's absolute path.
+    #[serde(default)]
+    pub streams: Vec<String>,
+    /// Events it may record per minute (10 by default, at most 600).
+    pub events_per_minute: Option<u32>,
     /// `load-without` (default) or `refuse`.
     pub on_ungranted: Option<Ungranted>,
     /// An OCI reference the plugin is pulled from (`HOST[:PORT]/repo:tag`
@@ -463,6 +469,34 @@ pub(super) fn plugin_settings(
     }
     s.container_runtime = p.container_runtime;
     s.reuse_instance = p.reuse_instance;
+    if let Some(n) = p.events_per_minute {
+        if !(1..=600).contains(&n) {
+            return Err(invalid(
+                f("eventsPerMinute"),
+                format!("{n} must be between 1 and 600"),
+            ));
+        }
+        s.events_per_minute = n;
+    }
+    for (i, text) in p.streams.iter().enumerate() {
+        let grant = nodestatus_runtime::reactor::StreamGrant::parse(text)
+            .map_err(|e| invalid(format!("plugins.{name}.streams[{i}]"), e))?;
+        if let nodestatus_runtime::reactor::StreamGrant::File(path) = &grant
+            && let Some(root) = protected_root(path)
+        {
+            return Err(invalid(
+                format!("plugins.{name}.streams[{i}]"),
+                format!(
+                    "{} is in {root}, which is never granted ({})",
+                    path.display(),
+                    protected_why(root)
+                ),
+            ));
+        }
+        if !s.streams.contains(&grant) {
+            s.streams.push(grant);
+        }
+    }
     for (i, entry) in p.paths.iter().enumerate() {
         let abs = |field: &str, path: &str| {
             nodestatus_runtime::facts::normalize_abs(path).ok_or_else(|| {

@@ -258,3 +258,34 @@ fn verify_takes_a_key_or_a_kubewarden_policy_with_a_trusted_root() {
         refused("{image: r.example.com/v/gpu:1, verify: {allOf: [{kind: keyless, issuer: i}]}}");
     assert!(err.contains("unknown variant `keyless`"), "{err}");
 }
+
+#[test]
+fn streams_and_the_event_budget_are_granted_as_written_and_bad_ones_named() {
+    let c = check("nodeName: n\nplugins:\n  gpu: {streams: [kmsg, /var/log/kern.log, kmsg], eventsPerMinute: 60}\n")
+        .unwrap();
+    let s = &c.plugins["gpu"].sandbox;
+    assert_eq!(
+        s.streams,
+        vec![
+            nodestatus_runtime::reactor::StreamGrant::Kmsg,
+            nodestatus_runtime::reactor::StreamGrant::File("/var/log/kern.log".into())
+        ]
+    );
+    assert_eq!(s.events_per_minute, 60);
+    assert_eq!(
+        check("nodeName: n\nplugins:\n  gpu: {}\n").unwrap().plugins["gpu"]
+            .sandbox
+            .events_per_minute,
+        10
+    );
+    for (section, says) in [
+        ("{streams: [syslog]}", "plugins.gpu.streams[0]"),
+        ("{streams: [kmsg, var/log/x]}", "plugins.gpu.streams[1]"),
+        ("{streams: [/etc/kubernetes/admin.conf]}", "never granted"),
+        ("{eventsPerMinute: 0}", "plugins.gpu.eventsPerMinute"),
+        ("{eventsPerMinute: 601}", "between 1 and 600"),
+    ] {
+        let err = refused(section);
+        assert!(err.contains(says), "{section}: {err}");
+    }
+}
