@@ -60,6 +60,7 @@ const NODES: &[&str] = &[
     "failure-closed-node",
     "keyless-node",
     "tiered-rss",
+    "shared-cache-node",
 ];
 
 pub struct Shared {
