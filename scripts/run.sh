@@ -85,6 +85,9 @@ if $embedded; then
   # The kubectl of the same build, for the command the engine prints.
   PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
   export PATH
+  # Another kubectl on the user's PATH may be outside the skew policy
+  # (1.36 to 1.38): say which one to use, in the user's own shell.
+  log "kubectl for this cluster: $(dirname "$NODESTATUS_APISERVER")/kubectl (Kubernetes $k8s_version); in your shell: export PATH=\"$(dirname "$NODESTATUS_APISERVER"):\$PATH\""
 fi
 # Built only when older than its sources; protoc is installed for a build.
 nodestatus="${NODESTATUS_BIN:-$(scripts/install.sh --build | tail -n 1)}"
@@ -100,6 +103,7 @@ if ! $user_config; then
     log "wrote the default config to $config_file"
   fi
   log "config: $config_file (yours to edit; read again while the engine runs: grant a setter a directory under plugins.<name>.paths)"
+  log "check an edit as this run takes it: nodestatus config check $config_file ${plugins[*]}"
 fi
 log "starting: nodestatus run ${plugins[*]} ${config[*]} $*"
 exec "$nodestatus" run ${plugins[@]+"${plugins[@]}"} ${config[@]+"${config[@]}"} "$@"

@@ -632,6 +632,95 @@ fn config_check_shows_each_value_and_where_it_came_from() {
     );
 }
 
+/// The embedded cluster's directory follows `XDG_DATA_HOME`, as the config
+/// follows `XDG_CONFIG_HOME` (issue 48, item 8); without it, `~/.local/share`.
+#[test]
+fn the_embedded_clusters_directory_follows_xdg_data_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let stop = |xdg: Option<&Path>| {
+        let mut c = nodestatus();
+        c.args(["run", "--embedded-stop"])
+            .env("HOME", dir.path().join("home"))
+            .env_remove("KUBECONFIG");
+        match xdg {
+            Some(x) => c.env("XDG_DATA_HOME", x),
+            None => c.env_remove("XDG_DATA_HOME"),
+        };
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let data = dir.path().join("data");
+    let said = stop(Some(&data));
+    assert!(
+        said.contains(&format!(
+            "no local cluster running in {}",
+            data.join("nodestatus/embedded").display()
+        )),
+        "{said}"
+    );
+    let said = stop(None);
+    assert!(
+        said.contains(&format!(
+            "no local cluster running in {}",
+            dir.path()
+                .join("home/.local/share/nodestatus/embedded")
+                .display()
+        )),
+        "{said}"
+    );
+}
+
+/// `config check` shows, for each plugin section, where the plugin comes
+/// from, what it is granted and what it must verify against: a plugin's
+/// own `verify.key` (the top-level `verify` is unset), a file's `sha256`,
+/// and an image with nothing to verify it (issue 48, item 9).
+#[test]
+fn config_check_shows_each_plugins_source_grants_and_verification() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, vendor_pub) = nodestatus_tests::registry::key_pair(dir.path(), "vendor");
+    let file = dir.path().join("c.yaml");
+    let sha = "ab".repeat(32);
+    std::fs::write(
+        &file,
+        format!(
+            "pluginDir: /srv/plugins\nplugins:\n  disk-health:\n    image: registry.example.com/vendor/disk-health:1.0.0\n    verify:\n      key: {}\n    paths: [/proc/driver]\n    env: [NODE_ZONE]\n  unverified:\n    image: registry.example.com/vendor/unverified@sha256:{sha}\n  kernel-check:\n    sha256: {sha}\n    containerRuntime: true\n    enabled: false\n",
+            vendor_pub.display()
+        ),
+    )
+    .unwrap();
+    let out = stdout_of(nodestatus().args(["config", "check"]).arg(&file));
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(name) && l.contains(": "))
+            .filter(|l| l.contains("verify: "))
+            .unwrap_or_else(|| panic!("no line for {name} in {out}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        line("disk-health"),
+        format!(
+            "disk-health: image registry.example.com/vendor/disk-health:1.0.0 (pullPolicy IfNotPresent, failurePolicy open); grants: /proc/driver, env NODE_ZONE; verify: signature by the key {}",
+            vendor_pub.display()
+        ),
+        "{out}"
+    );
+    assert!(
+        line("unverified").ends_with(
+            "grants: none; verify: none: the signature is not checked (no verify key or policy)"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        line("kernel-check"),
+        format!(
+            "kernel-check [disabled]: file /srv/plugins/kernel-check.wasm; grants: containerRuntime; verify: sha256 {sha}"
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_misspelled_plugin_section_gets_did_you_mean_from_once_and_config_check() {
     let dir = tempfile::tempdir().unwrap();

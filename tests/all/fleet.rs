@@ -1170,6 +1170,108 @@ async fn bench() {
     crate::fleet_peer::bench::<crate::fleet_peer::Simulate>().await;
 }
 
+/// `run` and `simulate` on one machine with one `cacheDir` and one plugin
+/// name from two versions (issue 48, item 10): each process writes the
+/// components it loads in a directory of its own (`run` in
+/// `<cacheDir>/registry-plugins`, simulate in its state directory), so
+/// neither replaces the other's file; the registry cache beside them is
+/// shared, by content. Before, both wrote `<cacheDir>/registry-plugins/probe.wasm`.
+#[test]
+fn run_and_simulate_on_one_cache_dir_never_write_each_others_plugin_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let vendor = Vendor::start(d);
+    let one = vendor.publish(built::PROBE, "one", Signer::Vendor);
+    let two = vendor.publish(built::PROBE, "two", Signer::Vendor);
+    let cache = d.join("cache");
+    let default = default_config();
+    let with_cache = |text: String| format!("cacheDir: {}\n{text}", cache.display());
+
+    // `run` with the first version, on the shared test cluster.
+    let run_dir = d.join("run");
+    std::fs::create_dir_all(run_dir.join("plugins")).unwrap();
+    let run_config = run_dir.join("config.yaml");
+    std::fs::write(
+        &run_config,
+        with_cache(format!(
+            "pluginDir: {}\n{}",
+            run_dir.join("plugins").display(),
+            vendor.config(&default, &one.pinned)
+        )),
+    )
+    .unwrap();
+    let mut run = crate::registry::engine(
+        &run_dir,
+        "shared-cache-node",
+        &run_config,
+        crate::registry::free_addr(),
+    );
+    let run_file = cache.join(format!("registry-plugins/{FLEET_PLUGIN}.wasm"));
+    let holds = |file: &Path, version: &Published| {
+        std::fs::read(file).is_ok_and(|b| Digest::of(&b) == version.layer)
+    };
+    let run_log = run_dir.join("shared-cache-node.log");
+    crate::process::wait_until(90, &run_log, "run never wrote its version", || {
+        holds(&run_file, &one)
+    });
+
+    // simulate with the second, on a cluster of its own, the same cacheDir.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim_dir = d.join("simulate");
+    std::fs::create_dir_all(&sim_dir).unwrap();
+    let cluster = rt.block_on(cluster(&sim_dir.join("cluster")));
+    let sim_config = sim_dir.join("config.yaml");
+    std::fs::write(
+        &sim_config,
+        with_cache(vendor.config(&default, &two.pinned)),
+    )
+    .unwrap();
+    let kubeconfig = sim_dir.join("kubeconfig-simulator");
+    std::fs::write(
+        &kubeconfig,
+        cluster.kubeconfig_yaml(SIMULATOR_USER, SIMULATOR_TOKEN),
+    )
+    .unwrap();
+    // No setter but the image plugin: nothing else to compile.
+    std::fs::create_dir_all(sim_dir.join("plugins")).unwrap();
+    let mut c = Command::new(exe());
+    c.args(["simulate", "--nodes", "2", "--ramp", "0s", "--config"])
+        .arg(&sim_config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin-dir")
+        .arg(sim_dir.join("plugins"))
+        .arg("--state-dir")
+        .arg(sim_dir.join("machines"))
+        .env("RUST_LOG", "info")
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(sim_dir.join("simulate.log")).unwrap());
+    nodestatus_controlplane::kill_with_parent(&mut c);
+    let mut sim = c.spawn().unwrap();
+    let sim_file = sim_dir.join(format!("machines/registry-plugins/{FLEET_PLUGIN}.wasm"));
+    crate::process::wait_until(
+        90,
+        &sim_dir.join("simulate.log"),
+        "simulate never wrote its version in its own directory",
+        || holds(&sim_file, &two),
+    );
+    // A few of run's pull rounds and passes later, run's file is its own.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        holds(&run_file, &one),
+        "run's {} was replaced: {}",
+        run_file.display(),
+        tail(&run_log)
+    );
+    assert!(holds(&sim_file, &two));
+    for child in [&mut run, &mut sim] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    drop(cluster);
+}
+
 /// A node's own credential cannot run a fleet: the Node authorizer
 /// refuses every other node's registration (an apiserver of 1.28 or
 /// later refuses the credential at once, from its SelfSubjectReview), and

@@ -64,6 +64,7 @@ const NODES: &[&str] = &[
     "events-gpu",
     "events-disk",
     "events-bench",
+    "shared-cache-node",
 ];
 
 pub struct Shared {

@@ -346,12 +346,12 @@ fn once_says_which_plugins_it_waited_for() {
     // Tiered (the default): the wait is Winch's.
     let cold = run("tiered");
     assert!(
-        cold.contains("waiting for the compile of kernel-check (winch, "),
+        cold.contains("it waited for the compile of kernel-check (winch, "),
         "{cold}"
     );
     let cold = run("cranelift");
     assert!(
-        cold.contains("waiting for the compile of kernel-check (cranelift, "),
+        cold.contains("it waited for the compile of kernel-check (cranelift, "),
         "{cold}"
     );
     // Cranelift's code is in the cache now: no compile at all.

@@ -563,6 +563,18 @@ async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
     second.wait().unwrap();
 }
 
+/// A registry, the vendor's key pair in `d`, and a config with the
+/// registry's CA and credentials (`d/bare.yaml`).
+fn signing_registry(d: &Path) -> (Registry, PathBuf, PathBuf, PathBuf) {
+    let registry = Registry::start();
+    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
+    let auth = d.join("auth.json");
+    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+    let bare = d.join("bare.yaml");
+    std::fs::write(&bare, registry.config_yaml(&auth)).unwrap();
+    (registry, vendor_key, vendor_pub, bare)
+}
+
 /// `plugin pull` by tag, with a config whose plugin pins a digest of that
 /// repository and has its own `verify` key, checks the signature with that
 /// key, and says so; without any key it says that nothing was checked.
@@ -570,13 +582,8 @@ async fn a_key_that_no_longer_trusts_the_running_plugin_stops_it() {
 fn a_pull_by_tag_checks_the_signature_with_the_key_of_the_plugin_that_pins_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let registry = Registry::start();
-    let (vendor_key, vendor_pub) = key_pair(d, "vendor");
-    let auth = d.join("auth.json");
-    std::fs::copy(registry.auth_file(USER, PASSWORD), &auth).unwrap();
+    let (registry, vendor_key, vendor_pub, bare) = signing_registry(d);
     let tag = format!("{}/{REPO}:1.0.0", registry.host());
-    let bare = d.join("bare.yaml");
-    std::fs::write(&bare, registry.config_yaml(&auth)).unwrap();
     let pinned = cli(&[
         "plugin",
         "push",
@@ -630,6 +637,67 @@ fn a_pull_by_tag_checks_the_signature_with_the_key_of_the_plugin_that_pins_it() 
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the signature was not checked"),
         "{out:?}"
+    );
+}
+
+/// `plugin pull` of a verified artifact whose repository is not named as
+/// the plugin (issue 48, item 2): with no config section for it, the
+/// plugin is named as it declares itself, the command exits 0 and
+/// `--output-dir` writes `<declared>.wasm`, which a plugin directory
+/// loads; `--name` takes the name a config would key it by, and a name the
+/// plugin does not declare is refused naming both.
+#[test]
+fn a_pull_names_the_plugin_as_it_declares_itself_or_as_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (registry, vendor_key, vendor_pub, config) = signing_registry(d);
+    let config = config.to_str().unwrap();
+    // `probe` declares the name "probe"; its repository says otherwise.
+    let tag = format!("{}/vendor/disk-health:1.0.0", registry.host());
+    cli(&["plugin", "push", built::PROBE, &tag, "--config", config]);
+    let key = vendor_key.to_str().unwrap();
+    cli(&["plugin", "sign", &tag, "--key", key, "--config", config]);
+    let out_dir = d.join("plugins");
+    std::fs::create_dir(&out_dir).unwrap();
+    let pull = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nodestatus"))
+            .args(["plugin", "pull", &tag, "--config", config, "--key"])
+            .arg(&vendor_pub)
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = pull(&["--output-dir", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let pulled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pulled["plugin"], "probe", "{pulled}");
+    assert_eq!(pulled["signature"]["verified"], true, "{pulled}");
+    let file = out_dir.join("probe.wasm");
+    assert_eq!(pulled["file"], file.to_str().unwrap(), "{pulled}");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(built::PROBE).unwrap()
+    );
+    // The plugin directory loads what was written, by that name.
+    let listed = cli(&["plugin", "list", "--plugin-dir", out_dir.to_str().unwrap()]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("probe")),
+        "{listed}"
+    );
+
+    // --name as the plugin declares: the same; another name: refused,
+    // saying what the plugin declares.
+    let out = pull(&["--name", "probe"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = pull(&["--name", "disk-health"]);
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"the plugin declares the name "probe", not "disk-health" (--name)"#),
+        "{stderr}"
     );
 }
 

@@ -334,10 +334,7 @@ fn once_takes_the_image_plugins_as_run_does() {
     let config = s.config("once", &s.at("1.0.0"), &[], false);
     let cfg = config.to_str().unwrap();
 
-    let (ok, out, err) = run_cli(&["once", "--config", cfg]);
-    assert!(ok, "{err}");
-    let node: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(node["metadata"]["labels"][LABEL], "1", "{err}");
+    let err = once_labels_the_node(cfg);
     assert!(
         err.contains(&format!("plugin probe from {}: sha256:", s.at("1.0.0")))
             && err.contains("(pulled)"),
@@ -348,10 +345,7 @@ fn once_takes_the_image_plugins_as_run_does() {
 
     // The registry down: the cache holds it.
     s.registry.stop();
-    let (ok, out, err) = run_cli(&["once", "--config", cfg]);
-    assert!(ok, "{err}");
-    let node: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(node["metadata"]["labels"][LABEL], "1", "{err}");
+    let err = once_labels_the_node(cfg);
     assert!(err.contains("(cached)"), "{err}");
     s.registry.restart();
 
@@ -364,6 +358,7 @@ fn once_takes_the_image_plugins_as_run_does() {
         err.contains(&format!("plugin probe (image: {})", s.at("missing")))
             && err.contains("cannot be had")
             && err.contains("not found")
+            && err.contains("push it, or name one that exists in plugins.probe.image")
             && err.contains("enabled: false"),
         "{err}"
     );
@@ -379,6 +374,62 @@ fn once_takes_the_image_plugins_as_run_does() {
     assert!(!ok);
     assert!(
         err.contains("cannot be had") && err.contains("was made by the key"),
+        "{err}"
+    );
+    // The advice is the signature's, not the registry's (issue 48, item 4).
+    assert!(
+        err.contains("sign its digest with the key that plugins.probe.verify")
+            && !err.contains("make the registry reachable"),
+        "{err}"
+    );
+}
+
+/// `once --config CFG`, which must pass and leave the probe's label at 1;
+/// its stderr.
+fn once_labels_the_node(cfg: &str) -> String {
+    let (ok, out, err) = run_cli(&["once", "--config", cfg]);
+    assert!(ok, "{err}");
+    let node: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(node["metadata"]["labels"][LABEL], "1", "{err}");
+    err
+}
+
+/// `once --config` with a config whose plugin directory is not on this
+/// machine (the default `/etc/nodestatus/plugins` on a vendor's laptop, as
+/// docs/publishing.md step 5 runs it): the config's image plugins run
+/// alone, saying so; a `--plugin-dir` that is not there is still refused
+/// (issue 48, item 3).
+#[test]
+fn once_runs_the_image_plugins_alone_where_the_plugin_directory_is_not() {
+    let s = Setup::new();
+    s.publish(built::PROBE, "1.0.0");
+    let config = s.config("no-dir", &s.at("1.0.0"), &[], false);
+    let absent = s.d().join("no-dir/absent");
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &format!("pluginDir: {}", s.d().join("no-dir/plugins").display()),
+        &format!("pluginDir: {}", absent.display()),
+    );
+    assert!(text.contains("absent"), "{text}");
+    std::fs::write(&config, text).unwrap();
+    let cfg = config.to_str().unwrap();
+    let err = once_labels_the_node(cfg);
+    assert!(
+        err.contains(&format!(
+            "the plugin directory {} (pluginDir) is not here: only the config's 1 image plugin(s) run",
+            absent.display()
+        )),
+        "{err}"
+    );
+    let (ok, _, err) = run_cli(&[
+        "once",
+        "--config",
+        cfg,
+        "--plugin-dir",
+        absent.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("is not a directory: give --plugin-dir DIR"),
         "{err}"
     );
 }

@@ -351,8 +351,21 @@ fn publishing_md_runs_a_local_registry_and_publishes_to_it() {
         )),
         &[],
     );
+    // Step 5's dry run with the doc's cluster.yaml, in a cache of its own.
+    std::fs::write(
+        tmp.path().join("cluster.yaml"),
+        local(block(&doc, "yaml", "# cluster.yaml")),
+    )
+    .unwrap();
+    let cache = tmp.path().join("xdg-cache");
+    let diff = sh(
+        tmp.path(),
+        block(&doc, "sh", "nodestatus once --config cluster.yaml"),
+        &[("XDG_CACHE_HOME", &cache)],
+    );
     registry.kill().unwrap();
     registry.wait().unwrap();
+    assert!(diff.contains("+++ node (after the setters)"), "{diff}");
     // `plugin pull` prints the world and the version (the doc says so).
     let pulled: serde_json::Value =
         serde_json::from_str(&out[out.find("{\n").expect("plugin pull's JSON")..]).unwrap();
@@ -362,11 +375,13 @@ fn publishing_md_runs_a_local_registry_and_publishes_to_it() {
 }
 
 /// The README's kubeconfig for `nodestatus simulate`, from a token, as
-/// written: against a real apiserver whose admin kubeconfig names its CA
-/// (as a real cluster's does); the simulator starts with it and registers
-/// its node.
+/// written, on the embedded default (the cluster `nodestatus run` starts
+/// without a kubeconfig, and the admin kubeconfig it writes): the CA comes
+/// from that kubeconfig, the README's fallback (the `kube-root-ca.crt`
+/// ConfigMap) gives the same CA, `auth whoami` verifies the server with it,
+/// and the simulator starts with the kubeconfig made and registers its node.
 #[test]
-fn readme_makes_the_simulators_kubeconfig_from_a_token() {
+fn readme_makes_the_simulators_kubeconfig_from_a_token_on_the_embedded_default() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let steps = block(
         &readme,
@@ -374,35 +389,75 @@ fn readme_makes_the_simulators_kubeconfig_from_a_token() {
         "kubectl apply -f deploy/kubernetes/simulate/rbac.yaml",
     );
     assert!(steps.contains("set-credentials"), "{steps}");
+    // The README's fallback for a kubeconfig without CA data, inline.
+    let fallback = readme
+        .split('`')
+        .find(|s| s.starts_with("kubectl -n nodestatus-simulate get configmap kube-root-ca.crt"))
+        .expect("the README's kube-root-ca.crt command")
+        .replace('\n', " ");
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let cluster = rt
-        .block_on(EmbeddedApiserver::start_with(
-            &tmp.path().join("cluster"),
-            &[],
-            false,
-            true,
+    let (cluster, attached) = rt
+        .block_on(EmbeddedApiserver::start_or_attach(
+            &tmp.path().join("embedded"),
+            "second-hour-host",
+            nodestatus_controlplane::DEFAULT_NODE_MONITOR_GRACE,
         ))
-        .expect("starting kube-apiserver");
-    let admin = tmp.path().join("admin.kubeconfig");
-    std::fs::write(
-        &admin,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: admin\n  context: {{cluster: test, user: admin}}\ncurrent-context: admin\n",
-            cluster.server,
-            tmp.path().join("cluster/certs/apiserver.crt").display(),
-            cluster.admin_token
-        ),
-    )
-    .unwrap();
+        .expect("starting the embedded default");
+    assert!(!attached);
+    let admin = cluster.write_admin_kubeconfig().unwrap();
+    let ca = std::fs::read_to_string(cluster.ca_file()).unwrap();
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
     let work = tmp.path().join("work");
     std::fs::create_dir(&work).unwrap();
     std::os::unix::fs::symlink(repo().join("deploy"), work.join("deploy")).unwrap();
-    sh(&work, steps, &[("KUBECONFIG", &admin)]);
+    let whoami = sh(&work, steps, &[("KUBECONFIG", &admin)]);
+    assert!(
+        whoami.contains("system:serviceaccount:nodestatus-simulate:nodestatus-simulator"),
+        "{whoami}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("simulator-ca.crt")).unwrap(),
+        ca,
+        "the CA the README's block takes from the admin kubeconfig"
+    );
     let kubeconfig = work.join("simulator.kubeconfig");
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(text.contains("certificate-authority-data"), "{text}");
     assert!(!text.contains("insecure-skip-tls-verify"), "{text}");
+
+    // The fallback: the root CA publisher puts the ConfigMap in the new
+    // namespace shortly after it is made, as on a real cluster.
+    let elsewhere = tmp.path().join("fallback");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let published = || {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&admin)
+            .args([
+                "-n",
+                "nodestatus-simulate",
+                "get",
+                "configmap",
+                "kube-root-ca.crt",
+            ])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    wait_until(
+        30,
+        &cluster.dir().join("controller-manager.log"),
+        "no kube-root-ca.crt ConfigMap",
+        published,
+    );
+    sh(&elsewhere, &fallback, &[("KUBECONFIG", &admin)]);
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("simulator-ca.crt")).unwrap(),
+        ca,
+        "the CA of the README's kube-root-ca.crt fallback"
+    );
 
     let plugins = tmp.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();

@@ -66,6 +66,10 @@ impl EmbeddedApiserver {
         if !knows_node || !state.pids.iter().all(|p| alive(*p)) {
             return None;
         }
+        // A cluster started before it had a CA of its own is not attached
+        // to (its certificate would not verify): it is stopped and started
+        // anew.
+        let ca_pem = std::fs::read_to_string(dir.join("certs").join(CA_FILE)).ok()?;
         let cluster = Self {
             dir: dir.to_owned(),
             die_with_parent: false,
@@ -81,6 +85,7 @@ impl EmbeddedApiserver {
             secure_port: state.secure_port,
             server: state.server,
             admin_token: state.admin_token,
+            ca_pem,
         };
         let client = cluster.admin_client().ok()?;
         let req = http::Request::get("/readyz")

@@ -5,12 +5,18 @@
 //! The apiserver runs with `--authorization-mode=Node,RBAC` and the
 //! `NodeRestriction` admission plugin, and a static token file with an admin
 //! (`system:masters`) and one `system:node:<name>` identity per node, so a
-//! node identity gets exactly a real kubelet's rights.
+//! node identity gets exactly a real kubelet's rights. It serves a
+//! certificate signed by a CA of the cluster's own (`certs/ca.crt` in its
+//! directory, made once with openssl and kept across restarts), which every
+//! kubeconfig it writes names as `certificate-authority-data`, as a real
+//! cluster's kubeconfig does.
 //!
 //! [`Extras`] adds what a fault test needs around them: the apiserver's
 //! audit log of every request made by a node identity, and
 //! kube-controller-manager running the node lifecycle controller (which
-//! sets a silent node's conditions to `Unknown` after its grace period).
+//! sets a silent node's conditions to `Unknown` after its grace period) and
+//! the root CA publisher (the `kube-root-ca.crt` ConfigMap in every
+//! namespace, as on a real cluster).
 //! [`NodeParts`] adds what a real kubelet node needs (`tests/realnode`):
 //! more controllers (daemonset, serviceaccount, ...), kube-scheduler, and
 //! the bodies of the node identities' Node writes in the audit log.
@@ -45,6 +51,22 @@ pub enum Error {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// openssl failed to make a key or certificate.
+    #[error("openssl {what} failed ({status}): {stderr}")]
+    Openssl {
+        /// What it was making.
+        what: &'static str,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// What it said.
+        stderr: String,
+    },
+    /// The CA file is not PEM.
+    #[error("{path} holds no PEM certificate")]
+    NotPem {
+        /// The file.
+        path: String,
     },
     /// The apiserver did not become ready.
     #[error("kube-apiserver did not become ready within {0:?}; its log is {1}")]
@@ -132,8 +154,8 @@ pub struct Extras {
     /// Write an audit log of every request of the `system:nodes` group
     /// (level Metadata, one JSON event a line) to `<dir>/audit.log`.
     pub audit_log: bool,
-    /// Start kube-controller-manager with only the node lifecycle
-    /// controller, with this `--node-monitor-grace-period`.
+    /// Start kube-controller-manager with the node lifecycle controller,
+    /// with this `--node-monitor-grace-period`, and the root CA publisher.
     pub node_lifecycle_grace: Option<Duration>,
     /// kube-apiserver's `--feature-gates` (`WatchList=false`: a server
     /// that does not stream a watch's initial events, as before 1.34).
@@ -245,6 +267,8 @@ pub struct EmbeddedApiserver {
     pub server: String,
     /// The `system:masters` token.
     pub admin_token: String,
+    /// The cluster's CA certificate ([`CA_FILE`]), PEM.
+    ca_pem: String,
 }
 
 impl EmbeddedApiserver {
@@ -340,22 +364,13 @@ impl EmbeddedApiserver {
             .map_err(io(format!("creating {}", dir.display())))?;
         let sa_key = dir.join("sa.key");
         if !sa_key.exists() {
-            let st = Command::new("openssl")
-                .args(["genrsa", "-out"])
-                .arg(&sa_key)
-                .arg("2048")
-                .stderr(Stdio::null())
-                .status()
-                .map_err(io(
-                    "running openssl (install it with apt-get install openssl)",
-                ))?;
-            if !st.success() {
-                return Err(Error::Io {
-                    context: "openssl genrsa failed".into(),
-                    source: std::io::Error::other("openssl"),
-                });
-            }
+            openssl(
+                "genrsa (the service-account key)",
+                dir,
+                &["genrsa", "-out", "sa.key", "2048"],
+            )?;
         }
+        let ca_pem = ensure_pki(&dir.join("certs"))?;
         let admin_token = "admin-token".to_owned();
         let mut tokens = format!(
             "{admin_token},admin,admin,\"system:masters\"\n{SIMULATOR_TOKEN},{SIMULATOR_USER},{SIMULATOR_USER},\"{SIMULATOR_GROUP}\"\n{KWOK_TOKEN},{KWOK_USER},{KWOK_USER},\"{SIMULATOR_GROUP}\"\n"
@@ -430,6 +445,7 @@ impl EmbeddedApiserver {
             secure_port: free_port()?,
             server: String::new(),
             admin_token,
+            ca_pem,
         };
         cluster.server = format!("https://127.0.0.1:{}", cluster.secure_port);
         cluster.start_apiserver().await?;
@@ -456,8 +472,15 @@ impl EmbeddedApiserver {
         if self.own_session {
             new_session(&mut cmd);
         }
-        let mut controllers = vec!["nodelifecycle"];
-        controllers.extend(self.parts.more_controllers.iter().copied());
+        // The node lifecycle controller, and the root CA publisher: the
+        // `kube-root-ca.crt` ConfigMap in every namespace, as a real
+        // cluster has it.
+        let mut controllers = vec!["nodelifecycle", "root-ca-cert-publisher"];
+        for c in &self.parts.more_controllers {
+            if !controllers.contains(c) {
+                controllers.push(c);
+            }
+        }
         if !self.parts.more_controllers.is_empty() {
             cmd.arg(format!(
                 "--service-account-private-key-file={}",
@@ -467,6 +490,7 @@ impl EmbeddedApiserver {
         let mut child = cmd
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--controllers={}", controllers.join(",")))
+            .arg(format!("--root-ca-file={}", self.ca_file().display()))
             .arg("--leader-elect=false")
             .arg(format!("--node-monitor-grace-period={}s", grace.as_secs()))
             .arg("--node-monitor-period=2s")
@@ -572,7 +596,14 @@ impl EmbeddedApiserver {
             .arg(format!("--etcd-servers={}", self.etcd_url))
             .arg(format!("--secure-port={}", self.secure_port))
             .arg("--bind-address=127.0.0.1")
-            .arg(format!("--cert-dir={}", d.join("certs").display()))
+            .arg(format!(
+                "--tls-cert-file={}",
+                d.join("certs").join(SERVING_CERT).display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                d.join("certs").join(SERVING_KEY).display()
+            ))
             .arg(format!(
                 "--token-auth-file={}",
                 d.join("tokens.csv").display()
@@ -626,12 +657,23 @@ impl EmbeddedApiserver {
         }
     }
 
-    /// A kubeconfig for `token`.
+    /// A kubeconfig for `token`, naming the cluster's CA as
+    /// `certificate-authority-data` (self-contained, as a real cluster's
+    /// admin kubeconfig).
     pub fn kubeconfig_yaml(&self, user: &str, token: &str) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}\n  context:\n    cluster: local\n    user: {user}\ncurrent-context: {user}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    token: {token}\ncontexts:\n- name: {user}\n  context:\n    cluster: local\n    user: {user}\ncurrent-context: {user}\n",
             self.server
         )
+    }
+
+    /// The cluster's CA certificate (PEM): what its kubeconfigs name, what
+    /// signs the apiserver's serving certificate, and what the
+    /// `kube-root-ca.crt` ConfigMaps hold.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join("certs").join(CA_FILE)
     }
 
     /// Writes a kubeconfig for node `name`'s identity and returns its path.
@@ -653,10 +695,14 @@ impl EmbeddedApiserver {
         Ok(path)
     }
 
-    /// A client with `token`, skipping TLS verification of this loopback server.
+    /// A client with `token` that trusts the cluster's CA only.
     pub fn client_for(&self, token: &str) -> Result<kube::Client> {
         let mut config = kube::Config::new(self.server.parse().expect("a valid URL"));
-        config.accept_invalid_certs = true;
+        config.root_cert = Some(vec![pem_der(&self.ca_pem).ok_or_else(|| {
+            Error::NotPem {
+                path: self.ca_file().display().to_string(),
+            }
+        })?]);
         config.auth_info.token = Some(token.to_owned().into());
         config.read_timeout = Some(Duration::from_secs(10));
         config.connect_timeout = Some(Duration::from_secs(5));
@@ -680,6 +726,100 @@ impl EmbeddedApiserver {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// The cluster's CA certificate in its `certs/` folder.
+pub const CA_FILE: &str = "ca.crt";
+const CA_KEY: &str = "ca.key";
+/// The apiserver's serving certificate and key, signed by [`CA_FILE`].
+const SERVING_CERT: &str = "serving.crt";
+const SERVING_KEY: &str = "serving.key";
+
+/// openssl's extensions for the CA and the serving certificate (the names
+/// a client reaches this loopback apiserver by, and those of the
+/// `kubernetes` Service in the apiserver's service range).
+const OPENSSL_CNF: &str = "[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = nodestatus-embedded-ca
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[serving]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc
+authorityKeyIdentifier = keyid
+";
+
+/// Runs `openssl ARGS` in `dir` for `what`; its stderr in the error.
+fn openssl(what: &'static str, dir: &Path, args: &[&str]) -> Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(io(
+            "running openssl (install it with apt-get install openssl)",
+        ))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Openssl {
+            what,
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
+    }
+}
+
+/// The cluster's CA and the apiserver's serving certificate in `certs`:
+/// kept when all four files are there (so kubeconfigs made from an earlier
+/// start stay valid), else made anew. Returns the CA certificate (PEM).
+fn ensure_pki(certs: &Path) -> Result<String> {
+    let files = [CA_FILE, CA_KEY, SERVING_CERT, SERVING_KEY];
+    if !files.iter().all(|f| certs.join(f).exists()) {
+        std::fs::write(certs.join("openssl.cnf"), OPENSSL_CNF)
+            .map_err(io("writing openssl.cnf"))?;
+        let days = "36500";
+        #[rustfmt::skip]
+        let steps: [(&str, &[&str]); 3] = [
+            ("req (the cluster's CA)", &[
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", days,
+                "-keyout", CA_KEY, "-out", CA_FILE, "-config", "openssl.cnf", "-extensions", "ca",
+            ]),
+            ("req (the apiserver's serving key)", &[
+                "req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
+                "-keyout", SERVING_KEY, "-out", "serving.csr",
+            ]),
+            ("x509 (the apiserver's serving certificate)", &[
+                "x509", "-req", "-days", days, "-set_serial", "2", "-in", "serving.csr",
+                "-CA", CA_FILE, "-CAkey", CA_KEY, "-extfile", "openssl.cnf", "-extensions", "serving",
+                "-out", SERVING_CERT,
+            ]),
+        ];
+        for (what, args) in steps {
+            openssl(what, certs, args)?;
+        }
+    }
+    let path = certs.join(CA_FILE);
+    std::fs::read_to_string(&path).map_err(io(format!("reading {}", path.display())))
+}
+
+/// The DER of the first certificate in `pem`.
+fn pem_der(pem: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let body = pem
+        .split("-----BEGIN CERTIFICATE-----")
+        .nth(1)?
+        .split("-----END CERTIFICATE-----")
+        .next()?;
+    let b64: String = body.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
 }
 
 /// Makes the process `cmd` starts die with the thread that starts it

@@ -55,7 +55,30 @@ impl Args {
             (None, false) => None,
             _ => Some(cfg.plugin_dir.as_path()),
         };
-        let set = OnceFiles::gather(dir, &self.plugins)?;
+        // A plugin directory that is not there (the default one, on a
+        // machine that is not a node) with image plugins in the config:
+        // those run alone, as the config's own. One given by --plugin-dir
+        // must be there.
+        let images = cfg
+            .plugins
+            .values()
+            .filter(|p| p.enabled && p.image.is_some())
+            .count();
+        let set = match dir {
+            Some(d)
+                if self.plugins.is_empty()
+                    && self.layers.flags.plugin_dir.is_none()
+                    && images > 0
+                    && !d.exists() =>
+            {
+                eprintln!(
+                    "the plugin directory {} (pluginDir) is not here: only the config's {images} image plugin(s) run",
+                    d.display()
+                );
+                OnceFiles::empty()?
+            }
+            _ => OnceFiles::gather(dir, &self.plugins)?,
+        };
         let present = nodestatus_engine::config::plugin_names_in(set.dir()).unwrap_or_default();
         for w in cfg.misspelled_plugins(&present) {
             eprintln!("warning: {w}");
@@ -106,7 +129,7 @@ impl Args {
 /// that it cannot get.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "plugin {plugin} (image: {image}) cannot be had: {error}. No pass runs without it, since it would not be the node's (a node goes on with its failurePolicy, {policy}): make the registry reachable (the registries settings), or set enabled: false in plugins.{plugin} to run the pass without it"
+    "plugin {plugin} (image: {image}) cannot be had: {error}. No pass runs without it, since it would not be the node's (a node goes on with its failurePolicy, {policy}): {remedy}, or set enabled: false in plugins.{plugin} to run the pass without it"
 )]
 pub struct ImageUnavailable {
     /// The plugin.
@@ -117,6 +140,36 @@ pub struct ImageUnavailable {
     pub error: String,
     /// Its `failurePolicy`.
     pub policy: &'static str,
+    /// What to do about it, by the failure's kind ([`remedy`]).
+    pub remedy: String,
+}
+
+/// What to do about an image plugin that cannot be had, by the kind of
+/// its failure (`nodestatus_engine::oci::Error::kind`).
+pub fn remedy(kind: &str, plugin: &str, image: &str) -> String {
+    let host = image.split('/').next().unwrap_or_default();
+    match kind {
+        "unsigned" => format!(
+            "sign its digest with a key that plugins.{plugin}.verify (or the top-level verify) trusts, as docs/publishing.md step 4 shows"
+        ),
+        "bad-signature" => format!(
+            "sign its digest with the key that plugins.{plugin}.verify (or the top-level verify) names, or name the signer's public key there; `nodestatus plugin pull {image} --key KEY` checks a key"
+        ),
+        "unauthorized" => format!("give credentials that may pull it (registries.{host}.auth)"),
+        "settings" => {
+            format!("fix the setting the error names (plugins.{plugin}, or registries.{host})")
+        }
+        "cache" => "make cacheDir a directory of this user's that no one else may write".to_owned(),
+        "tls" => format!(
+            "trust the registry's CA (registries.{host}.ca), or for a plain-HTTP registry set registries.{host}.insecure: true"
+        ),
+        "not-found" => format!("push it, or name one that exists in plugins.{plugin}.image"),
+        "digest-mismatch" | "too-large" | "layout" | "refused" => format!(
+            "publish a component that loads (`nodestatus plugin pull {image}` says why this one does not), or name another in plugins.{plugin}.image"
+        ),
+        // unreachable, timeout, server, not-cached.
+        _ => format!("make the registry reachable (registries.{host})"),
+    }
 }
 
 /// Takes the config's image plugins for a command that runs one pass, as
@@ -161,9 +214,11 @@ pub fn take_images(
                     .get(&r.plugin)
                     .and_then(|p| p.image.as_ref())
                     .map_or("open", |i| i.failure_policy.as_str());
+                let image = r.reference.to_string();
                 return Err(ImageUnavailable {
                     plugin: r.plugin.clone(),
-                    image: r.reference.to_string(),
+                    remedy: remedy(r.result, &r.plugin, &image),
+                    image,
                     error: e.clone(),
                     policy,
                 }
@@ -220,7 +275,7 @@ pub fn write_waits(
     } else {
         writeln!(
             out,
-            "loaded {loaded} plugin file(s) in {:.1}s, waiting for the compile of {}",
+            "loaded {loaded} plugin file(s) in {:.1}s, done; it waited for the compile of {}",
             waited.as_secs_f64(),
             compiled.join(", ")
         )
@@ -414,6 +469,16 @@ impl OnceFiles {
         if let Some(src) = self.origins.get(file) {
             file.clone_from(src);
         }
+    }
+
+    /// A private directory with no plugin in it.
+    pub fn empty() -> anyhow::Result<Self> {
+        let tmp = tempfile::tempdir()?;
+        Ok(Self {
+            dir: tmp.path().to_owned(),
+            origins: Default::default(),
+            _tmp: Some(tmp),
+        })
     }
 
     /// The directory to load.

@@ -62,6 +62,16 @@ pub enum Command {
         /// top-level `verify`.
         #[arg(long)]
         key: Option<PathBuf>,
+        /// The plugin's name (a config's key, a plugin directory's file
+        /// name), which the plugin must declare. Default: the key of the
+        /// config's plugin with this image, else the name the plugin
+        /// declares.
+        #[arg(long)]
+        name: Option<String>,
+        /// Write the component, when it would load, to `DIR/<name>.wasm`
+        /// (a plugin directory takes it as it is).
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
         /// The settings (`registries:`, `verify:`, the plugin's section).
         #[command(flatten)]
         layers: Layers,
@@ -87,8 +97,15 @@ impl Command {
             Command::Pull {
                 reference,
                 key,
+                name,
+                output_dir,
                 layers,
-            } => registry::pull(&reference, key, &layers),
+            } => registry::pull(
+                &reference,
+                key,
+                registry::Naming { name, output_dir },
+                &layers,
+            ),
         }
     }
 }
@@ -240,9 +257,18 @@ mod registry {
     /// Why a pull printed no verified signature.
     const NO_KEY: &str = "no key: give --key, or a config whose plugin of this repository has a `verify` key or policy, or a top-level `verify`";
 
+    /// What `plugin pull` calls the plugin and where it writes it.
+    pub struct Naming {
+        /// `--name`.
+        pub name: Option<String>,
+        /// `--output-dir`.
+        pub output_dir: Option<PathBuf>,
+    }
+
     pub fn pull(
         reference: &str,
         key: Option<PathBuf>,
+        naming: Naming,
         layers: &Layers,
     ) -> anyhow::Result<ExitCode> {
         let config = Arc::new(layers.load()?);
@@ -264,15 +290,22 @@ mod registry {
                         .is_some_and(|i| same_repository(&i.reference))
                 })
             });
-        let name = match section {
-            Some((name, _)) => name.clone(),
-            None => reference
+        // The name a node would know it by: --name, else the config's key;
+        // else none was chosen, and the plugin's own declared name is taken
+        // (learnt at the load below; the repository's last segment until
+        // then).
+        let chosen = naming
+            .name
+            .clone()
+            .or_else(|| section.map(|(n, _)| n.clone()));
+        let mut name = chosen.clone().unwrap_or_else(|| {
+            reference
                 .repository()
                 .rsplit('/')
                 .next()
                 .unwrap_or_default()
-                .to_owned(),
-        };
+                .to_owned()
+        });
         let pins = section
             .and_then(|(_, p)| p.image.as_ref()?.reference.digest().cloned())
             .filter(|_| !reference.is_pinned());
@@ -321,11 +354,21 @@ mod registry {
             None,
             super::super::compiler_exe(),
         )?;
-        let plugin_config = Arc::new(config.plugin_settings(&name));
-        let file = PathBuf::from(format!("{name}.wasm"));
-        let loaded = Plugin::load_bytes(dir.runtime(), &file, &artifact.bytes, &|_| {
-            plugin_config.sandbox.clone()
-        });
+        let load = |name: &str| {
+            let plugin_config = Arc::new(config.plugin_settings(name));
+            let file = PathBuf::from(format!("{name}.wasm"));
+            let loaded = Plugin::load_bytes(dir.runtime(), &file, &artifact.bytes, &|_| {
+                plugin_config.sandbox.clone()
+            });
+            (plugin_config, loaded)
+        };
+        let (mut plugin_config, mut loaded) = load(&name);
+        if chosen.is_none()
+            && let Err(nodestatus_runtime::LoadError::NameMismatch { declared, .. }) = &loaded
+        {
+            name = declared.clone();
+            (plugin_config, loaded) = load(&name);
+        }
         let mut info = serde_json::json!({
             "plugin": name,
             "reference": reference.to_string(),
@@ -376,15 +419,33 @@ mod registry {
                     "paths": s.plugin().granted_paths(),
                     "withheld": s.plugin().withheld(),
                 });
+                if let Some(dir) = &naming.output_dir {
+                    let path = dir.join(format!("{name}.wasm"));
+                    nodestatus_files::write_atomic(&path, &artifact.bytes)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    info["file"] = serde_json::json!(path);
+                }
                 println!("{}", serde_json::to_string_pretty(&info)?);
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
                 println!("{}", serde_json::to_string_pretty(&info)?);
-                eprintln!(
-                    "{reference} would be refused by the loader: {}",
-                    nodestatus_runtime::error_chain(&e)
-                );
+                match &e {
+                    // The name was chosen (--name, the config's key) and the
+                    // plugin declares another: say which to change.
+                    nodestatus_runtime::LoadError::NameMismatch { declared, .. } => eprintln!(
+                        "{reference} would be refused by the loader: the plugin declares the name {declared:?}, not {name:?} ({}): a plugin runs under the name it declares, so name it {declared} there",
+                        if naming.name.is_some() {
+                            "--name"
+                        } else {
+                            "the config's plugin with this image"
+                        }
+                    ),
+                    _ => eprintln!(
+                        "{reference} would be refused by the loader: {}",
+                        nodestatus_runtime::error_chain(&e)
+                    ),
+                }
                 Ok(ExitCode::FAILURE)
             }
         }

@@ -8,7 +8,7 @@
 //! where logind exists ([`nodestatus_engine::node_shutdown`]), or SIGUSR2 (the
 //! operator's signal).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -33,7 +33,9 @@ pub struct Args {
     /// in-cluster config, then the embedded local apiserver.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// State directory of the embedded local apiserver.
+    /// State directory of the embedded local apiserver. Default:
+    /// $XDG_DATA_HOME/nodestatus/embedded, else
+    /// ~/.local/share/nodestatus/embedded.
     #[arg(long)]
     pub embedded_dir: Option<PathBuf>,
     /// The embedded cluster's node monitor grace period: how long its node
@@ -109,7 +111,7 @@ async fn connect(
         );
     } else {
         eprintln!(
-            "no kubeconfig given: started a local etcd, kube-apiserver and kube-controller-manager (node lifecycle controller) in {}",
+            "no kubeconfig given: started a local etcd, kube-apiserver and kube-controller-manager (node lifecycle controller, root CA publisher) in {}",
             dir.display()
         );
     }
@@ -140,13 +142,17 @@ async fn connect(
 }
 
 /// The embedded cluster's state directory: --embedded-dir, else
-/// `~/.local/share/nodestatus/embedded`.
+/// `$XDG_DATA_HOME/nodestatus/embedded`, else
+/// `~/.local/share/nodestatus/embedded` (as the config follows
+/// `$XDG_CONFIG_HOME`).
 fn embedded_dir(o: &Args) -> PathBuf {
     o.embedded_dir.clone().unwrap_or_else(|| {
-        std::env::var_os("HOME")
+        std::env::var_os("XDG_DATA_HOME")
+            .filter(|d| Path::new(d).is_absolute())
             .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
             .unwrap_or_else(|| "/var/lib".into())
-            .join(".local/share/nodestatus/embedded")
+            .join("nodestatus/embedded")
     })
 }
 

@@ -300,7 +300,12 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     // Plugins by reference (`image:`), as `run` takes them: from the
     // registry cache now, the registry itself in the background once the
     // nodes run; one puller for the whole fleet.
-    let mut puller = Puller::new(&base, plugins.clone());
+    // Its components for the loader in its own state directory, never in
+    // `<cacheDir>/registry-plugins`, which a `run` on this machine (or
+    // another simulate) writes for its own versions of the same names; the
+    // registry cache beside it is shared, its writes atomic and by content.
+    let mut puller =
+        Puller::new(&base, plugins.clone()).with_active_dir(state_dir.join("registry-plugins"));
     puller.start_from_cache(&base);
     plugins.rescan();
     // The plugin directory is watched as `run` watches it: a file dropped,

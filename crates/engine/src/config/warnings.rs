@@ -119,7 +119,7 @@ impl Config {
                 severity: Severity::Warning,
                 field: "pluginDir".into(),
                 message: format!(
-                    "{}: {e}; plugins dropped there later are loaded then",
+                    "{}: {e}; plugins dropped there later are loaded then (a run given --plugin-dir loads that directory instead: give it here too)",
                     self.plugin_dir.display()
                 ),
             }),
