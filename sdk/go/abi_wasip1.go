@@ -22,61 +22,34 @@ import (
 	"unsafe"
 )
 
-// The arena of cabi_realloc, and its two marks: the end of what lives as
-// long as the instance, and the end of what the current call allocated.
+// The arena of cabi_realloc (arena.go): a global array, never on Go's heap.
 const arenaSize = 4 << 20
 
 var (
-	arena        [arenaSize]byte
-	arenaForever uintptr
-	arenaTop     uintptr
-	// runtimeStarted is set by this package's init: before it, Go's runtime
-	// is starting, and whatever the adapter allocates is kept.
-	runtimeStarted bool
-	// lastAlloc is the offset of the latest allocation, which a realloc
-	// may grow in place.
-	lastAlloc uintptr
+	arena      [arenaSize]byte
+	arenaState = newBumpArena(arenaSize)
 )
 
-func init() { runtimeStarted = true; arenaTop = arenaForever }
+// This package's init runs once Go's runtime has started.
+func init() { arenaState.start() }
 
 //go:wasmexport cabi_realloc
 func cabiRealloc(oldPtr, oldSize, align, newSize uint32) uint32 {
 	base := unsafe.Pointer(&arena[0])
-	baseAddr := uintptr(base)
-	if oldPtr != 0 && uintptr(oldPtr) == baseAddr+lastAlloc && newSize >= oldSize {
-		// Grow the latest allocation in place.
-		if end := lastAlloc + uintptr(newSize); end <= arenaSize {
-			arenaTop = end
-			if !runtimeStarted {
-				arenaForever = arenaTop
-			}
-			return oldPtr
-		}
+	old := noAlloc
+	if oldPtr != 0 && uintptr(oldPtr) >= uintptr(base) {
+		old = uintptr(oldPtr) - uintptr(base)
 	}
-	if align == 0 {
-		align = 1
-	}
-	a := uintptr(align)
-	start := (baseAddr+arenaTop+a-1)&^(a-1) - baseAddr
-	end := start + uintptr(newSize)
-	if end > arenaSize {
-		panic("nodestatus: the host passed more than the SDK's 4 MiB arena holds")
-	}
-	if oldPtr != 0 && oldSize != 0 {
+	off, moved := arenaState.realloc(old, uintptr(oldSize), uintptr(align), uintptr(newSize), uintptr(base))
+	if oldPtr != 0 && oldSize != 0 && (moved || old == noAlloc) {
 		n := min(oldSize, newSize)
-		copy(unsafe.Slice((*byte)(unsafe.Add(base, start)), n), unsafe.Slice((*byte)(mem(oldPtr)), n))
+		copy(unsafe.Slice((*byte)(unsafe.Add(base, off)), n), unsafe.Slice((*byte)(mem(oldPtr)), n))
 	}
-	arenaTop = end
-	if !runtimeStarted {
-		arenaForever = arenaTop
-	}
-	lastAlloc = start
-	return uint32(baseAddr + start)
+	return uint32(uintptr(base) + off)
 }
 
 // releaseCall frees what the host allocated for the call that ended.
-func releaseCall() { arenaTop = arenaForever; lastAlloc = 0 }
+func releaseCall() { arenaState.release() }
 
 // mem is the address addr of the linear memory.
 func mem(addr uint32) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(nil), uintptr(addr)) }
