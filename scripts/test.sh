@@ -2,8 +2,9 @@
 # Runs every test of nodestatus on a fresh machine: installs what is missing
 # (the wasm32-wasip2 target, the Kubernetes 1.37.2 control plane, kubelet,
 # kubectl and etcd built from their Go modules, componentize-py, componentize-js, clang
-# with wasi-libc, wit-bindgen-cli and wasm-tools; all cached in
-# ~/.cache/nodestatus), builds the Python, JavaScript and C setters from
+# with wasi-libc, wit-bindgen-cli and wasm-tools, and for Go wasm-tools from
+# PyPI and the WASI reactor adapter's crate; all cached in
+# ~/.cache/nodestatus), builds the Python, JavaScript, C and Go setters from
 # source, then runs the tests.
 #
 # The three set-up jobs (the control plane, the guest toolchains and setters,
@@ -90,7 +91,8 @@ cosign=$!
 (
   scripts/guests/python.sh target/guest-plugins &&
     scripts/guests/js.sh target/guest-plugins &&
-    scripts/guests/c.sh target/guest-plugins
+    scripts/guests/c.sh target/guest-plugins &&
+    scripts/guests/go.sh target/guest-plugins
 ) >"$logs/guests.log" 2>&1 &
 guests=$!
 # The live Sigstore (NODESTATUS_TEST_SIGSTORE=1): Fulcio, Rekor and Trillian,

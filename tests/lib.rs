@@ -38,7 +38,8 @@ fn guest_plugins() -> PathBuf {
 
 /// A setter written in another language, built by `scripts/guests/<lang>.sh`
 /// into `target/guest-plugins` (or `$NODESTATUS_GUEST_PLUGINS`):
-/// `cpu-features` (Python), `load-average` (JavaScript), `memory-features` (C).
+/// `cpu-features` (Python), `load-average` (JavaScript), `memory-features` (C),
+/// `local-disks` and the test component `go-probe` (Go).
 /// `scripts/test.sh` builds them before the tests; a missing one fails the
 /// test that needs it, with the command that builds it.
 pub fn guest(name: &str) -> PathBuf {
@@ -46,6 +47,7 @@ pub fn guest(name: &str) -> PathBuf {
     let lang = match name {
         "cpu-features" => "python",
         "load-average" => "js",
+        "local-disks" | "go-probe" => "go",
         _ => "c",
     };
     assert!(

@@ -1,10 +1,12 @@
-//! The setters written in Python and JavaScript: what one `set` call costs,
-//! and how long a dropped one takes to become active.
+//! The setters written in Python, JavaScript and Go: what one `set` call
+//! costs, and how long a dropped one takes to become active.
 //!
-//! The guests are the real ones, built by `scripts/guests/python.sh` and
-//! `scripts/guests/js.sh` into `target/guest-plugins`: `cpu-features`
-//! (CPython through componentize-py) and `load-average` (SpiderMonkey
-//! through componentize-js), each granted `/proc`; and `load-average-aot`,
+//! The guests are the real ones, built by `scripts/guests/python.sh`,
+//! `scripts/guests/js.sh` and `scripts/guests/go.sh` into
+//! `target/guest-plugins`: `cpu-features` (CPython through
+//! componentize-py), `load-average` (SpiderMonkey through componentize-js)
+//! and `local-disks` (Go's runtime, stock Go for wasip1), each granted
+//! `/proc` and `/sys`; and `load-average-aot`,
 //! the same JavaScript built with `build.mjs --aot` (weval compiles it ahead
 //! of time) by `scripts/guests/js.sh` with `NODESTATUS_JS_AOT=1` into
 //! `target/guest-plugins/aot`.
@@ -77,13 +79,14 @@ const GUESTS: &[(&str, &str, Component, &str)] = &[
         guest_aot,
         r#"{"maxLoadPerCpu": 1000}"#,
     ),
+    ("local-disks", "local-disks", guest, "{}"),
 ];
 
 fn settings_fn(config: &'static str) -> SettingsFn {
     let config: serde_json::Value = serde_json::from_str(config).expect("a JSON config");
     Arc::new(move |_| {
         PluginConfig::from(PluginSettings {
-            paths: vec![PathGrant::same("/proc")],
+            paths: vec![PathGrant::same("/proc"), PathGrant::same("/sys")],
             config: config.clone(),
             ..Default::default()
         })

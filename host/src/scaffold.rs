@@ -1,5 +1,5 @@
-//! `nodestatus new`: a new setter's directory, in Rust, Python, JavaScript or
-//! C, that builds, tests and passes `plugin check` and `once --strict` with
+//! `nodestatus new`: a new setter's directory, in Rust, Python, JavaScript,
+//! C or Go, that builds, tests and passes `plugin check` and `once --strict` with
 //! one command (`./build.sh`). The templates are in `host/templates/`.
 //!
 //! The directory is whole: the SDK of its language, the WIT and the build
@@ -28,6 +28,8 @@ pub enum Lang {
     Js,
     /// C, with `sdk/c` (clang and wasi-libc).
     C,
+    /// Go, with `sdk/go` (Go for WASI, wasm-tools).
+    Go,
 }
 
 /// Why no setter was made.
@@ -95,6 +97,15 @@ fn files(lang: Lang) -> &'static [(&'static str, &'static str)] {
             "README.md" => "README.md",
             ".gitignore" => "gitignore",
         ),
+        Lang::Go => t!(
+            "go.mod" => "go/go.mod",
+            "main.go" => "go/main.go",
+            "main_test.go" => "go/main_test.go",
+            "build.sh" => "build.sh",
+            "config.yaml" => "config.yaml",
+            "README.md" => "README.md",
+            ".gitignore" => "gitignore",
+        ),
     }
 }
 
@@ -117,6 +128,7 @@ impl Lang {
             Lang::Python => "python",
             Lang::Js => "js",
             Lang::C => "c",
+            Lang::Go => "go",
         }
     }
 
@@ -127,6 +139,7 @@ impl Lang {
             Lang::Python => "with componentize-py (after its unit tests)",
             Lang::Js => "with componentize-js (after its unit tests)",
             Lang::C => "with clang and wasi-libc (after its native tests)",
+            Lang::Go => "with Go for WASI and wasm-tools (after its tests)",
         }
     }
 
@@ -136,6 +149,7 @@ impl Lang {
             Lang::Python => "Python",
             Lang::Js => "JavaScript",
             Lang::C => "C",
+            Lang::Go => "Go",
         }
     }
 
@@ -145,12 +159,13 @@ impl Lang {
     /// on).
     fn needs(self, rel: &str) -> bool {
         const SHARED: &[&str] = &["wit/", "scripts/guests/", "sdk/conformance/"];
-        const OTHERS: &[&str] = &["sdk/c/", "sdk/js/", "sdk/python/"];
+        const OTHERS: &[&str] = &["sdk/c/", "sdk/go/", "sdk/js/", "sdk/python/"];
         let own: &[&str] = match self {
             Lang::Rust => &["sdk/", "crates/apimachinery/"],
             Lang::Python => &["sdk/python/"],
             Lang::Js => &["sdk/js/"],
             Lang::C => &["sdk/c/"],
+            Lang::Go => &["sdk/go/"],
         };
         SHARED.iter().any(|p| rel.starts_with(p))
             || (own.iter().any(|p| rel.starts_with(p))

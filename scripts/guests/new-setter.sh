@@ -5,15 +5,15 @@
 # check`, and runs once with --strict, printing the diff; both under
 # DIR/config.yaml (the grants the setter needs) when there is one.
 #
-#   scripts/guests/new-setter.sh LANG DIR NAME     (LANG: rust, python, js or c)
+#   scripts/guests/new-setter.sh LANG DIR NAME     (LANG: rust, python, js, c or go)
 #
 # Rust builds with cargo for wasm32-wasip2 (into $CARGO_TARGET_DIR, or
-# DIR/target); Python, JavaScript and C with scripts/guests/<LANG>.sh, which
+# DIR/target); Python, JavaScript, C and Go with scripts/guests/<LANG>.sh, which
 # runs the tests and installs its toolchain once. $NODESTATUS is the
 # nodestatus binary to run (default: nodestatus on PATH).
 set -euo pipefail
 
-[ "$#" -eq 3 ] || { echo "usage: $0 rust|python|js|c DIR NAME" >&2; exit 2; }
+[ "$#" -eq 3 ] || { echo "usage: $0 rust|python|js|c|go DIR NAME" >&2; exit 2; }
 lang=$1 dir=$2 name=$3
 guests="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 nodestatus="${NODESTATUS:-nodestatus}"
@@ -26,11 +26,11 @@ case "$lang" in
     mkdir -p "$dir/dist"
     cp "${CARGO_TARGET_DIR:-$dir/target}/wasm32-wasip2/release/${name//-/_}.wasm" "$dir/dist/$name.wasm"
     ;;
-  python | js | c)
+  python | js | c | go)
     NODESTATUS_PLUGIN_DIRS="$dir" "$guests/$lang.sh" "$dir/dist" >/dev/null
     ;;
   *)
-    echo "$0: unknown language $lang (rust, python, js or c)" >&2
+    echo "$0: unknown language $lang (rust, python, js, c or go)" >&2
     exit 2
     ;;
 esac

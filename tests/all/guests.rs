@@ -290,3 +290,187 @@ fn python_cpu_features_without_proc_says_it_is_not_granted() {
         "{e}"
     );
 }
+
+/// The disks that plugins/go/local-disks reports, read here from
+/// /sys/block: (name, bytes, rotational) of each device-backed one.
+fn local_disks() -> Vec<(String, u64, bool)> {
+    let mut disks: Vec<_> = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("device").exists())
+        .map(|p| {
+            let read = |f: &str| -> u64 {
+                std::fs::read_to_string(p.join(f))
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap()
+            };
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, read("size") * 512, read("queue/rotational") == 1)
+        })
+        .collect();
+    disks.sort();
+    disks
+}
+
+#[test]
+fn go_local_disks_reports_this_machines_disks() {
+    let disks = local_disks();
+    for min in [1, 1000] {
+        let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+            paths: vec![PathGrant::same("/sys")],
+            config: json!({ "minDisks": min }),
+            ..Default::default()
+        }));
+        drop_plugin(tmp.path(), "local-disks.wasm", &guest("local-disks"));
+        dir.rescan();
+        assert_eq!(dir.current().setters()[0].name(), "local-disks");
+        // A node that claims an SSD and an HDD, so that what is false here
+        // must be removed.
+        let mut node = nodes::small_node("n1");
+        node["metadata"]["labels"]["disk.example.com/ssd"] = json!("true");
+        node["metadata"]["labels"]["disk.example.com/hdd"] = json!("true");
+        let out = pass_ok(&dir, &node);
+        let labels = &out["metadata"]["labels"];
+        let has = |rot: bool| disks.iter().any(|d| d.2 == rot).then_some("true");
+        assert_eq!(
+            labels["disk.example.com/ssd"].as_str(),
+            has(false),
+            "{labels}"
+        );
+        assert_eq!(
+            labels["disk.example.com/hdd"].as_str(),
+            has(true),
+            "{labels}"
+        );
+        let count = disks.len().to_string();
+        assert_eq!(
+            out["status"]["capacity"]["example.com/local-disk"],
+            json!(count)
+        );
+        assert_eq!(
+            out["status"]["allocatable"]["example.com/local-disk"],
+            json!(count)
+        );
+        let names: Vec<_> = out["metadata"]["annotations"]["disk.example.com/devices"]
+            .as_str()
+            .unwrap()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.split(':').next().unwrap().to_owned())
+            .collect();
+        let want: Vec<_> = disks.iter().map(|d| d.0.clone()).collect();
+        assert_eq!(names, want);
+        let c = condition_of(&out, "LocalDisksReady").expect("LocalDisksReady is set");
+        let enough = disks.len() >= min;
+        assert_eq!(c["status"], if enough { "True" } else { "False" }, "{c}");
+        assert_eq!(
+            c["reason"],
+            if enough { "DisksFound" } else { "TooFewDisks" },
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn go_local_disks_without_sys_says_it_is_not_granted() {
+    let (out, e) = fails_without_grants("local-disks", &guest("local-disks"));
+    assert_eq!(
+        e.kind,
+        SetterErrorKind::Call(CallErrorKind::Ungranted),
+        "{e}"
+    );
+    assert!(e.to_string().contains("/sys/block"), "{e}");
+    assert!(condition_of(&out, "LocalDisksReady").is_none());
+}
+
+/// The host's functions reach a Go setter through the SDK's ABI glue with
+/// their values whole: every record, list and result of
+/// `nodestatus:plugin/host@0.1.1` that go-probe writes back as annotations,
+/// against what this process reads of the machine.
+#[test]
+fn go_probe_gets_every_host_function_through_the_glue() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings {
+        paths: vec![PathGrant::same("/tmp")],
+        config: json!({ "statvfs": "/tmp" }),
+        ..Default::default()
+    }));
+    drop_plugin(tmp.path(), "go-probe.wasm", &guest("go-probe"));
+    dir.rescan();
+    let ctx = nodestatus_runtime::CallContext {
+        node_problems: std::sync::Arc::from(vec!["first problem".to_owned(), "second".to_owned()]),
+        ..Default::default()
+    };
+    let (out, report) = nodestatus_engine::pipeline::pass(
+        dir.runtime(),
+        &dir.current(),
+        &nodes::small_node("n1"),
+        &ctx,
+        Default::default(),
+    );
+    assert!(report.setters[0].outcome.is_ok(), "{:?}", report.setters[0]);
+    let a = |k: &str| {
+        out["metadata"]["annotations"][format!("go-probe.example.com/{k}")]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {k}: {out:#}"))
+            .to_owned()
+    };
+    let proc = |f: &str| std::fs::read_to_string(f).unwrap().trim().to_owned();
+    assert_eq!(a("hostname"), proc("/proc/sys/kernel/hostname"));
+    assert_eq!(a("kernel"), proc("/proc/sys/kernel/osrelease"));
+    assert_eq!(a("boot-id"), proc("/proc/sys/kernel/random/boot_id"));
+    assert_eq!(a("machine"), std::env::consts::ARCH);
+    assert_eq!(a("cpus"), nodestatus_tests::online_cpus().to_string());
+    assert!(
+        a("interfaces")
+            .split(',')
+            .any(|i| i.starts_with("lo:true:true=127.0.0.1/8")),
+        "{}",
+        a("interfaces")
+    );
+    // SAFETY: a zeroed statvfs is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is NUL-terminated and st is writable.
+    assert_eq!(unsafe { libc::statvfs(c"/tmp".as_ptr(), &mut st) }, 0);
+    let total = st.f_blocks * st.f_frsize;
+    let fields: Vec<_> = a("statvfs").split(' ').map(str::to_owned).collect();
+    assert_eq!(fields[0], total.to_string(), "{fields:?}");
+    assert_eq!(fields[3], st.f_files.to_string(), "{fields:?}");
+    assert_eq!(a("problems"), "first problem|second");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&a("config")).unwrap(),
+        json!({ "statvfs": "/tmp" })
+    );
+    // No containerRuntime grant: the error's case (0, not-granted) and message.
+    assert!(a("runtime").starts_with("error 0: "), "{}", a("runtime"));
+    assert_eq!(report.events.len(), 1, "{:?}", report.events);
+    assert_eq!(report.events[0].1.reason, "GoProbeRan");
+}
+
+/// With `reuseInstance`, one Go instance (its runtime started once) serves
+/// pass after pass, with the answers of fresh instances; over the busy node
+/// (about 15 kB each way), for longer than the SDK's 4 MiB arena would last
+/// if a call's memory were not released.
+#[test]
+fn go_guest_serves_pass_after_pass_in_one_instance() {
+    let answers: Vec<_> = [false, true]
+        .into_iter()
+        .map(|reuse| {
+            let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+                paths: vec![PathGrant::same("/sys")],
+                reuse_instance: reuse,
+                ..Default::default()
+            }));
+            drop_plugin(tmp.path(), "local-disks.wasm", &guest("local-disks"));
+            dir.rescan();
+            let passes = if reuse { 400 } else { 3 };
+            let nodes: Vec<_> = (0..passes)
+                .map(|_| without_times(pass_ok(&dir, &nodes::busy_node())))
+                .collect();
+            assert!(nodes.windows(2).all(|w| w[0] == w[1]), "reuse {reuse}");
+            nodes[0].clone()
+        })
+        .collect();
+    assert_eq!(answers[0], answers[1], "fresh against reused");
+}

@@ -1,4 +1,4 @@
-//! The first-setter guides (docs/first-setter-{rust,python,javascript,c}.md)
+//! The first-setter guides (docs/first-setter-{rust,python,javascript,c,go}.md)
 //! run as written (issue 34): every ```sh block in order, in one shell, from
 //! a fresh `HOME`, against this checkout (`$NS`) and this build's
 //! `nodestatus` (installed by the guide's own `$NS/scripts/install.sh`).
@@ -15,7 +15,8 @@
 //!   or a cluster, replaced by the cached toolchains or by what it would
 //!   leave behind).
 //!
-//! A ```rust, ```toml, ```python, ```js or ```c block with no marker fails
+//! A ```rust, ```toml, ```python, ```js, ```c, ```go or ```gomod block with
+//! no marker fails
 //! the test: each must be written somewhere or skipped on purpose. Other
 //! blocks (```yaml, ```json, bare output) are what the reader sees; the
 //! test checks the parts of them that do not depend on the machine.
@@ -139,7 +140,7 @@ fn guide_script(doc: &str, ns: &Path) -> String {
                 }
                 script.push_str(&format!("echo '== {at}' >&2\n{body}"));
             }
-            "rust" | "toml" | "python" | "js" | "c" => {
+            "rust" | "toml" | "python" | "js" | "c" | "go" | "gomod" => {
                 panic!("{at} has no marker: <!-- file: PATH --> or <!-- skip: why -->")
             }
             _ => assert!(instead.is_empty(), "{at}: instead of, in a block not run"),
@@ -338,6 +339,28 @@ fn the_c_guide_runs_as_written() {
     run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
     run.saw("reboot-required 0.1.0: set status.conditions[RebootRequired]");
+    let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
+    assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
+    assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+#[test]
+fn the_go_guide_runs_as_written() {
+    let run = run_guide("first-setter-go.md");
+    assert_checked_and_scaffolded(&run);
+    // go test -v: the part without the file, then with /tmp/rr and its
+    // packages, and the Warning event the FakeHost kept.
+    run.saw("\"reason\":\"NoRebootRequired\",\"message\":\"\"}]}}");
+    run.saw(
+        "\"message\":\"a package update needs a reboot: linux-image-6.1.0-28-amd64,libc6\"}]}}",
+    );
+    run.saw(
+        "[{1 RebootRequired a package update needs a reboot: linux-image-6.1.0-28-amd64,libc6}]",
+    );
+    // plugin check without a config: /run is withheld.
+    run.saw("\"path /run\"");
+    // `once` over ~/one with the config step 6 appended to.
+    run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");

@@ -113,15 +113,7 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
         &CallContext::default(),
         Default::default(),
     );
-    let outcome = |name: &str| {
-        report
-            .setters
-            .iter()
-            .find(|s| s.plugin == name)
-            .unwrap_or_else(|| panic!("{name} did not run"))
-            .outcome
-            .clone()
-    };
+    let outcome = |name: &str| outcome_of(&report, name);
     let error = |name: &str, kind: SetterErrorKind, text: &str| {
         let e = outcome(name).expect_err(name);
         assert_eq!(e.kind, kind, "{name}: {e}");
@@ -180,6 +172,21 @@ fn each_hostile_plugin_fails_alone_and_the_others_still_run() {
     );
     assert_eq!(report2.failures().count(), cases.len());
     assert_eq!(out2["metadata"]["labels"], out["metadata"]["labels"]);
+}
+
+/// What the setter `name` did in the pass of `report`.
+fn outcome_of(
+    report: &nodestatus_engine::pipeline::PassReport,
+    name: &str,
+) -> Result<(), SetterError> {
+    report
+        .setters
+        .iter()
+        .find(|s| s.plugin == name)
+        .unwrap_or_else(|| panic!("{name} did not run"))
+        .outcome
+        .clone()
+        .map(|_| ())
 }
 
 #[test]
@@ -260,5 +267,76 @@ fn a_setter_that_fails_for_want_of_a_grant_is_ungranted_and_runs_once_granted() 
             let message = &error.unwrap().message;
             assert!(message.contains(setting), "{what}: {message}");
         }
+    }
+}
+
+/// A Go setter (tests/components/go/go-probe, through the Go SDK and its
+/// ABI glue, with Go's runtime in the guest) that loops, panics, allocates
+/// without end, returns a label key the API server would refuse, a part
+/// over the bound, or an
+/// error of its own: each fails with its kind while a Rust setter beside it
+/// still runs; with no misbehaviour asked, it runs.
+#[test]
+fn hostile_go_plugins_fail_alone_with_their_kind() {
+    let probe = nodestatus_tests::guest("go-probe");
+    let cases = [
+        ("loop", Some((Call(CallErrorKind::Timeout), "CPU deadline"))),
+        ("panic", Some((Call(CallErrorKind::Trap), ""))),
+        ("alloc", Some((Call(CallErrorKind::Memory), "memory cap"))),
+        (
+            "garbage",
+            Some((SetterErrorKind::Invalid, "invalid label key")),
+        ),
+        (
+            "huge",
+            Some((
+                Call(CallErrorKind::OutputTooLarge),
+                "1048576-byte bound of a node",
+            )),
+        ),
+        (
+            "fail",
+            Some((Call(CallErrorKind::Plugin), "the device is on fire")),
+        ),
+        ("nothing", None),
+    ];
+    for (what, want) in cases {
+        // A plugin is named by its file: one directory per behaviour.
+        let (tmp, dir) = plugin_dir(settings(move |_| PluginSettings {
+            config: serde_json::json!({ "do": what }),
+            paths: vec![PathGrant::same("/tmp")],
+            timeout: std::time::Duration::from_millis(300),
+            ..Default::default()
+        }));
+        drop_plugin(
+            tmp.path(),
+            "kernel-check.wasm",
+            Path::new(built::KERNEL_CHECK),
+        );
+        drop_plugin(tmp.path(), "go-probe.wasm", &probe);
+        dir.rescan();
+        assert_eq!(dir.current().setters().len(), 2, "{what}");
+        let (out, report) = pass(
+            dir.runtime(),
+            &dir.current(),
+            &nodes::small_node("n1"),
+            &CallContext::default(),
+            Default::default(),
+        );
+        let outcome = outcome_of(&report, "go-probe");
+        match want {
+            Some((kind, text)) => {
+                let e = outcome.expect_err(what);
+                assert_eq!(e.kind, kind, "{what}: {e}");
+                assert!(
+                    e.message.contains(text),
+                    "{what}: {:?} lacks {text:?}",
+                    e.message
+                );
+            }
+            None => assert!(outcome.is_ok(), "{what}: {outcome:?}"),
+        }
+        assert!(outcome_of(&report, "kernel-check").is_ok(), "{what}");
+        assert!(out["metadata"]["labels"]["kernel.example.com/version"].is_string());
     }
 }

