@@ -333,7 +333,7 @@ func TestGlueMatchesTheGeneratorsBindings(t *testing.T) {
 	glue := extract(t, []string{"abi_wasip1.go"})
 	// The glue has every function of the world (8 imports, 2 exports and
 	// their post-returns), each with offsets to compare.
-	if len(glue) != 12 || len(glue["import system"].Area) == 0 || len(glue["export nodestatus:plugin/setter@0.2.0#set"].Area) == 0 {
+	if len(glue) != 12 || len(glue["import system"].Area) == 0 || len(glue["export nodestatus:plugin/setter@0.2.1#set"].Area) == 0 {
 		t.Fatalf("the glue's ABI was not read: %+v", glue)
 	}
 	gen := extract(t, generated(t))

@@ -1,7 +1,7 @@
 //go:build wasip1
 
-// The canonical ABI glue for the WIT world nodestatus:plugin/plugin@0.2.0
-// (wit/plugin.wit): it exports setter@0.2.0 and imports host@0.1.1
+// The canonical ABI glue for the WIT world nodestatus:plugin/plugin@0.2.1
+// (wit/plugin.wit): it exports setter@0.2.1 and imports host@0.1.1
 // (wit/deps/plugin-0.1/setter.wit). Written by hand for the frozen WIT,
 // without Go's allocator in the paths the host drives; abi_test.go checks
 // every import, export and layout here against what wit-bindgen's Go
@@ -121,7 +121,7 @@ func lowerList(items []string) (uint32, uint32) {
 	return addr(unsafe.Pointer(&words[0])), uint32(len(items))
 }
 
-//go:wasmexport nodestatus:plugin/setter@0.2.0#metadata
+//go:wasmexport nodestatus:plugin/setter@0.2.1#metadata
 func exportMetadata() uint32 {
 	m := registered().Metadata()
 	r := &metadataRet
@@ -137,10 +137,10 @@ func exportMetadata() uint32 {
 	return addr(unsafe.Pointer(r))
 }
 
-//go:wasmexport cabi_post_nodestatus:plugin/setter@0.2.0#metadata
+//go:wasmexport cabi_post_nodestatus:plugin/setter@0.2.1#metadata
 func postMetadata(uint32) { keep = nil; releaseCall() }
 
-//go:wasmexport nodestatus:plugin/setter@0.2.0#set
+//go:wasmexport nodestatus:plugin/setter@0.2.1#set
 func exportSet(ptr, n uint32) uint32 {
 	node := hostString(ptr, n)
 	part, err := Run(registered(), node)
@@ -159,7 +159,7 @@ func exportSet(ptr, n uint32) uint32 {
 	return addr(unsafe.Pointer(r))
 }
 
-//go:wasmexport cabi_post_nodestatus:plugin/setter@0.2.0#set
+//go:wasmexport cabi_post_nodestatus:plugin/setter@0.2.1#set
 func postSet(uint32) { keep = nil; releaseCall() }
 
 // ---------------------------------------------------------------- imports

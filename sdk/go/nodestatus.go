@@ -2,7 +2,7 @@
 //
 // A setter is a WebAssembly component that the nodestatus host calls once
 // per status pass with the whole Node as JSON; it returns only its part of
-// the node, the fields it sets (WIT nodestatus:plugin@0.2.0, wit/plugin.wit).
+// the node, the fields it sets (WIT nodestatus:plugin@0.2.1, wit/plugin.wit).
 // With this package a setter is one Go file:
 //
 //	package main

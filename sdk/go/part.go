@@ -6,7 +6,7 @@ import (
 )
 
 // Part is a setter's part of the node: the fields it sets, which Set
-// returns and the host merges into the node (WIT nodestatus:plugin@0.2.0).
+// returns and the host merges into the node (WIT nodestatus:plugin@0.2.1).
 // Start one with node.Part().
 //
 // A part holds every field written, even to the value the node already held
