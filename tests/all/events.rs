@@ -374,7 +374,7 @@ async fn bench() {
             .wrapping_add(1442695040888963407);
         let gap = 0.5 + (gap_seed >> 33) as f64 / (1u64 << 31) as f64;
         tokio::time::sleep(Duration::from_secs_f64(gap)).await;
-        let (word, status) = if i % 2 == 0 {
+        let (word, status) = if i.is_multiple_of(2) {
             ("fault", "True")
         } else {
             ("clear", "False")

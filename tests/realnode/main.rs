@@ -1273,6 +1273,22 @@ async fn suite(work: &Path, bin: &Path) -> anyhow::Result<()> {
         NODE_B,
     )?;
     let t = Instant::now();
+    // `run` registers at once and compiles what the precompile cache does
+    // not hold in the background (each plugin joins the first pass after it
+    // is ready; `once` before it cached Winch's code, `run` looks for
+    // Cranelift's): the comparison waits for the start's loads, which the
+    // log says, and the pass they start.
+    let log = b_dir.path().join("nodestatus.log");
+    while t.elapsed() < Duration::from_secs(60) {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("every load of the start done")
+            || !text.contains("in the background") && text.contains("setters, in run order")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let mut node_b = None;
     while t.elapsed() < Duration::from_secs(60) {
         if let Some(n) = nodes.get_opt(NODE_B).await? {

@@ -226,8 +226,9 @@ pub fn run_sh_config() -> Option<PathBuf> {
     })
 }
 
-/// The simulator's files: a folder a machine, and the directory when it
-/// made it, removed when dropped (at exit, whatever ends the run).
+/// The simulator's files: a folder a machine, its image plugins' folder,
+/// and the directory when it made it, removed when dropped (at exit,
+/// whatever ends the run).
 struct StateDir {
     path: PathBuf,
     made: bool,
@@ -291,7 +292,14 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let _state = StateDir {
         path: state_dir.clone(),
         made: made || o.state_dir.is_none(),
-        machines: fleet.machines.iter().map(|m| m.dir.clone()).collect(),
+        // The machines' folders, and the image plugins' files the puller
+        // writes beside them.
+        machines: fleet
+            .machines
+            .iter()
+            .map(|m| m.dir.clone())
+            .chain([state_dir.join("registry-plugins")])
+            .collect(),
     };
     let plugins = PluginDir::open(&base, None, super::compiler_exe())?;
     if !base.plugin_dir.is_dir() {
