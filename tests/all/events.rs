@@ -387,7 +387,7 @@ async fn bench() {
     let (mut to_node, mut to_event) = (Vec::new(), Vec::new());
     {
         let seen = seen.lock().unwrap();
-        for (i, text, status, at) in &written {
+        for (_, text, status, at) in &written {
             let first = |want: &dyn Fn(&str) -> bool| {
                 seen.iter()
                     .find(|(k, t)| *t >= *at && want(k))
@@ -405,7 +405,6 @@ async fn bench() {
             {
                 to_event.push(d);
             }
-            let _ = i;
         }
     }
     node_watch.abort();

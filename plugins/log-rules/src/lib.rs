@@ -50,7 +50,7 @@ pub enum Settings {
         monitors: Vec<Monitor>,
     },
     /// One NPD monitor config.
-    One(Monitor),
+    One(Box<Monitor>),
 }
 
 impl Settings {
@@ -58,7 +58,7 @@ impl Settings {
     pub fn monitors(&self) -> &[Monitor] {
         match self {
             Self::Many { monitors } => monitors,
-            Self::One(m) => std::slice::from_ref(m),
+            Self::One(m) => std::slice::from_ref(&**m),
         }
     }
 }
