@@ -307,16 +307,20 @@ impl FollowFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        if self.file.is_none() || meta.ino() != self.ino {
-            self.file = None;
-            self.open()?;
-        } else if meta.len() < self.pos {
-            let file = self.file.as_mut().expect("checked");
-            file.seek(SeekFrom::Start(0))?;
-            self.generation += 1;
-            self.pos = 0;
-            self.partial.clear();
-            self.partial_at = 0;
+        match &mut self.file {
+            Some(file) if meta.ino() == self.ino => {
+                if meta.len() < self.pos {
+                    file.seek(SeekFrom::Start(0))?;
+                    self.generation += 1;
+                    self.pos = 0;
+                    self.partial.clear();
+                    self.partial_at = 0;
+                }
+            }
+            _ => {
+                self.file = None;
+                self.open()?;
+            }
         }
         Ok(())
     }
