@@ -2,8 +2,10 @@
 //! `osImage` (`PRETTY_NAME` of os-release, `Unknown` when absent),
 //! `containerRuntimeVersion` (`<type>://<version>`: the config's when set,
 //! else the container runtime's over CRI when granted, as the kubelet spells
-//! it, else `Unknown`), `kubeletVersion` (the config's, or this engine's
-//! `nodestatus-<version>`), and `kubeProxyVersion` only when configured.
+//! it, else `Unknown`), `kubeletVersion` (the config's, or
+//! [`default_kubelet_version`]: the kubelet release this setter matches with
+//! its own version as a pre-release, `v1.37.2-nodestatus.0.1.0`), and
+//! `kubeProxyVersion` only when configured.
 use nodestatus_sdk::{Metadata, Node, Result, Setter, host};
 
 /// The plugin's config.
@@ -63,6 +65,21 @@ pub fn os_release_value(os_release: &str, key: &str) -> Option<String> {
     })
 }
 
+/// The kubelet release whose `nodeInfo` this setter writes field by field
+/// (docs/kubelet-parity.md compares against it).
+pub const MATCHED_KUBELET: &str = "1.37.2";
+
+/// `nodeInfo.kubeletVersion` when the config sets none: a semantic version
+/// with the kubelet's `v` in front, as tools that parse the kubelet's
+/// version (version-skew checks, dashboards, upgrade planners) require —
+/// the matched kubelet release, with this setter's own version as a
+/// pre-release (`v1.37.2-nodestatus.0.1.0`), which orders just before that
+/// release and still says which writer the node has.
+pub fn default_kubelet_version(own_version: &str) -> String {
+    let own = own_version.replace(['+', '_'], ".");
+    format!("v{MATCHED_KUBELET}-nodestatus.{own}")
+}
+
 fn configured(v: &Option<String>) -> Option<String> {
     v.as_deref()
         .map(str::trim)
@@ -104,7 +121,7 @@ pub fn versions(
         os_image: os_release_value(os_release, "PRETTY_NAME").unwrap_or_else(|| "Unknown".into()),
         container_runtime_version: runtime.or(from_runtime).unwrap_or_else(|| "Unknown".into()),
         kubelet_version: configured(&config.kubelet_version)
-            .unwrap_or_else(|| format!("nodestatus-{own_version}")),
+            .unwrap_or_else(|| default_kubelet_version(own_version)),
         kube_proxy_version: configured(&config.kube_proxy_version),
     })
 }
@@ -177,6 +194,25 @@ mod tests {
         );
     }
 
+    /// A tool that reads the kubelet's version as a semantic version
+    /// (Kubernetes' `version.ParseSemantic`, the `semver` crate after the
+    /// `v`) accepts the default.
+    #[test]
+    fn the_default_kubelet_version_is_a_semantic_version() {
+        for own in ["0.1.0", env!("CARGO_PKG_VERSION"), "1.2.3-rc.1"] {
+            let v = default_kubelet_version(own);
+            let parsed = v
+                .strip_prefix('v')
+                .and_then(|s| semver::Version::parse(s).ok())
+                .unwrap_or_else(|| panic!("{v:?} is not v<semantic version>"));
+            assert_eq!(parsed.major, 1, "{v}");
+            assert!(
+                parsed.pre.as_str().starts_with("nodestatus."),
+                "{v}: the writer is named in the pre-release"
+            );
+        }
+    }
+
     #[test]
     fn defaults_when_unconfigured() {
         let v = versions("6.1.0-18-amd64\n", "", &Config::default(), "0.1.0", None).unwrap();
@@ -186,7 +222,7 @@ mod tests {
                 kernel_version: "6.1.0-18-amd64".into(),
                 os_image: "Unknown".into(),
                 container_runtime_version: "Unknown".into(),
-                kubelet_version: "nodestatus-0.1.0".into(),
+                kubelet_version: "v1.37.2-nodestatus.0.1.0".into(),
                 kube_proxy_version: None,
             }
         );
