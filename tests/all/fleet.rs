@@ -791,6 +791,24 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         ["operator.txt"],
         "the state directory was not cleaned"
     );
+    // Its last line is the last thing it did: the work of its exit (the
+    // plugin directory's driver, the machines' folders) is done and
+    // counted before "stopped", none of it silent after.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let removed: usize = last
+        .split_once("folders_removed=")
+        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the last line is not \"stopped\" with folders_removed: {last}"));
+    assert!(last.contains("stopped"), "{last}");
+    assert!(
+        removed >= n,
+        "{removed} folders removed for {n} machines: {last}"
+    );
     let reqs = audit(&cluster.audit_log_path().unwrap(), SIMULATOR_USER);
     assert!(
         !reqs.is_empty(),
