@@ -150,7 +150,9 @@ for job in "apiserver:$apiserver" "cosign:$cosign" "guests:$guests" "build:$buil
   if wait "${job#*:}"; then
     log "$name: done"
   else
-    log "$name: FAILED; the end of $logs/$name.log:"
+    log "$name: FAILED; the first error and the end of $logs/$name.log:"
+    grep -m 1 -n -A 30 -E '^\s*(error|thread .* panicked)' "$logs/$name.log" >&2 || true
+    echo "..." >&2
     tail -n 60 "$logs/$name.log" >&2
     failed=1
   fi

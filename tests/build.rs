@@ -95,12 +95,27 @@ fn build(cargo: &str, dir: &Path, target: &Path) {
     ] {
         cmd.env_remove(var);
     }
+    // Nothing of this build's own input reaches the guest build.
+    cmd.stdin(std::process::Stdio::null());
     let output = cmd.output().expect("running cargo for a guest workspace");
     if !output.status.success() {
+        // The whole of cargo's output in a file, and its first error again
+        // at the message's end (a log's tail shows only the end).
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = dir.file_name().unwrap().to_string_lossy();
+        let log = target.join(format!("{name}-build-failed.log"));
+        let _ = std::fs::create_dir_all(target);
+        let _ = std::fs::write(&log, stderr.as_bytes());
+        let first: Vec<&str> = stderr
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("error"))
+            .take(30)
+            .collect();
         panic!(
-            "building {} for wasm32-wasip2 failed:\n{}",
+            "building {} for wasm32-wasip2 failed:\n{stderr}\nits first error (the whole of cargo's output: {}):\n{}",
             dir.display(),
-            String::from_utf8_lossy(&output.stderr)
+            log.display(),
+            first.join("\n")
         );
     }
 }
