@@ -41,7 +41,7 @@
 # Style is checked with warnings denied: `cargo fmt --check` first
 # (seconds), then the book (scripts/book.sh: mkdocs, installed once from
 # PyPI in seconds, builds docs/ and fails on a broken link or anchor or a
-# page no chapter lists; about 10 s warm); `cargo clippy --workspace --all-targets` (then over the
+# page no chapter lists; 44 s cold, 12 s warm on a busy 2-core machine); `cargo clippy --workspace --all-targets` (then over the
 # setters' own workspace, plugins/, into target/style/plugins) and `cargo doc
 # --workspace --no-deps` from the start, beside the set-up and the tests,
 # at the lowest CPU priority (nice 19: it takes the CPU the build leaves
