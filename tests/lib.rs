@@ -69,7 +69,7 @@ pub fn guest_aot_built(name: &str) -> bool {
 
 /// A JavaScript setter of `plugins/js` built ahead of time (`build.mjs
 /// --aot`, weval) into the `aot` folder beside [`guest`]'s. `scripts/test.sh`
-/// builds `load-average` so when weval is at hand (README).
+/// builds `load-average` so when weval is at hand (docs/testing.md).
 pub fn guest_aot(name: &str) -> PathBuf {
     let path = guest_plugins().join("aot").join(format!("{name}.wasm"));
     assert!(

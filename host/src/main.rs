@@ -91,3 +91,63 @@ fn the_command_definitions_are_valid() {
     use clap::CommandFactory;
     Cli::command().debug_assert();
 }
+
+/// The book's two pages written from the code: the command-line reference
+/// (every command's long help) and the configuration reference (the list
+/// of settings). A test fails when either file is not what the code
+/// renders; `NODESTATUS_BLESS=1` writes them.
+#[cfg(test)]
+mod reference {
+    use clap::CommandFactory;
+
+    /// The command to write them again, said when they are stale.
+    const BLESS: &str = "NODESTATUS_BLESS=1 cargo test -p nodestatus --bin nodestatus reference";
+
+    /// docs/reference/cli.md: each command's long help (`nodestatus
+    /// <command> --help`), as clap prints it at 100 columns.
+    fn cli() -> String {
+        fn walk(cmd: &mut clap::Command, path: &str, out: &mut String) {
+            let help = cmd.render_long_help().to_string();
+            let help: Vec<&str> = help.trim_end().lines().map(str::trim_end).collect();
+            *out += &format!("\n## {path}\n\n```text\n{}\n```\n", help.join("\n"));
+            for sub in cmd.get_subcommands_mut() {
+                if sub.get_name() != "help" && !sub.is_hide_set() {
+                    let path = format!("{path} {}", sub.get_name());
+                    walk(sub, &path, out);
+                }
+            }
+        }
+        let mut cmd = super::Cli::command().term_width(100);
+        cmd.build();
+        let mut out = format!(
+            "# Command-line reference\n\n\
+             <!-- Written from the command's definitions (host/src/main.rs, \
+             host/src/cli/) by `{BLESS}`; do not edit. -->\n\n\
+             Each command's `--help`. The flags named after a config file key \
+             are that key (flags over the file over the defaults): \
+             [the configuration reference](config.md).\n"
+        );
+        walk(&mut cmd, "nodestatus", &mut out);
+        out
+    }
+
+    #[test]
+    fn the_references_are_what_the_code_renders() {
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference");
+        let bless = std::env::var_os("NODESTATUS_BLESS").is_some_and(|v| v == "1");
+        for (file, rendered) in [
+            ("cli.md", cli()),
+            ("config.md", nodestatus_engine::config::reference()),
+        ] {
+            let path = docs.join(file);
+            if bless {
+                std::fs::write(&path, &rendered).unwrap();
+            }
+            let written = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                written == rendered,
+                "docs/reference/{file} is not what the code renders: write it with\n  {BLESS}"
+            );
+        }
+    }
+}

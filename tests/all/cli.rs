@@ -169,7 +169,7 @@ fn plugin_check_prints_metadata_or_the_reason_for_refusal() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.wasm"));
 }
 
-/// The README's "Try it without a cluster": `once --plugin-dir DIR` with no
+/// "Try it without a cluster" (README, docs/running.md): `once --plugin-dir DIR` with no
 /// `--config` runs on the embedded default config, so it gives the same
 /// capacity, allocatable and conditions as `--config
 /// deploy/default-config.yaml` (it used to run with no grants: no capacity,

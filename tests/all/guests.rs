@@ -153,7 +153,7 @@ fn javascript_load_average_without_proc_fails_cleanly() {
 
 /// Built ahead of time, its errors still name the author's line.
 #[test]
-#[ignore = "needs the AOT build (scripts/test.sh with weval: README)"]
+#[ignore = "needs the AOT build (scripts/test.sh with weval: docs/testing.md)"]
 fn aot_javascript_without_proc_fails_cleanly() {
     load_average_fails_cleanly_without_proc(&guest_aot("load-average"));
 }
@@ -197,7 +197,7 @@ fn load_average_fails_cleanly_without_proc(file: &Path) {
 /// instance and in a kept one, on either side of its threshold, over the
 /// busy node (a 14 kB `string` each way).
 #[test]
-#[ignore = "needs the AOT build (scripts/test.sh with weval: README)"]
+#[ignore = "needs the AOT build (scripts/test.sh with weval: docs/testing.md)"]
 fn aot_javascript_gives_the_interpreted_builds_node() {
     let aot = guest_aot("load-average");
     let interpreted = guest("load-average");

@@ -138,7 +138,7 @@ fn the_periodic_rescan_finds_a_change_no_event_announces() {
     assert_eq!(
         RESCAN_INTERVAL,
         Duration::from_secs(60),
-        "the README says every 60 s"
+        "docs/plugin-directory.md says every 60 s"
     );
     let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
     let elsewhere = tempfile::tempdir().unwrap();

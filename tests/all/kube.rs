@@ -899,7 +899,10 @@ async fn a_critical_plugin_makes_the_node_not_ready_after_three_failed_passes_no
             assert_eq!(ready["status"], "True", "{}", seen.join("\n"));
         }
     }
-    assert_eq!(FAILURES_BEFORE_NOT_READY, 3, "the README says 3 passes");
+    assert_eq!(
+        FAILURES_BEFORE_NOT_READY, 3,
+        "docs/sandbox.md says 3 passes"
+    );
 }
 
 /// `reRegisterDeletedNode: true`: a node deleted while the engine runs is

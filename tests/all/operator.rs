@@ -1,4 +1,4 @@
-//! What an operator sees of the command line, as the README promises it:
+//! What an operator sees of the command line, as docs/operations.md promises it:
 //! the run order set with `order`, the log format, colour only on a
 //! terminal and never with `NO_COLOR`, and a guest's stdout discarded and
 //! its stderr bounded.

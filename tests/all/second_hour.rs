@@ -1,8 +1,8 @@
 //! A new user's second hour (issue 35): `scripts/run.sh` builds only what
 //! is stale and says what it builds, `scripts/install.sh` puts `nodestatus`
 //! on PATH, the engine's start log says which setters are still loading,
-//! and the commands of docs/publishing.md (a local registry) and of the
-//! README's simulator section (a kubeconfig from a token) run as written.
+//! and the commands of docs/publishing.md (a local registry) and of
+//! docs/simulate.md (a kubeconfig from a token) run as written.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -374,26 +374,26 @@ fn publishing_md_runs_a_local_registry_and_publishes_to_it() {
     assert!(pulled["version"].is_string(), "{out}");
 }
 
-/// The README's kubeconfig for `nodestatus simulate`, from a token, as
+/// docs/simulate.md's kubeconfig for `nodestatus simulate`, from a token, as
 /// written, on the embedded default (the cluster `nodestatus run` starts
 /// without a kubeconfig, and the admin kubeconfig it writes): the CA comes
-/// from that kubeconfig, the README's fallback (the `kube-root-ca.crt`
+/// from that kubeconfig, the page's fallback (the `kube-root-ca.crt`
 /// ConfigMap) gives the same CA, `auth whoami` verifies the server with it,
 /// and the simulator starts with the kubeconfig made and registers its node.
 #[test]
-fn readme_makes_the_simulators_kubeconfig_from_a_token_on_the_embedded_default() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+fn the_simulate_page_makes_the_simulators_kubeconfig_from_a_token_on_the_embedded_default() {
+    let page = std::fs::read_to_string(repo().join("docs/simulate.md")).unwrap();
     let steps = block(
-        &readme,
+        &page,
         "sh",
         "kubectl apply -f deploy/kubernetes/simulate/rbac.yaml",
     );
     assert!(steps.contains("set-credentials"), "{steps}");
-    // The README's fallback for a kubeconfig without CA data, inline.
-    let fallback = readme
+    // The page's fallback for a kubeconfig without CA data, inline.
+    let fallback = page
         .split('`')
         .find(|s| s.starts_with("kubectl -n nodestatus-simulate get configmap kube-root-ca.crt"))
-        .expect("the README's kube-root-ca.crt command")
+        .expect("docs/simulate.md's kube-root-ca.crt command")
         .replace('\n', " ");
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -419,7 +419,7 @@ fn readme_makes_the_simulators_kubeconfig_from_a_token_on_the_embedded_default()
     assert_eq!(
         std::fs::read_to_string(work.join("simulator-ca.crt")).unwrap(),
         ca,
-        "the CA the README's block takes from the admin kubeconfig"
+        "the CA the page's block takes from the admin kubeconfig"
     );
     let kubeconfig = work.join("simulator.kubeconfig");
     let text = std::fs::read_to_string(&kubeconfig).unwrap();
@@ -456,7 +456,7 @@ fn readme_makes_the_simulators_kubeconfig_from_a_token_on_the_embedded_default()
     assert_eq!(
         std::fs::read_to_string(elsewhere.join("simulator-ca.crt")).unwrap(),
         ca,
-        "the CA of the README's kube-root-ca.crt fallback"
+        "the CA of the page's kube-root-ca.crt fallback"
     );
 
     let plugins = tmp.path().join("plugins");

@@ -24,7 +24,9 @@ pub use plugins::{
     DEFAULT_PULL_INTERVAL, FailurePolicy, FieldsFile, ImageSource, PROTECTED_PATHS, PathFile,
     PluginConfig, PluginFile, PullPolicy, SettingsFn, VerifyFile, protected_root,
 };
-pub use settings::{Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, top_keys};
+pub use settings::{
+    Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, reference, top_keys,
+};
 pub use values::{GoDuration, Labels, MAX_DURATION, Taint, Taints, yaml_to_json};
 pub use warnings::{Severity, Warning, bundled_plugin_names, plugin_names_in};
 

@@ -37,6 +37,12 @@ pub struct Setting {
     pub set: fn(&ConfigFile) -> bool,
     /// Its flag's clap attributes (`skip`: the file only).
     pub arg: &'static str,
+    /// Its field of [`ConfigFile`] (and its flag's clap id).
+    pub field: &'static str,
+    /// Its type as the list writes it (`GoDuration`).
+    pub ty: &'static str,
+    /// Its doc comment, a line each.
+    pub doc: &'static str,
 }
 
 impl Setting {
@@ -108,6 +114,9 @@ macro_rules! settings {
                 show: |$c: &Config| $show,
                 set: |f: &ConfigFile| f.$field.is_some(),
                 arg: stringify!($($arg)*),
+                field: stringify!($field),
+                ty: stringify!($ty),
+                doc: concat!($($doc, "\n",)*),
             },
         )*];
 
@@ -135,62 +144,72 @@ settings! {
     "hostnameOverride" hostname_override: String, Restart,
         #[arg(long)]
         show |c| or_none(c.hostname_override.as_ref());
-    /// nodeIP: the node's IP, or two comma-separated for dual stack.
+    /// nodeIP: the node's IP, or two comma-separated for dual stack
+    /// (`10.0.0.11,fd00::11`).
     "nodeIP" node_ip: String, Restart,
         #[arg(long = "node-ip")]
         show |c| list(&c.node_ips);
-    /// nodeLabels: labels added at registration (flag: key=value,...).
+    /// nodeLabels: labels added at registration (flag: key=value,...);
+    /// refused at start when NodeRestriction would refuse them from a node.
     "nodeLabels" node_labels: Labels, Restart,
         #[arg(long, value_name = "KEY=VALUE,...")]
         show |c| list(c.node_labels.iter().map(|(k, v)| format!("{k}={v}")));
-    /// registerNode: create the Node (true) or wait for it (false).
+    /// registerNode: create the Node (true, the default) or wait for it
+    /// (false).
     "registerNode" register_node: bool, Restart,
         #[arg(long)]
         show |c| c.register_node.to_string();
     /// registerWithTaints: taints added at registration (flag:
-    /// key=value:Effect,...).
+    /// key=value:Effect,...); the effect is NoSchedule, PreferNoSchedule or
+    /// NoExecute.
     "registerWithTaints" register_with_taints: Taints, Restart,
         #[arg(long, value_name = "KEY=VALUE:EFFECT,...")]
         show |c| list(c.register_with_taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect)));
-    /// providerID: `spec.providerID`.
+    /// providerID: `spec.providerID`, 1 to 512 characters.
     "providerID" provider_id: String, Restart,
         #[arg(long = "provider-id")]
         show |c| or_none(c.provider_id.as_ref());
-    /// nodeStatusUpdateFrequency: how often the setters run (10s).
+    /// nodeStatusUpdateFrequency: how often the setters run (10s; 100ms
+    /// to 5m).
     "nodeStatusUpdateFrequency" node_status_update_frequency: GoDuration, Live,
         #[arg(long)]
         show |c| format!("{:?}", c.node_status_update_frequency);
     /// nodeStatusReportFrequency: how often an unchanged status is
-    /// reported anyway (5m).
+    /// reported anyway (5m; at least nodeStatusUpdateFrequency, at most 1h);
+    /// follows nodeStatusUpdateFrequency when only that one is set.
     "nodeStatusReportFrequency" node_status_report_frequency: GoDuration, Live,
         #[arg(long)]
         show |c| format!("{:?}", c.node_status_report_frequency);
-    /// nodeLeaseDurationSeconds: the Lease's duration (40).
+    /// nodeLeaseDurationSeconds: the Lease's duration (40; 1 to 3600).
     "nodeLeaseDurationSeconds" node_lease_duration_seconds: i64, Restart,
         #[arg(long)]
         show |c| c.node_lease_duration_seconds.to_string();
-    /// nodeStatusMaxImages: the most images reported; -1 for no limit (50).
+    /// nodeStatusMaxImages: the most images reported (50; -1 for no limit).
     "nodeStatusMaxImages" node_status_max_images: i64, Live,
         #[arg(long, allow_hyphen_values = true)]
         show |c| c.node_status_max_images.to_string();
-    /// pluginDir: the directory of *.wasm setters, watched for changes.
+    /// pluginDir: the directory of `*.wasm` setters, watched for changes
+    /// (/etc/nodestatus/plugins).
     "pluginDir" plugin_dir: PathBuf, Restart,
         #[arg(long)]
         show |c| c.plugin_dir.display().to_string();
-    /// cacheDir: the precompile cache directory.
+    /// cacheDir: the precompile cache directory (`$XDG_CACHE_HOME`, else
+    /// `~/.cache`, else /var/cache; then `nodestatus/precompiled`).
     "cacheDir" cache_dir: PathBuf, Restart,
         #[arg(long)]
         show |c| c.cache_dir.display().to_string();
-    /// cacheMaxSize: the precompile cache's size cap (512Mi).
+    /// cacheMaxSize: the precompile cache's size cap (512Mi; 16Mi to 1Ti):
+    /// the least recently used entries are evicted past it.
     "cacheMaxSize" cache_max_size: String, Restart,
         #[arg(long)]
         show |c| format!("{} bytes", c.cache_max_bytes);
-    /// compileTimeout: the deadline of one plugin's compilation (2m).
+    /// compileTimeout: the deadline of one plugin's compilation, in a
+    /// child process (2m; 1s to 1h).
     "compileTimeout" compile_timeout: GoDuration, Restart,
         #[arg(long)]
         show |c| format!("{:?}", c.compile_limits.timeout);
     /// compileMemoryLimit: the memory one plugin's compilation may
-    /// allocate (2Gi).
+    /// allocate (2Gi; 64Mi to 64Gi).
     "compileMemoryLimit" compile_memory_limit: String, Restart,
         #[arg(long)]
         show |c| format!("{} bytes", c.compile_limits.memory);
@@ -212,12 +231,14 @@ settings! {
             (Some(e), true) => format!("{e} (if the socket is there)"),
             (Some(e), false) => e.clone(),
         };
-    /// runtimeRequestTimeout: the deadline of one CRI call (2s).
+    /// runtimeRequestTimeout: the deadline of one CRI call (2s; 100ms to
+    /// 2m).
     "runtimeRequestTimeout" runtime_request_timeout: GoDuration, Restart,
         #[arg(long)]
         show |c| format!("{:?}", c.runtime_request_timeout);
     /// companion: beside a real kubelet, never create the node, no lease,
-    /// no Ready at shutdown; only the plugins' own fields are patched.
+    /// no Ready at shutdown; only the plugins' own fields are patched
+    /// (false).
     "companion" companion: bool, Restart,
         #[arg(long)]
         show |c| c.companion.to_string();
@@ -251,13 +272,14 @@ settings! {
             }
             s
         }));
-    /// registryCacheMaxSize: the registry cache's size bound (1Gi): past
-    /// it, the versions no plugin uses go, least recently used first.
+    /// registryCacheMaxSize: the registry cache's size bound (1Gi; 1Mi to
+    /// 1Ti): past it, the versions no plugin uses go, least recently used
+    /// first.
     "registryCacheMaxSize" registry_cache_max_size: String, Live,
         #[arg(long)]
         show |c| format!("{} bytes", c.registry_cache.max_bytes);
     /// registryCacheMaxAge: how long a version that no plugin uses stays
-    /// in the registry cache after its last use (168h).
+    /// in the registry cache after its last use (168h; 1m to 8760h).
     "registryCacheMaxAge" registry_cache_max_age: GoDuration, Live,
         #[arg(long)]
         show |c| format!("{:?}", c.registry_cache.max_unused);
@@ -269,6 +291,75 @@ settings! {
             Some(p) => format!("a signature policy (trustedRoot {})", p.trusted_root.as_ref().map_or("none".into(), |r| r.display().to_string())),
             None => or_none(c.verify_key.as_ref().map(|p| p.display())),
         };
+}
+
+/// The config reference (`docs/reference/config.md`), rendered from
+/// [`SETTINGS`]: each key with its flag, its type, when a change takes
+/// effect, and its doc comment (which holds its default and range).
+pub fn reference() -> String {
+    use clap::Args;
+    let flags = ConfigFile::augment_args(clap::Command::new("nodestatus"));
+    let mut out = String::from(
+        "# Configuration reference\n\n\
+         <!-- Written from the list of settings (`settings!` in \
+         crates/engine/src/config/settings.rs) by `NODESTATUS_BLESS=1 cargo test -p \
+         nodestatus --bin nodestatus reference`; do not edit. -->\n\n\
+         The top-level keys of the config file (`--config`; without it the \
+         embedded default, which `nodestatus config default` prints), each also a \
+         flag of `run`, `once`, `simulate`, `plugin` and `config check` unless it \
+         says *file only*: flags over the file over the defaults. In parentheses: \
+         the default, then the accepted range. The per-plugin \
+         sections (`plugins.<name>`) are in [Configuration](../configuration.md).\n\n\
+         | key | flag | type | a change while it runs |\n|---|---|---|---|\n",
+    );
+    for s in SETTINGS {
+        let flag = flags
+            .get_arguments()
+            .find(|a| a.get_id() == s.field)
+            .and_then(|a| a.get_long())
+            .map_or_else(|| "file only".to_owned(), |l| format!("`--{l}`"));
+        let class = match s.class {
+            Class::Live => "in force at the next pass",
+            Class::Restart => "needs a restart",
+        };
+        out += &format!(
+            "| [`{0}`](#{1}) | {flag} | {2} | {class} |\n",
+            s.key,
+            s.key.to_lowercase(),
+            type_name(s.ty)
+        );
+    }
+    for s in SETTINGS {
+        let doc: Vec<&str> = s.doc.lines().map(str::trim).collect();
+        let doc = doc.join(" ");
+        let doc = doc.strip_prefix(&format!("{}: ", s.key)).unwrap_or(&doc);
+        let mut first = doc.chars();
+        let doc: String = first
+            .next()
+            .map(|c| c.to_uppercase())
+            .into_iter()
+            .flatten()
+            .chain(first)
+            .collect();
+        out += &format!("\n## {}\n\n{doc}\n", s.key);
+    }
+    out
+}
+
+/// The reader's name of a setting's type.
+fn type_name(ty: &str) -> &str {
+    match ty {
+        "String" => "string",
+        "bool" => "boolean",
+        "i64" => "integer",
+        "PathBuf" => "path",
+        "GoDuration" => "duration (`10s`, `5m`, `1h30m`)",
+        "Labels" => "map of labels",
+        "Taints" => "list of taints",
+        "nodestatus_registry::Registries" => "map, by `HOST[:PORT]`",
+        "VerifyFile" => "a key, or a signature policy",
+        other => other,
+    }
 }
 
 /// The keys accepted at the top of the file: every setting, and `plugins`.
