@@ -47,7 +47,7 @@ pub fn guest(name: &str) -> PathBuf {
     let lang = match name {
         "cpu-features" => "python",
         "load-average" => "js",
-        "local-disks" | "go-probe" => "go",
+        "local-disks" | "go-probe" | "hung-task" => "go",
         _ => "c",
     };
     assert!(

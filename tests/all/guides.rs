@@ -361,7 +361,37 @@ fn the_go_guide_runs_as_written() {
     run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
     run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
+    // Step 7's reactor: its test, and `plugin check` with the kmsg grant.
+    run.saw("--- PASS: TestAHungTaskMakesTheConditionTrueWithAnEvent");
+    run.saw("\"source\": \"kmsg\"");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+/// Each guide's "React to the kernel log" shows its language's reacting
+/// test component (tests/all/guests.rs, `reacts_in_the_runtime`) as it is.
+#[test]
+fn the_guides_show_the_reacting_test_components_as_they_are() {
+    let ns = checkout();
+    for (guide, files) in [(
+        "first-setter-go.md",
+        &[
+            "tests/components/go/hung-task/main.go",
+            "tests/components/go/hung-task/main_test.go",
+        ][..],
+    )] {
+        let doc = std::fs::read_to_string(ns.join("docs").join(guide)).unwrap();
+        let section = doc
+            .split_once("React to the kernel log\n")
+            .unwrap_or_else(|| panic!("{guide} has no section React to the kernel log"))
+            .1;
+        for f in files {
+            let code = std::fs::read_to_string(ns.join(f)).unwrap();
+            assert!(
+                section.contains(&code),
+                "{guide} does not show {f} as it is"
+            );
+        }
+    }
 }
