@@ -601,3 +601,13 @@ fn go_hung_task_reacts_in_the_runtime() {
         "TaskHung",
     );
 }
+
+#[test]
+fn c_oom_kill_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "oom-kill",
+        r"Killed process (\d+) \((.+?)\)",
+        "Out of memory: Killed process 4242 (stress) total-vm:1000kB, anon-rss:500kB",
+        "OOMKill",
+    );
+}

@@ -339,6 +339,9 @@ fn the_c_guide_runs_as_written() {
     run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
     run.saw("reboot-required 0.1.0: set status.conditions[RebootRequired]");
+    // Step 7's reactor: its native test, and `plugin check` with the kmsg grant.
+    run.saw("oom-kill: all 6 checks passed");
+    run.saw("\"source\": \"kmsg\"");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
@@ -374,13 +377,22 @@ fn the_go_guide_runs_as_written() {
 #[test]
 fn the_guides_show_the_reacting_test_components_as_they_are() {
     let ns = checkout();
-    for (guide, files) in [(
-        "first-setter-go.md",
-        &[
-            "tests/components/go/hung-task/main.go",
-            "tests/components/go/hung-task/main_test.go",
-        ][..],
-    )] {
+    for (guide, files) in [
+        (
+            "first-setter-go.md",
+            &[
+                "tests/components/go/hung-task/main.go",
+                "tests/components/go/hung-task/main_test.go",
+            ][..],
+        ),
+        (
+            "first-setter-c.md",
+            &[
+                "tests/components/c/oom-kill/setter.c",
+                "tests/components/c/oom-kill/test_setter.c",
+            ][..],
+        ),
+    ] {
         let doc = std::fs::read_to_string(ns.join("docs").join(guide)).unwrap();
         let section = doc
             .split_once("React to the kernel log\n")
