@@ -45,7 +45,7 @@ fn guest_plugins() -> PathBuf {
 pub fn guest(name: &str) -> PathBuf {
     let path = guest_plugins().join(format!("{name}.wasm"));
     let lang = match name {
-        "cpu-features" => "python",
+        "cpu-features" | "readonly-fs" => "python",
         "load-average" => "js",
         "local-disks" | "go-probe" | "hung-task" => "go",
         _ => "c",

@@ -611,3 +611,13 @@ fn c_oom_kill_reacts_in_the_runtime() {
         "OOMKill",
     );
 }
+
+#[test]
+fn python_readonly_fs_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "readonly-fs",
+        "Remounting filesystem read-only",
+        "EXT4-fs (sda1): Remounting filesystem read-only",
+        "ReadonlyFilesystem",
+    );
+}

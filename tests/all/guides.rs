@@ -305,6 +305,9 @@ fn the_python_guide_runs_as_written() {
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+    // Step 6's reactor: its tests, and `plugin check` with the kmsg grant.
+    run.saw("test_a_read_only_remount_makes_the_condition_true_with_an_event");
+    run.saw("\"source\": \"kmsg\"");
 }
 
 #[test]
@@ -383,6 +386,13 @@ fn the_guides_show_the_reacting_test_components_as_they_are() {
             &[
                 "tests/components/go/hung-task/main.go",
                 "tests/components/go/hung-task/main_test.go",
+            ][..],
+        ),
+        (
+            "first-setter-python.md",
+            &[
+                "tests/components/python/readonly-fs/app.py",
+                "tests/components/python/readonly-fs/test_app.py",
             ][..],
         ),
         (
