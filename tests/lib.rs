@@ -46,7 +46,7 @@ pub fn guest(name: &str) -> PathBuf {
     let path = guest_plugins().join(format!("{name}.wasm"));
     let lang = match name {
         "cpu-features" | "readonly-fs" => "python",
-        "load-average" => "js",
+        "load-average" | "nvme-reset" => "js",
         "local-disks" | "go-probe" | "hung-task" => "go",
         _ => "c",
     };

@@ -621,3 +621,13 @@ fn python_readonly_fs_reacts_in_the_runtime() {
         "ReadonlyFilesystem",
     );
 }
+
+#[test]
+fn javascript_nvme_reset_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "nvme-reset",
+        r"nvme (nvme\d+): .*reset",
+        "nvme nvme0: I/O 123 QID 4 timeout, reset controller",
+        "NVMeControllerReset",
+    );
+}

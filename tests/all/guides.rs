@@ -323,6 +323,10 @@ fn the_javascript_guide_runs_as_written() {
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"reason\": \"NoRebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+    // Step 7's reactor: built with the world reactor-plugin, and `plugin
+    // check` with the kmsg grant.
+    run.saw("world: reactor-plugin");
+    run.saw("\"source\": \"kmsg\"");
 }
 
 #[test]
@@ -376,11 +380,20 @@ fn the_go_guide_runs_as_written() {
 }
 
 /// Each guide's "React to the kernel log" shows its language's reacting
-/// test component (tests/all/guests.rs, `reacts_in_the_runtime`) as it is.
+/// test component (tests/all/guests.rs, `reacts_in_the_runtime`) as it is,
+/// but for the JavaScript component's imports of the repository's SDK
+/// (`../../../../sdk/js/`), which the guide's folder holds at `./`.
 #[test]
 fn the_guides_show_the_reacting_test_components_as_they_are() {
     let ns = checkout();
     for (guide, files) in [
+        (
+            "first-setter-javascript.md",
+            &[
+                "tests/components/js/nvme-reset/setter.js",
+                "tests/components/js/nvme-reset/setter.test.js",
+            ][..],
+        ),
         (
             "first-setter-go.md",
             &[
@@ -409,7 +422,9 @@ fn the_guides_show_the_reacting_test_components_as_they_are() {
             .unwrap_or_else(|| panic!("{guide} has no section React to the kernel log"))
             .1;
         for f in files {
-            let code = std::fs::read_to_string(ns.join(f)).unwrap();
+            let code = std::fs::read_to_string(ns.join(f))
+                .unwrap()
+                .replace("'../../../../sdk/js/", "'./");
             assert!(
                 section.contains(&code),
                 "{guide} does not show {f} as it is"
