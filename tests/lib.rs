@@ -45,9 +45,9 @@ fn guest_plugins() -> PathBuf {
 pub fn guest(name: &str) -> PathBuf {
     let path = guest_plugins().join(format!("{name}.wasm"));
     let lang = match name {
-        "cpu-features" => "python",
-        "load-average" => "js",
-        "local-disks" | "go-probe" => "go",
+        "cpu-features" | "readonly-fs" => "python",
+        "load-average" | "nvme-reset" => "js",
+        "local-disks" | "go-probe" | "hung-task" => "go",
         _ => "c",
     };
     assert!(

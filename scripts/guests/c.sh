@@ -10,9 +10,14 @@
 #   - wit-bindgen-cli and wasm-tools (cargo install, pinned, --locked) and the
 #     WASI preview1 reactor adapter, into
 #     ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/c.
-# Each plugin directory plugins/c/<name>/ becomes OUT_DIR/<name>.wasm, written
-# to a temp file and renamed into place so a running engine never sees half a
-# file. Bindings are generated into a temporary build directory.
+# Each plugin directory plugins/c/<name>/ (and each test component in
+# tests/components/c/<name>/) becomes OUT_DIR/<name>.wasm, written to a temp
+# file and renamed into place so a running engine never sees half a file.
+# Bindings are generated into a temporary build directory. A plugin whose
+# sources (not its test_*.c) use NODESTATUS_EXPORT_REACTOR reacts to streams
+# (WIT 0.2.1): it builds against the world reactor-plugin (its bindings
+# generated with --rename-world plugin, the names the SDK's glue uses) with
+# sdk/c/nodestatus_reactor_wasm.c; any other against the world plugin.
 set -euo pipefail
 
 WIT_BINDGEN_VERSION=0.61.1
@@ -81,8 +86,9 @@ build="$(mktemp -d "${TMPDIR:-/tmp}/nodestatus-c.XXXXXX")"
 trap 'rm -rf "$build"' EXIT
 
 # NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to test
-# and build instead of plugins/c/*/, as `nodestatus new` scaffolds them.
-dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/c/*/})
+# and build instead of plugins/c/*/ and tests/components/c/*/, as `nodestatus
+# new` scaffolds them.
+dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/c/*/ "$repo"/tests/components/c/*/})
 
 # ---------------------------------------------------------------- native tests
 cflags=(-std=c11 -Wall -Wextra -Werror -Wpedantic -O1 -g -DNODESTATUS_NATIVE)
@@ -112,9 +118,11 @@ for dir in "${dirs[@]}"; do
 done
 
 # ---------------------------------------------------------------- components
-step "bindings: wit-bindgen $WIT_BINDGEN_VERSION c wit --world plugin"
+step "bindings: wit-bindgen $WIT_BINDGEN_VERSION c wit --world plugin, and --world reactor-plugin"
 "$wit_bindgen" c "$repo/wit" --world plugin --out-dir "$build/gen" >"$build/wit-bindgen.log" 2>&1 ||
   { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
+"$wit_bindgen" c "$repo/wit" --world reactor-plugin --rename-world plugin --out-dir "$build/gen-reactor" \
+  >"$build/wit-bindgen.log" 2>&1 || { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
 mkdir -p "$out"
 built=0
 for dir in "${dirs[@]}"; do
@@ -125,11 +133,15 @@ for dir in "${dirs[@]}"; do
     case "$(basename "$f")" in test_*) ;; *) sources+=("$f") ;; esac
   done
   [ "${#sources[@]}" -gt 0 ] || continue
-  step "build $name -> $out/$name.wasm"
+  world=plugin gen="$build/gen" glue=("$sdk/nodestatus_wasm.c")
+  if grep -q 'NODESTATUS_EXPORT_REACTOR' "${sources[@]}"; then
+    world=reactor-plugin gen="$build/gen-reactor" glue+=("$sdk/nodestatus_reactor_wasm.c")
+  fi
+  step "build $name ($world) -> $out/$name.wasm"
   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -std=c11 \
-    -Wall -Wextra -Werror -Wl,--strip-debug -I"$sdk" -I"$build/gen" \
-    -o "$build/$name.core.wasm" "${sources[@]}" "${sdk_sources[@]}" "$sdk/nodestatus_wasm.c" \
-    "$build/gen/plugin.c" "$build/gen/plugin_component_type.o"
+    -Wall -Wextra -Werror -Wl,--strip-debug -I"$sdk" -I"$gen" \
+    -o "$build/$name.core.wasm" "${sources[@]}" "${sdk_sources[@]}" "${glue[@]}" \
+    "$gen/plugin.c" "$gen/plugin_component_type.o"
   "$wasm_tools" component new "$build/$name.core.wasm" \
     --adapt "wasi_snapshot_preview1=$adapter" -o "$build/$name.wasm"
   "$wasm_tools" validate "$build/$name.wasm"

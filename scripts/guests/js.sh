@@ -7,9 +7,13 @@
 # 1. installs the build tools pinned in sdk/js/package-lock.json into
 #    ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/js, only when they
 #    are missing or the lock changed;
-# 2. runs the unit tests of sdk/js and plugins/js with `node --test`;
-# 3. builds every plugins/js/<name>/setter.js into OUT_DIR/<name>.wasm, by
-#    write-then-rename, so OUT_DIR can be a running engine's plugin directory.
+# 2. runs the unit tests of sdk/js, plugins/js and tests/components/js with
+#    `node --test`;
+# 3. builds every plugins/js/<name>/setter.js (and each test component's,
+#    tests/components/js/<name>/) into OUT_DIR/<name>.wasm, by
+#    write-then-rename, so OUT_DIR can be a running engine's plugin directory;
+#    a setter that exports `reactor` (defineReactor) with the world
+#    reactor-plugin (build.mjs decides), any other with the world plugin.
 #    Components are cached by the sha256 of their bundled source, so an
 #    unchanged setter is copied, not rebuilt.
 #
@@ -64,8 +68,8 @@ fi
 
 # NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to test
 # and build instead of plugins/js/*/, as `nodestatus new` scaffolds them.
-dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/js/*/})
-tests=(sdk/js plugins/js)
+dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/js/*/ "$repo"/tests/components/js/*/})
+tests=(sdk/js plugins/js tests/components/js)
 if [ -n "${NODESTATUS_PLUGIN_DIRS:-}" ]; then
   # The directories' own tests, not those of the SDK that a directory made
   # by `nodestatus new` carries in nodestatus-kit/.

@@ -2,8 +2,12 @@
 # Builds the Python setters in plugins/python/*/ into WebAssembly components
 # with componentize-py, after running the SDK's and the plugins' unit tests
 # natively. Each plugin directory holds app.py (a class Setter subclassing
-# nodestatus.Plugin); plugins/python/<name>/ becomes OUT_DIR/<name>.wasm, by
-# write-then-rename so that a running engine never sees half a file.
+# nodestatus.Plugin); plugins/python/<name>/ (and each test component in
+# tests/components/python/<name>/) becomes OUT_DIR/<name>.wasm, by
+# write-then-rename so that a running engine never sees half a file. An
+# app.py that binds `Reactor` (`Reactor = Setter`: a setter with subscribe
+# and on_lines, WIT 0.2.1) builds with the world reactor-plugin, any other
+# with the world plugin.
 #
 #   scripts/guests/python.sh [OUT_DIR]   (default: target/guest-plugins)
 #
@@ -58,16 +62,17 @@ echo "== test: sdk/python (with the shared vectors in sdk/conformance)"
 python3 -m unittest discover -q -s "$root/sdk/python" -t "$root/sdk/python"
 
 # NODESTATUS_PLUGIN_DIRS: other plugin directories (space-separated) to
-# build instead of plugins/python/*/, as `nodestatus new` scaffolds them.
+# build instead of plugins/python/*/ and tests/components/python/*/, as
+# `nodestatus new` scaffolds them.
 plugins=()
-for dir in ${NODESTATUS_PLUGIN_DIRS:-"$root"/plugins/python/*/}; do
+for dir in ${NODESTATUS_PLUGIN_DIRS:-"$root"/plugins/python/*/ "$root"/tests/components/python/*/}; do
   [ -f "$dir/app.py" ] && plugins+=("${dir%/}")
 done
 [ "${#plugins[@]}" -gt 0 ] || { echo "no plugins/python/*/app.py" >&2; exit 1; }
 
 for dir in "${plugins[@]}"; do
   name="$(basename "$dir")"
-  echo "== test: plugins/python/$name"
+  echo "== test: ${dir#"$root"/}"
   PYTHONPATH="$root/sdk/python" python3 -m unittest discover -q -s "$dir" -t "$dir"
 done
 
@@ -113,7 +118,10 @@ for dir in "${plugins[@]}"; do
     cp -R "$root/sdk/python/nodestatus" "$stage/$name/"
     rm -rf "$stage/$name/nodestatus/__pycache__"
     start=$SECONDS
-    componentize_py -q -d "$root/wit" -w plugin componentize -p "$stage/$name" app \
+    world=plugin
+    if grep -qE '^(Reactor[[:space:]]*=|class Reactor\b)' "$dir/app.py"; then world=reactor-plugin; fi
+    echo "   world $world"
+    componentize_py -q -d "$root/wit" -w "$world" componentize -p "$stage/$name" app \
       -o "$stage/$name.wasm"
     echo "   $(($(stat -c %s "$stage/$name.wasm") / 1024)) KiB in $((SECONDS - start)) s"
     # Keep the 3 newest builds of each plugin.

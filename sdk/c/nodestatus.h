@@ -37,6 +37,7 @@
  *                          (allocation, errors, files);
  *                          src/internal.h is what they share
  *   nodestatus_wasm.c    the glue to the wit-bindgen C bindings (WebAssembly only)
+ *   nodestatus_reactor_wasm.c  the glue of a reactor's exports (world reactor-plugin)
  *   nodestatus_native.c  native stand-ins for the host functions, for unit tests
  *
  * Memory: every function that allocates aborts the program when malloc fails
@@ -403,6 +404,86 @@ ns_metadata nodestatus_plugin_metadata(void);
 int nodestatus_plugin_set(ns_node *node, ns_error *err);
 
 /* ------------------------------------------------------------------ */
+/* Reactor (WIT 0.2.1's `reactor`, world `reactor-plugin`)             */
+/* ------------------------------------------------------------------ */
+/* A setter that also reacts between passes to the kernel log, a log file
+ * or the journal: the host reads the streams, matches the patterns itself,
+ * and calls on_lines with the matches within a second; its part is
+ * everything the plugin sets, as set's is. Export it with
+ * NODESTATUS_EXPORT_REACTOR; scripts/guests/c.sh builds a plugin that
+ * defines nodestatus_plugin_on_lines against the world reactor-plugin
+ * (with nodestatus_reactor_wasm.c), any other against plugin. */
+
+/* Where a stream's lines come from. */
+typedef enum ns_source {
+    NS_SOURCE_KMSG = 0,    /* the kernel log (/dev/kmsg), the level prefix taken off */
+    NS_SOURCE_FILE = 1,    /* a growing text file (`path`), followed as `tail -F` does */
+    NS_SOURCE_JOURNAL = 2, /* the systemd journal: entries of `units` (all when NULL) */
+} ns_source;
+
+/* One stream a plugin follows. The operator grants its source in the
+ * plugin's `streams` (kmsg, journal, or the file's path). The lists are
+ * NULL-terminated (NULL for none). */
+typedef struct ns_stream {
+    const char *name;             /* the plugin's name for it; each match names it */
+    ns_source source;
+    const char *path;             /* NS_SOURCE_FILE: the file's absolute path */
+    const char *const *units;     /* NS_SOURCE_JOURNAL: units or identifiers */
+    const char *const *patterns;  /* regular expressions (RE2's syntax), at most 256 */
+    uint32_t span;                /* lines one pattern may span, 1 to 64; 0 is 1 */
+    uint64_t lookback_seconds;    /* how far back to start; 0: from now on */
+    const char *extract;          /* its first group is each line's message; NULL: none */
+} ns_stream;
+
+/* What a plugin follows. */
+typedef struct ns_subscriptions {
+    const ns_stream *streams;
+    size_t streams_len;
+    const char *const *watch; /* granted paths whose change calls set at once */
+} ns_subscriptions;
+
+/* One matched line (or lines, for a pattern that spans several). */
+typedef struct ns_match {
+    const char *stream; /* the stream's name */
+    uint32_t pattern;   /* the index of the pattern that matched */
+    const char *text;   /* what matched, NUL-terminated; cut at 64 KiB */
+    uint64_t time_ms;   /* when it was written, ms since the Unix epoch */
+} ns_match;
+
+/* The matches of one call, oldest first, and how many the host dropped
+ * since the last call (the plugin's queue was full). */
+typedef struct ns_lines {
+    const ns_match *matches;
+    size_t len;
+    uint64_t dropped;
+} ns_lines;
+
+/* A reactor's handler: writes its part on the node as set does; returns 0,
+ * or nonzero with err set. */
+typedef int (*ns_lines_fn)(ns_node *node, const ns_lines *lines, ns_error *err);
+
+/* ns_run for on_lines: parse, on_lines, and the part's JSON (malloc'd;
+ * length in *out_len), or NULL with err set. Tests call it natively to feed
+ * lines, as the host would hand them over. */
+char *ns_run_lines(ns_lines_fn on_lines, const char *json, size_t len, const ns_lines *lines,
+                   size_t *out_len, ns_error *err);
+
+/* Exports a reactor: NODESTATUS_EXPORT's two, and `subscribe_fn`
+ * (`ns_subscriptions f(void)`: called once at load, with the config
+ * readable; what it returns must stay valid until it returns, the glue
+ * copies it) and `lines_fn` (an ns_lines_fn). Instead of NODESTATUS_EXPORT:
+ *     NODESTATUS_EXPORT_REACTOR(metadata, set, subscribe, on_lines); */
+#define NODESTATUS_EXPORT_REACTOR(metadata_fn, set_fn, subscribe_fn, lines_fn)                  \
+    NODESTATUS_EXPORT(metadata_fn, set_fn);                                                   \
+    ns_subscriptions nodestatus_plugin_subscribe(void) { return subscribe_fn(); }              \
+    int nodestatus_plugin_on_lines(ns_node *node, const ns_lines *lines, ns_error *err) {      \
+        return lines_fn(node, lines, err);                                                    \
+    }                                                                                         \
+    extern int nodestatus_plugin_exported_
+ns_subscriptions nodestatus_plugin_subscribe(void);
+int nodestatus_plugin_on_lines(ns_node *node, const ns_lines *lines, ns_error *err);
+
+/* ------------------------------------------------------------------ */
 /* Host functions (nodestatus:plugin/host)                             */
 /* ------------------------------------------------------------------ */
 /* In the sandbox these call the host (nodestatus_wasm.c); natively they are
@@ -507,6 +588,9 @@ char *ns_native_merge(const char *node_json, const char *part_json, const char *
 char *ns_native_apply(ns_set_fn set, const char *json, ns_error *err);
 /* The part of the last ns_native_apply call, or NULL. */
 const char *ns_native_last_part(void);
+/* The events recorded (ns_record_event) since the last call, one a line,
+ * "Warning Reason: message\n" (malloc'd; "" when none). */
+char *ns_native_take_events(void);
 #endif
 
 /* Small helpers every setter needs. */

@@ -66,10 +66,24 @@ ns_json *ns_config(ns_error *err) {
     return v;
 }
 
+/* The events recorded since ns_native_take_events, one a line. */
+static char *native_events;
+static size_t native_events_len;
+
 void ns_record_event(ns_event_type type, const char *reason, const char *message) {
-    (void)type;
-    (void)reason;
-    (void)message;
+    const char *t = type == NS_EVENT_WARNING ? "Warning" : "Normal";
+    if (!reason) reason = "";
+    if (!message) message = "";
+    size_t n = strlen(t) + strlen(reason) + strlen(message) + 4;
+    native_events = ns_xrealloc(native_events, native_events_len + n + 1);
+    native_events_len += (size_t)snprintf(native_events + native_events_len, n + 1, "%s %s: %s\n", t, reason, message);
+}
+
+char *ns_native_take_events(void) {
+    char *out = native_events ? native_events : ns_xstrdup("");
+    native_events = NULL;
+    native_events_len = 0;
+    return out;
 }
 
 static char *read_trimmed(const char *path) {

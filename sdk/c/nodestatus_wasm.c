@@ -6,7 +6,10 @@
  * host@0.1.1 (wit/deps/plugin-0.1); with two versions of the package, the
  * bindings' names carry the version (nodestatus_plugin_0_1_1_host_log,
  * exports_nodestatus_plugin_0_2_1_setter_set). Compile it with the plugin
- * for wasm32-wasi; the plugin itself never sees the bindings.
+ * for wasm32-wasi; the plugin itself never sees the bindings. A reactor's
+ * bindings are those of the world reactor-plugin generated with
+ * `--rename-world plugin` (the same names), and nodestatus_reactor_wasm.c
+ * adds its exports.
  *
  * Ownership, as the generated bindings define it:
  * - an exported function's string arguments belong to the callee, which
@@ -26,8 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Shared with nodestatus_reactor_wasm.c (the same bindings). */
+plugin_string_t ns__out_string(const char *s);
+plugin_list_string_t ns__out_list(const char *const *items);
+bool ns__out_part(char *out, size_t len, ns_error *e, plugin_option_string_t *ret, plugin_string_t *err);
+
 /* A malloc'd, UTF-8 component-model string from a C string (NULL = ""). */
-static plugin_string_t out_string(const char *s) {
+plugin_string_t ns__out_string(const char *s) {
     plugin_string_t r;
     if (!s) s = "";
     r.ptr = (uint8_t *)ns_utf8_sanitize(s, strlen(s), &r.len);
@@ -43,13 +51,13 @@ static char *take_string(plugin_string_t *s) {
     return c;
 }
 
-static plugin_list_string_t out_list(const char *const *items) {
+plugin_list_string_t ns__out_list(const char *const *items) {
     plugin_list_string_t l = {NULL, 0};
     size_t n = 0;
     while (items && items[n]) n++;
     if (n == 0) return l;
     l.ptr = ns_xmalloc(sizeof(plugin_string_t) * n);
-    for (size_t i = 0; i < n; i++) l.ptr[i] = out_string(items[i]);
+    for (size_t i = 0; i < n; i++) l.ptr[i] = ns__out_string(items[i]);
     l.len = n;
     return l;
 }
@@ -58,11 +66,11 @@ static plugin_list_string_t out_list(const char *const *items) {
 
 void exports_nodestatus_plugin_0_2_1_setter_metadata(exports_nodestatus_plugin_0_2_1_setter_plugin_info_t *ret) {
     ns_metadata m = nodestatus_plugin_metadata();
-    ret->name = out_string(m.name);
-    ret->version = out_string(m.version);
-    ret->description = out_string(m.description);
-    ret->paths = out_list(m.paths);
-    ret->env = out_list(m.env);
+    ret->name = ns__out_string(m.name);
+    ret->version = ns__out_string(m.version);
+    ret->description = ns__out_string(m.description);
+    ret->paths = ns__out_list(m.paths);
+    ret->env = ns__out_list(m.env);
     ret->affects_readiness = m.affects_readiness;
 }
 
@@ -74,9 +82,13 @@ bool exports_nodestatus_plugin_0_2_1_setter_set(plugin_string_t *node, plugin_op
     size_t len = 0;
     char *out = ns_run(nodestatus_plugin_set, (const char *)node->ptr, node->len, &len, &e);
     plugin_string_free(node);
+    return ns__out_part(out, len, &e, ret, err);
+}
+
+bool ns__out_part(char *out, size_t len, ns_error *e, plugin_option_string_t *ret, plugin_string_t *err) {
     if (!out) {
-        *err = out_string(e.message ? e.message : "setter failed");
-        ns_error_clear(&e);
+        *err = ns__out_string(e->message ? e->message : "setter failed");
+        ns_error_clear(e);
         return false;
     }
     /* The serializer writes valid UTF-8 already: hand the buffer over. */
@@ -100,7 +112,7 @@ void ns_log(ns_log_level level, const char *fmt, ...) {
     else
         s[0] = '\0';
     va_end(ap);
-    plugin_string_t msg = out_string(s);
+    plugin_string_t msg = ns__out_string(s);
     free(s);
     nodestatus_plugin_0_1_1_host_log((nodestatus_plugin_0_1_1_host_level_t)level, &msg);
     free(msg.ptr);
@@ -124,7 +136,7 @@ ns_json *ns_config(ns_error *err) {
 }
 
 void ns_record_event(ns_event_type type, const char *reason, const char *message) {
-    plugin_string_t r = out_string(reason), m = out_string(message);
+    plugin_string_t r = ns__out_string(reason), m = ns__out_string(message);
     nodestatus_plugin_0_1_1_host_record_event(type == NS_EVENT_WARNING ? NODESTATUS_PLUGIN_0_1_1_HOST_EVENT_TYPE_WARNING
                                                                  : NODESTATUS_PLUGIN_0_1_1_HOST_EVENT_TYPE_NORMAL,
                                         &r, &m);
@@ -171,7 +183,7 @@ size_t ns_network_interfaces(ns_network_interface **out) {
 }
 
 int ns_statvfs(const char *path, ns_fs_stats *out, ns_error *err) {
-    plugin_string_t p = out_string(path), e;
+    plugin_string_t p = ns__out_string(path), e;
     nodestatus_plugin_0_1_1_host_fs_stats_t st;
     bool ok = nodestatus_plugin_0_1_1_host_statvfs(&p, &st, &e);
     free(p.ptr);

@@ -605,6 +605,54 @@ static void test_run(void) {
     ns_error_clear(&err);
 }
 
+/* A reactor's on_lines: a condition from the last match, an event for each. */
+static int on_xid(ns_node *node, const ns_lines *lines, ns_error *err) {
+    if (lines->dropped) {
+        ns_error_set(err, "%llu lines were dropped", (unsigned long long)lines->dropped);
+        return 1;
+    }
+    for (size_t i = 0; i < lines->len; i++) {
+        ns_node_set_condition_at(node, "GPUHealthy", NS_FALSE, "Xid", lines->matches[i].text,
+                                 "2026-01-01T00:00:00Z");
+        ns_record_event(NS_EVENT_WARNING, "GPUXid", lines->matches[i].text);
+    }
+    return 0;
+}
+
+static void test_run_lines(void) {
+    ns_match m[] = {
+        {.stream = "kernel", .pattern = 0, .text = "NVRM: Xid (PCI:0000:17:00): 79", .time_ms = 1},
+        {.stream = "kernel", .pattern = 0, .text = "NVRM: Xid (PCI:0000:17:00): 48", .time_ms = 2},
+    };
+    ns_lines lines = {.matches = m, .len = 2};
+    ns_error err = {0};
+    size_t len = 0;
+    char *out = ns_run_lines(on_xid, "{\"metadata\":{\"name\":\"n\"}}", 25, &lines, &len, &err);
+    CHECK_STR(out, "{\"status\":{\"conditions\":[{\"type\":\"GPUHealthy\",\"status\":\"False\","
+                   "\"lastHeartbeatTime\":\"2026-01-01T00:00:00Z\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
+                   "\"reason\":\"Xid\",\"message\":\"NVRM: Xid (PCI:0000:17:00): 48\"}]}}");
+    CHECK(out && len == strlen(out));
+    free(out);
+    char *events = ns_native_take_events();
+    CHECK_STR(events, "Warning GPUXid: NVRM: Xid (PCI:0000:17:00): 79\nWarning GPUXid: NVRM: Xid (PCI:0000:17:00): 48\n");
+    free(events);
+    events = ns_native_take_events();
+    CHECK_STR(events, "");
+    free(events);
+    /* No lines (NULL too): nothing written, an empty part. */
+    out = ns_run_lines(on_xid, "{}", 2, NULL, &len, &err);
+    CHECK_STR(out, "{}");
+    free(out);
+    /* The plugin's error, and a node that does not parse. */
+    lines.dropped = 3;
+    CHECK(ns_run_lines(on_xid, "{}", 2, &lines, &len, &err) == NULL);
+    CHECK_STR(err.message, "3 lines were dropped");
+    ns_error_clear(&err);
+    CHECK(ns_run_lines(on_xid, "[", 1, &lines, &len, &err) == NULL);
+    CHECK(err.message && strncmp(err.message, "the host sent a node that does not parse", 40) == 0);
+    ns_error_clear(&err);
+}
+
 static void check_part(ns_node *n, const char *want) {
     char *got = ns_node_part_json(n, NULL);
     CHECK_STR(got, want);
@@ -706,6 +754,7 @@ int main(void) {
     test_quantities();
     test_time();
     test_run();
+    test_run_lines();
     ns_native_set_config(NULL);
     return check_summary("test_nodestatus");
 }

@@ -124,7 +124,8 @@ func baseName(e ast.Expr) string {
 
 // offsets records what a function body reads and writes: in the
 // generator's code unsafe.Add(unsafe.Pointer(BASE), OFF) and
-// index*(STRIDE); in the glue stringAt/stringsAt/le32/le64/u8(BASE, OFF),
+// index*(STRIDE); in the glue stringAt/stringsAt/le32/le64/u8(BASE, OFF)
+// and their writing twins putString/putStrings/put32/put64/put8,
 // r[INDEX] and uintptr(i)*STRIDE.
 func offsets(body ast.Node, f *abiFunc) {
 	add := func(base string, off int64, width int64) {
@@ -149,15 +150,15 @@ func offsets(body ast.Node, f *abiFunc) {
 						f.Strides = append(f.Strides, s)
 					}
 				}
-			case (name == "stringAt" || name == "stringsAt") && len(x.Args) == 2:
+			case (name == "stringAt" || name == "stringsAt" || name == "putString" || name == "putStrings") && len(x.Args) >= 2:
 				if off, ok := eval(x.Args[1]); ok {
 					add(baseName(x.Args[0]), off, 8)
 				}
-				if name == "stringsAt" { // its elements: strings, 8 bytes apart
+				if name == "stringsAt" || name == "putStrings" { // its elements: strings, 8 bytes apart
 					add("", 0, 8)
 					f.Strides = append(f.Strides, 8)
 				}
-			case (name == "le32" || name == "le64" || name == "u8") && len(x.Args) == 2:
+			case (name == "le32" || name == "le64" || name == "u8" || name == "put32" || name == "put64" || name == "put8") && len(x.Args) >= 2:
 				if off, ok := eval(x.Args[1]); ok {
 					add(baseName(x.Args[0]), off, 1)
 				}
@@ -195,7 +196,9 @@ func directive(doc *ast.CommentGroup) (kind, name string) {
 }
 
 // extract reads the imports and exports of the Go files in paths. An
-// import's offsets are those of the function that calls it.
+// import's offsets are those of the function that calls it; an export's
+// those of its body and of the functions of these files that it calls
+// (the glue's lowerResult, lowerList, lowerStreams).
 func extract(t *testing.T, paths []string) abi {
 	t.Helper()
 	out := abi{}
@@ -222,9 +225,27 @@ func extract(t *testing.T, paths []string) abi {
 			out[key] = f
 			if kind == "import" {
 				imports[fd.Name.Name] = key
-			} else {
-				offsets(fd.Body, f)
 			}
+		}
+	}
+	bodies := map[string]*ast.FuncDecl{}
+	for _, fd := range funcs {
+		if fd.Recv == nil && fd.Body != nil {
+			bodies[fd.Name.Name] = fd
+		}
+	}
+	for _, fd := range funcs {
+		if kind, name := directive(fd.Doc); kind == "export" && name != "cabi_realloc" {
+			f := out[kind+" "+name]
+			offsets(fd.Body, f)
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if id, ok := call.Fun.(*ast.Ident); ok && bodies[id.Name] != nil && bodies[id.Name] != fd {
+						offsets(bodies[id.Name].Body, f)
+					}
+				}
+				return true
+			})
 		}
 	}
 	for _, fd := range funcs {
@@ -278,16 +299,14 @@ func compare(glue, gen abi, glueArea int64) []string {
 		if !reflect.DeepEqual(m.Area, g.Area) {
 			diffs = append(diffs, key+": return area offsets "+fmtInts(m.Area)+", the generator's "+fmtInts(g.Area))
 		}
-		if strings.HasPrefix(key, "import ") {
-			if !reflect.DeepEqual(m.Elem, g.Elem) {
-				diffs = append(diffs, key+": list element offsets "+fmtInts(m.Elem)+", the generator's "+fmtInts(g.Elem))
-			}
-			if !reflect.DeepEqual(m.Strides, g.Strides) {
-				diffs = append(diffs, key+": list strides "+fmtInts(m.Strides)+", the generator's "+fmtInts(g.Strides))
-			}
-			if g.AreaSize > glueArea {
-				diffs = append(diffs, key+": the generator's return area is larger than the glue's")
-			}
+		if !reflect.DeepEqual(m.Elem, g.Elem) {
+			diffs = append(diffs, key+": list element offsets "+fmtInts(m.Elem)+", the generator's "+fmtInts(g.Elem))
+		}
+		if !reflect.DeepEqual(m.Strides, g.Strides) {
+			diffs = append(diffs, key+": list strides "+fmtInts(m.Strides)+", the generator's "+fmtInts(g.Strides))
+		}
+		if strings.HasPrefix(key, "import ") && g.AreaSize > glueArea {
+			diffs = append(diffs, key+": the generator's return area is larger than the glue's")
 		}
 	}
 	for key := range glue {
@@ -329,11 +348,16 @@ func generated(t *testing.T) []string {
 // glueArea is the size of the glue's import return area (importRet).
 const glueArea = 9 * 8
 
+// glueFiles are the glue of the world reactor-plugin, which includes
+// plugin: the generator runs for it.
+var glueFiles = []string{"abi_wasip1.go", "abi_reactor_wasip1.go"}
+
 func TestGlueMatchesTheGeneratorsBindings(t *testing.T) {
-	glue := extract(t, []string{"abi_wasip1.go"})
-	// The glue has every function of the world (8 imports, 2 exports and
+	glue := extract(t, glueFiles)
+	// The glue has every function of the world (8 imports, 4 exports and
 	// their post-returns), each with offsets to compare.
-	if len(glue) != 12 || len(glue["import system"].Area) == 0 || len(glue["export nodestatus:plugin/setter@0.2.1#set"].Area) == 0 {
+	if len(glue) != 16 || len(glue["import system"].Area) == 0 || len(glue["export nodestatus:plugin/setter@0.2.1#set"].Area) == 0 ||
+		len(glue["export nodestatus:plugin/reactor@0.2.1#subscribe"].Elem) == 0 || len(glue["export nodestatus:plugin/reactor@0.2.1#on-lines"].Strides) == 0 {
 		t.Fatalf("the glue's ABI was not read: %+v", glue)
 	}
 	gen := extract(t, generated(t))
@@ -343,7 +367,8 @@ func TestGlueMatchesTheGeneratorsBindings(t *testing.T) {
 }
 
 // The comparison finds a drift: a field moved in a record, a list's
-// element grown, a function added.
+// element grown (of an import's result and of an export's parameter), a
+// function added.
 func TestGlueComparisonFindsADrift(t *testing.T) {
 	files := generated(t)
 	dir := t.TempDir()
@@ -357,6 +382,9 @@ func TestGlueComparisonFindsADrift(t *testing.T) {
 		s = strings.Replace(s, "Cpus: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), (16 * 4))))",
 			"Cpus: uint32(*(*int32)(unsafe.Add(unsafe.Pointer(returnArea), (17 * 4))))", 1)
 		s = strings.Replace(s, "index*(5*4)", "index*(6*4)", 1)
+		s = strings.Replace(s, "index*(16+4*4)", "index*(16+5*4)", 1)
+		s = strings.Replace(s, "*(*int32)(unsafe.Add(unsafe.Pointer(base), (7 * 4))) = int32((element).Span)",
+			"*(*int32)(unsafe.Add(unsafe.Pointer(base), (7 * 5))) = int32((element).Span)", 1)
 		s = strings.Replace(s, "//go:wasmimport nodestatus:plugin/host@0.1.1 node-problems",
 			"//go:wasmimport nodestatus:plugin/host@0.1.1 node-problems\nfunc wasm_import_x()\n\n//go:wasmimport nodestatus:plugin/host@0.1.1 added", 1)
 		p := filepath.Join(dir, filepath.Base(filepath.Dir(f))+"-"+constant.MakeInt64(int64(i)).String()+".go")
@@ -365,8 +393,9 @@ func TestGlueComparisonFindsADrift(t *testing.T) {
 		}
 		copies = append(copies, p)
 	}
-	diffs := strings.Join(compare(extract(t, []string{"abi_wasip1.go"}), extract(t, copies), glueArea), "\n")
-	for _, want := range []string{"import system: return area offsets", "import network-interfaces: list strides", "import added: missing"} {
+	diffs := strings.Join(compare(extract(t, glueFiles), extract(t, copies), glueArea), "\n")
+	for _, want := range []string{"import system: return area offsets", "import network-interfaces: list strides", "import added: missing",
+		"export nodestatus:plugin/reactor@0.2.1#on-lines: list strides", "export nodestatus:plugin/reactor@0.2.1#subscribe: list element offsets"} {
 		if !strings.Contains(diffs, want) {
 			t.Errorf("no %q in:\n%s", want, diffs)
 		}

@@ -108,17 +108,60 @@ func lower(s string) (uint32, uint32) {
 	return addr(unsafe.Pointer(&b[0])), uint32(len(b))
 }
 
+// hostMemory is n bytes of Go memory aligned to 8, kept until
+// post-return, for the records of a result.
+func hostMemory(n int) unsafe.Pointer {
+	if n == 0 {
+		return nil
+	}
+	words := make([]uint64, (n+7)/8)
+	keep = append(keep, unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words)))
+	return unsafe.Pointer(&words[0])
+}
+
+func put32(p unsafe.Pointer, off uintptr, v uint32) { *(*uint32)(unsafe.Add(p, off)) = v }
+func put64(p unsafe.Pointer, off uintptr, v uint64) { *(*uint64)(unsafe.Add(p, off)) = v }
+func put8(p unsafe.Pointer, off uintptr, v uint8)   { *(*uint8)(unsafe.Add(p, off)) = v }
+
+// putString writes s (pointer, length) at p+off.
+func putString(p unsafe.Pointer, off uintptr, s string) {
+	ptr, n := lower(validUTF8(s))
+	put32(p, off, ptr)
+	put32(p, off+4, n)
+}
+
+// putStrings writes the list<string> items (pointer, length) at p+off.
+func putStrings(p unsafe.Pointer, off uintptr, items []string) {
+	ptr, n := lowerList(items)
+	put32(p, off, ptr)
+	put32(p, off+4, n)
+}
+
 func lowerList(items []string) (uint32, uint32) {
-	if len(items) == 0 {
-		return 0, 0
-	}
-	words := make([]uint32, 2*len(items))
+	base := hostMemory(8 * len(items))
 	for i, s := range items {
-		words[2*i], words[2*i+1] = lower(s)
+		e := unsafe.Add(base, uintptr(i)*8)
+		ptr, n := lower(validUTF8(s))
+		put32(e, 0, ptr)
+		put32(e, 4, n)
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 4*len(words))
-	keep = append(keep, b)
-	return addr(unsafe.Pointer(&words[0])), uint32(len(items))
+	return addr(base), uint32(len(items))
+}
+
+// lowerResult writes a result<option<string>, string> (set's and
+// on-lines') into r.
+func lowerResult(r *[4]uint32, part *string, err error) {
+	*r = [4]uint32{}
+	switch {
+	case err != nil:
+		r[0] = 1
+		r[1], r[2] = lower(validUTF8(err.Error()))
+	case part == nil:
+		// ok(none): the node holds this plugin's part already.
+	default:
+		r[1] = 1
+		r[2], r[3] = lower(*part)
+	}
 }
 
 //go:wasmexport nodestatus:plugin/setter@0.2.1#metadata
@@ -128,8 +171,8 @@ func exportMetadata() uint32 {
 	r[0], r[1] = lower(validUTF8(m.Name))
 	r[2], r[3] = lower(validUTF8(m.Version))
 	r[4], r[5] = lower(validUTF8(m.Description))
-	r[6], r[7] = lowerList(validUTF8All(m.Paths))
-	r[8], r[9] = lowerList(validUTF8All(m.Env))
+	r[6], r[7] = lowerList(m.Paths)
+	r[8], r[9] = lowerList(m.Env)
 	r[10] = 0
 	if m.AffectsReadiness {
 		r[10] = 1
@@ -144,19 +187,8 @@ func postMetadata(uint32) { keep = nil; releaseCall() }
 func exportSet(ptr, n uint32) uint32 {
 	node := hostString(ptr, n)
 	part, err := Run(registered(), node)
-	r := &setRet
-	*r = [4]uint32{}
-	switch {
-	case err != nil:
-		r[0] = 1
-		r[1], r[2] = lower(validUTF8(err.Error()))
-	case part == nil:
-		// ok(none): the node holds this plugin's part already.
-	default:
-		r[1] = 1
-		r[2], r[3] = lower(*part)
-	}
-	return addr(unsafe.Pointer(r))
+	lowerResult(&setRet, part, err)
+	return addr(unsafe.Pointer(&setRet))
 }
 
 //go:wasmexport cabi_post_nodestatus:plugin/setter@0.2.1#set

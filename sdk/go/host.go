@@ -186,11 +186,3 @@ func validUTF8(s string) string {
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
-
-func validUTF8All(items []string) []string {
-	out := make([]string, len(items))
-	for i, s := range items {
-		out[i] = validUTF8(s)
-	}
-	return out
-}

@@ -38,6 +38,12 @@
 // make the core module a component with wasm-tools and the WASI reactor
 // adapter; scripts/guests/go.sh does all of it.
 //
+// A setter that also reacts between passes to the kernel log, a log file
+// or the journal (WIT 0.2.1, world reactor-plugin) implements Reactor
+// (Subscribe and OnLines) and calls ExportReactor instead of Export; it
+// builds with the tag nodestatus_reactor, which compiles in the reactor's
+// exports, and scripts/guests/go.sh builds it so.
+//
 // The package has no dependency beyond Go's standard library. Natively (go
 // test), the host functions answer from a FakeHost, so a setter's tests run
 // its Set with Run.
@@ -95,11 +101,17 @@ func registered() Setter {
 // caught: in a component it stops the call, which the host reports as a
 // trap, with Go's message in the plugin's log.
 func Run(s Setter, nodeJSON string) (part *string, err error) {
+	return run(nodeJSON, s.Set)
+}
+
+// run parses the node, calls f, and gives the part's JSON: Run's and
+// RunLines' work.
+func run(nodeJSON string, f func(*Node) (*Part, error)) (part *string, err error) {
 	node, err := ParseNode([]byte(nodeJSON))
 	if err != nil {
 		return nil, fmt.Errorf("the host sent a node that does not parse: %w", err)
 	}
-	p, err := s.Set(node)
+	p, err := f(node)
 	if err != nil {
 		if err.Error() == "" {
 			return nil, errors.New("setter failed")

@@ -15,5 +15,6 @@
 export { ConditionStatus } from './src/condition.js';
 export { KEYED_STATUS, Node } from './src/node.js';
 export { Quantity } from './src/quantity.js';
+export { defineReactor, linesOf } from './src/reactor.js';
 export { defineSetter, errorMessage, pluginInfo } from './src/setter.js';
 export { now, rfc3339 } from './src/time.js';

@@ -474,3 +474,160 @@ fn go_guest_serves_pass_after_pass_in_one_instance() {
         .collect();
     assert_eq!(answers[0], answers[1], "fresh against reused");
 }
+
+/// A reacting guest (WIT 0.2.1, world `reactor-plugin`) of another
+/// language in the real runtime. Each language's test component
+/// (tests/components/LANG/) follows the kernel log as stream `kernel` with
+/// one pattern, `pattern` unless its config gives `{"pattern": ...}`, and
+/// on a match sets `condition` True with the line in its message and
+/// records a Warning event of that reason:
+///
+/// - at load, its `subscribe` is read and checked (`Plugin::subscriptions`);
+///   without the `kmsg` grant the stream is withheld alone and the plugin
+///   is a plain setter;
+/// - `set` gives the condition False; `on-lines` with a batch of `line`
+///   gives the part with the condition True, and the event;
+/// - a pattern that is not a regular expression refuses it at load, with
+///   the stream, the pattern's index and the pattern in the error.
+fn reacts_in_the_runtime(name: &str, pattern: &str, line: &str, condition: &str) {
+    use nodestatus_runtime::reactor::{Batch, LineMatch, Source, StreamGrant};
+    use nodestatus_runtime::{CallContext, EventType, Interface, LoadError, Plugin, SetResult};
+    let file = guest(name);
+    let load = |streams: Vec<StreamGrant>, config: serde_json::Value| {
+        Plugin::load_file(&runtime(), &file, &|_| PluginSettings {
+            streams: streams.clone(),
+            config: config.clone(),
+            ..Default::default()
+        })
+    };
+    let plugin = load(vec![StreamGrant::Kmsg], json!({})).expect("it loads");
+    assert_eq!(plugin.interface(), Interface::V0_2);
+    let subs = plugin.subscriptions().expect("it follows the kernel log");
+    assert_eq!(subs.streams.len(), 1, "{:?}", subs.streams);
+    let s = &subs.streams[0];
+    assert_eq!(&*s.name, "kernel");
+    assert_eq!(s.source, Source::Kmsg);
+    let patterns: Vec<_> = s.patterns.iter().map(|p| p.as_str()).collect();
+    assert_eq!(patterns, [pattern]);
+    assert!(s.patterns[0].is_match(line), "{pattern} against {line}");
+    assert_eq!(
+        (s.span, s.lookback.as_secs(), s.extract.is_none()),
+        (1, 0, true)
+    );
+    assert!(subs.watch.is_empty());
+
+    // Not granted: the stream is withheld alone, and the plugin loads.
+    let plain = load(vec![], json!({})).expect("it loads without the grant");
+    assert!(plain.subscriptions().is_none());
+    assert!(
+        plain
+            .withheld()
+            .iter()
+            .any(|w| w.to_string().contains("stream \"kernel\" (kmsg)")),
+        "{:?}",
+        plain.withheld()
+    );
+
+    let node = nodes::small_node("n1").to_string();
+    let part = |out: nodestatus_runtime::SetOutput| match out.result {
+        SetResult::Part(Some(p)) => (
+            serde_json::from_str::<serde_json::Value>(&p).unwrap(),
+            out.events,
+        ),
+        other => panic!("{name}: not a part: {other:?}"),
+    };
+    let (set, events) = part(
+        plugin
+            .call_set(&runtime(), &node, CallContext::default())
+            .expect("set"),
+    );
+    assert_eq!(
+        condition_of(&set, condition).unwrap()["status"],
+        "False",
+        "{set}"
+    );
+    assert!(events.is_empty(), "{events:?}");
+
+    let batch = Batch {
+        matches: vec![LineMatch {
+            stream: "kernel".into(),
+            pattern: 0,
+            text: line.to_owned(),
+            time_ms: 1_764_400_000_000,
+        }],
+        dropped: 0,
+    };
+    let (lines, events) = part(
+        plugin
+            .call_lines(&runtime(), &node, &batch, CallContext::default())
+            .expect("on-lines"),
+    );
+    let c = condition_of(&lines, condition).unwrap_or_else(|| panic!("no {condition}: {lines}"));
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some(condition)),
+        "{c}"
+    );
+    assert!(c["message"].as_str().unwrap().contains(line), "{c}");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].event_type, events[0].reason.as_str()),
+        (EventType::Warning, condition)
+    );
+    assert!(events[0].message.contains(line), "{events:?}");
+
+    let Err(e) = load(vec![StreamGrant::Kmsg], json!({"pattern": "(unclosed"})) else {
+        panic!("{name}: a pattern that is no regular expression loaded");
+    };
+    assert!(matches!(e, LoadError::Subscriptions(_)), "{e:?}");
+    let text = nodestatus_runtime::error_chain(&e);
+    assert!(
+        text.contains(
+            "stream \"kernel\", pattern 0 (\"(unclosed\") is not a valid regular expression"
+        ),
+        "{text}"
+    );
+}
+
+/// The hung-task line of the reacting guests' tests.
+const HUNG_TASK: &str = "INFO: task jbd2/sda1-8:311 blocked for more than 120 seconds.";
+
+#[test]
+fn go_hung_task_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "hung-task",
+        r"task (\S+):(\d+) blocked for more than (\d+) seconds",
+        HUNG_TASK,
+        "TaskHung",
+    );
+}
+
+#[test]
+fn c_oom_kill_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "oom-kill",
+        r"Killed process (\d+) \((.+?)\)",
+        "Out of memory: Killed process 4242 (stress) total-vm:1000kB, anon-rss:500kB",
+        "OOMKill",
+    );
+}
+
+#[test]
+fn python_readonly_fs_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "readonly-fs",
+        "Remounting filesystem read-only",
+        "EXT4-fs (sda1): Remounting filesystem read-only",
+        "ReadonlyFilesystem",
+    );
+}
+
+#[test]
+fn javascript_nvme_reset_reacts_in_the_runtime() {
+    reacts_in_the_runtime(
+        "nvme-reset",
+        r"nvme (nvme\d+): .*reset",
+        "nvme nvme0: I/O 123 QID 4 timeout, reset controller",
+        "NVMeControllerReset",
+    );
+}

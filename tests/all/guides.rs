@@ -305,6 +305,9 @@ fn the_python_guide_runs_as_written() {
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+    // Step 6's reactor: its tests, and `plugin check` with the kmsg grant.
+    run.saw("test_a_read_only_remount_makes_the_condition_true_with_an_event");
+    run.saw("\"source\": \"kmsg\"");
 }
 
 #[test]
@@ -320,6 +323,10 @@ fn the_javascript_guide_runs_as_written() {
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"reason\": \"NoRebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+    // Step 7's reactor: built with the world reactor-plugin, and `plugin
+    // check` with the kmsg grant.
+    run.saw("world: reactor-plugin");
+    run.saw("\"source\": \"kmsg\"");
 }
 
 #[test]
@@ -339,6 +346,9 @@ fn the_c_guide_runs_as_written() {
     run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
     run.saw("reboot-required 0.1.0: set status.conditions[RebootRequired]");
+    // Step 7's reactor: its native test, and `plugin check` with the kmsg grant.
+    run.saw("oom-kill: all 6 checks passed");
+    run.saw("\"source\": \"kmsg\"");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
@@ -361,7 +371,64 @@ fn the_go_guide_runs_as_written() {
     run.saw("\"path /run\"");
     // `once` over ~/one with the config step 6 appended to.
     run.saw("reboot-required 0.1.0: set metadata.labels[example.com/reboot-required], status.conditions[RebootRequired]");
+    // Step 7's reactor: its test, and `plugin check` with the kmsg grant.
+    run.saw("--- PASS: TestAHungTaskMakesTheConditionTrueWithAnEvent");
+    run.saw("\"source\": \"kmsg\"");
     let (node, stderr) = once_in_plugins(&run, Some(".config/nodestatus/config.yaml"));
     assert!(node.contains("\"type\": \"RebootRequired\""), "{node}");
     assert!(!stderr.contains("FAILED"), "{stderr}");
+}
+
+/// Each guide's "React to the kernel log" shows its language's reacting
+/// test component (tests/all/guests.rs, `reacts_in_the_runtime`) as it is,
+/// but for the JavaScript component's imports of the repository's SDK
+/// (`../../../../sdk/js/`), which the guide's folder holds at `./`.
+#[test]
+fn the_guides_show_the_reacting_test_components_as_they_are() {
+    let ns = checkout();
+    for (guide, files) in [
+        (
+            "first-setter-javascript.md",
+            &[
+                "tests/components/js/nvme-reset/setter.js",
+                "tests/components/js/nvme-reset/setter.test.js",
+            ][..],
+        ),
+        (
+            "first-setter-go.md",
+            &[
+                "tests/components/go/hung-task/main.go",
+                "tests/components/go/hung-task/main_test.go",
+            ][..],
+        ),
+        (
+            "first-setter-python.md",
+            &[
+                "tests/components/python/readonly-fs/app.py",
+                "tests/components/python/readonly-fs/test_app.py",
+            ][..],
+        ),
+        (
+            "first-setter-c.md",
+            &[
+                "tests/components/c/oom-kill/setter.c",
+                "tests/components/c/oom-kill/test_setter.c",
+            ][..],
+        ),
+    ] {
+        let doc = std::fs::read_to_string(ns.join("docs").join(guide)).unwrap();
+        let section = doc
+            .split_once("React to the kernel log\n")
+            .unwrap_or_else(|| panic!("{guide} has no section React to the kernel log"))
+            .1;
+        for f in files {
+            let code = std::fs::read_to_string(ns.join(f))
+                .unwrap()
+                .replace("'../../../../sdk/js/", "'./");
+            assert!(
+                section.contains(&code),
+                "{guide} does not show {f} as it is"
+            );
+        }
+    }
 }

@@ -1,7 +1,7 @@
 /*
- * run.c: running a setter over a node's JSON into its part, and freeing what
- * the host functions return (shared by the wasm and the native host
- * bindings).
+ * run.c: running a setter (set, or a reactor's on_lines) over a node's JSON
+ * into its part, and freeing what the host functions return (shared by the
+ * wasm and the native host bindings).
  */
 
 #include "internal.h"
@@ -9,7 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What run calls: set, or on_lines with its lines. */
+typedef struct call {
+    ns_set_fn set;
+    ns_lines_fn on_lines;
+    const ns_lines *lines;
+} call;
+
+static char *run(call c, const char *json, size_t len, size_t *out_len, ns_error *err);
+
 char *ns_run(ns_set_fn set, const char *json, size_t len, size_t *out_len, ns_error *err) {
+    return run((call){.set = set}, json, len, out_len, err);
+}
+
+char *ns_run_lines(ns_lines_fn on_lines, const char *json, size_t len, const ns_lines *lines,
+                   size_t *out_len, ns_error *err) {
+    static const ns_lines none = {0};
+    return run((call){.on_lines = on_lines, .lines = lines ? lines : &none}, json, len, out_len, err);
+}
+
+static char *run(call c, const char *json, size_t len, size_t *out_len, ns_error *err) {
     ns_error parse_err = {0};
     ns_node *node = ns_node_parse(json, len, &parse_err);
     if (!node) {
@@ -18,7 +37,7 @@ char *ns_run(ns_set_fn set, const char *json, size_t len, size_t *out_len, ns_er
         return NULL;
     }
     ns_error set_err = {0};
-    int rc = set(node, &set_err);
+    int rc = c.set ? c.set(node, &set_err) : c.on_lines(node, c.lines, &set_err);
     if (rc != 0) {
         ns_node_free(node);
         if (err) {

@@ -90,35 +90,44 @@ export function defineSetter({ metadata, set }) {
       }
     },
     set(json) {
-      // componentize-js turns a thrown string into the `err` result (a thrown
-      // Error object would trap instead), so every failure is thrown as one.
-      let node;
-      try {
-        node = Node.parse(json);
-      } catch (e) {
-        throw `the host passed a node that is not a Node object: ${errorMessage(e)}`;
-      }
-      let out;
-      try {
-        out = set(node);
-      } catch (e) {
-        throw errorMessage(e);
-      }
-      if (out && typeof out.then === 'function') {
-        throw 'set() returned a Promise: a setter must be synchronous (the host API is)';
-      }
-      const done = out instanceof Node ? out : node;
-      const where = done.untrackedChange();
-      if (where !== undefined) {
-        throw `the setter changed ${where} in node.object (or in a value that node.status() or node.metadata() returned): the SDK cannot tell which fields it sets; change it with the Node's helpers (setLabel, setCondition, setCapacity, ...) or node.statusMut()`;
-      }
-      // The part only, never the whole node: componentize-js's binding
-      // measures the returned string in interpreted JavaScript, so its
-      // length is the cost.
-      const part = done.partJson();
-      // Under ./testing.js's fake host, its record keeps the parts.
-      globalThis[Symbol.for('nodestatus.fakeHost')]?.parts?.push(JSON.parse(part));
-      return part;
+      return runPart(json, set, 'set()');
     },
   };
+}
+
+/**
+ * Runs `fn(node)` over a Node's JSON and returns the part it wrote as JSON
+ * text: `set`'s export, and a reactor's `onLines` (./reactor.js). `what`
+ * names `fn` in its errors.
+ */
+export function runPart(json, fn, what) {
+  // componentize-js turns a thrown string into the `err` result (a thrown
+  // Error object would trap instead), so every failure is thrown as one.
+  let node;
+  try {
+    node = Node.parse(json);
+  } catch (e) {
+    throw `the host passed a node that is not a Node object: ${errorMessage(e)}`;
+  }
+  let out;
+  try {
+    out = fn(node);
+  } catch (e) {
+    throw errorMessage(e);
+  }
+  if (out && typeof out.then === 'function') {
+    throw `${what} returned a Promise: a setter must be synchronous (the host API is)`;
+  }
+  const done = out instanceof Node ? out : node;
+  const where = done.untrackedChange();
+  if (where !== undefined) {
+    throw `the setter changed ${where} in node.object (or in a value that node.status() or node.metadata() returned): the SDK cannot tell which fields it sets; change it with the Node's helpers (setLabel, setCondition, setCapacity, ...) or node.statusMut()`;
+  }
+  // The part only, never the whole node: componentize-js's binding
+  // measures the returned string in interpreted JavaScript, so its
+  // length is the cost.
+  const part = done.partJson();
+  // Under ./testing.js's fake host, its record keeps the parts.
+  globalThis[Symbol.for('nodestatus.fakeHost')]?.parts?.push(JSON.parse(part));
+  return part;
 }

@@ -33,7 +33,10 @@ counterpart of the Rust SDK (``sdk/src``):
                                "MaintenanceScheduled" if on else "NoMaintenance")
 
 Build it with componentize-py against the ``wit/`` directory (``-d wit``,
-with its ``deps/``), world ``plugin``.
+with its ``deps/``), world ``plugin``. A setter that also reacts to the
+kernel log, a log file or the journal adds ``subscribe`` and ``on_lines``
+(:mod:`nodestatus.reactor`), binds ``Reactor = Setter``, and builds with the
+world ``reactor-plugin``.
 The package is pure Python with no dependencies, one module per concern
 (``quantity``, ``timestamps``, ``condition``, ``node``, ``host``,
 ``testing``, ``plugin``). It imports the generated bindings (``wit_world``) only when it runs inside a component, so the same
@@ -46,7 +49,8 @@ from .condition import Condition, ConditionStatus, Transition
 from .errors import Error
 from .host import MAX_FILE_BYTES, EventType, FileError, _Native, host
 from .node import Node
-from .plugin import Metadata, Plugin, run
+from .plugin import Metadata, Plugin, run, run_lines
+from .reactor import Lines, Match, Stream, Subscriptions
 from .quantity import Quantity
 from .testing import FakeHost, apply, clear_fake_host, fake_host, merge_part
 from .timestamps import now, rfc3339
@@ -58,10 +62,14 @@ __all__ = [
     "EventType",
     "FileError",
     "FakeHost",
+    "Lines",
+    "Match",
     "Metadata",
     "Node",
     "Plugin",
     "Quantity",
+    "Stream",
+    "Subscriptions",
     "Transition",
     "apply",
     "clear_fake_host",
@@ -71,6 +79,7 @@ __all__ = [
     "now",
     "rfc3339",
     "run",
+    "run_lines",
 ]
 
 __version__ = "0.2.0"

@@ -3,7 +3,9 @@
 machine. They are generated at build time from the ``wit/`` directory
 (world ``nodestatus:plugin/plugin@0.2.1``): ``wit_world.exports.setter``
 (whose ``set`` returns ``Optional[str]``, the part, or raises ``Err``) and
-``wit_world.imports.host`` (``nodestatus:plugin/host@0.1.1``)."""
+``wit_world.imports.host`` (``nodestatus:plugin/host@0.1.1``); for a
+reactor (world ``reactor-plugin``) also ``wit_world.exports.reactor``
+(``reactor`` is ``None`` otherwise)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ def _bindings() -> Any:
             _BINDINGS.Err = Err
             _BINDINGS.setter = exports
             _BINDINGS.host = imports
+            try:
+                from wit_world.exports import reactor  # type: ignore
+            except ImportError:  # the world plugin
+                reactor = None
+            _BINDINGS.reactor = reactor
     return _BINDINGS or None
 
 

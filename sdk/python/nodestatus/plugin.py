@@ -12,6 +12,7 @@ from ._bindings import _bindings
 from .errors import Error
 from .host import _granted, _Native, _normalize, host
 from .node import Node
+from .reactor import Lines, _from_wire, _to_wire
 
 
 @dataclass
@@ -56,6 +57,14 @@ def _message(e: BaseException) -> str:
         # componentize-py keeps only the modules imported at build time.
         message += " (import every module at the top of the plugin's module, not inside set())"
     return message
+
+
+def run_lines(on_lines_fn: Any, node_json: str, lines: Lines) -> str:
+    """:func:`run` for a reactor's ``on_lines``: ``on_lines_fn(node,
+    lines)`` over the Node's JSON, and the part it wrote as JSON text. Tests
+    call it with :meth:`Lines.of` to feed lines, as the host would hand them
+    over."""
+    return run(lambda node: on_lines_fn(node, lines), node_json)
 
 
 def run(set_fn: Any, node_json: str) -> str:
@@ -108,7 +117,9 @@ def _wire_metadata(self: Any) -> Any:
     )
 
 
-def _wire_set(self: Any, node_json: str) -> Optional[str]:
+def _wire_set(self: Any, node_json: Any) -> Optional[str]:
+    if isinstance(node_json, Node):  # the plugin's own call, from on_lines
+        return type(self)._ns_set(self, node_json)
     try:
         return run(lambda node: type(self)._ns_set(self, node), node_json)
     except Error as e:
@@ -116,6 +127,53 @@ def _wire_set(self: Any, node_json: str) -> Optional[str]:
         if b is None:
             raise
         raise b.Err(str(e)) from None
+
+
+def _wire_subscribe(self: Any) -> Any:
+    s = type(self)._ns_subscribe(self)
+    b = _bindings()
+    if b is None:
+        _to_wire(s, _NativeWire)  # the checks a component makes
+        return s
+    if b.reactor is None:
+        raise TypeError("subscribe() in a component of the world plugin: build it with -w reactor-plugin")
+    return _to_wire(s, b.reactor)
+
+
+def _wire_on_lines(self: Any, node_json: str, batch: Any) -> Optional[str]:
+    lines = _from_wire(batch)
+    try:
+        return run(lambda node: type(self)._ns_on_lines(self, node, lines), node_json)
+    except Error as e:
+        b = _bindings()
+        if b is None:
+            raise
+        raise b.Err(str(e)) from None
+
+
+class _NativeWire:
+    """Stands in for the bindings' reactor types natively, so that
+    ``subscribe()`` checks what it returns there as in a component."""
+
+    @staticmethod
+    def Source_Kmsg() -> Any:
+        return None
+
+    @staticmethod
+    def Source_File(path: str) -> Any:
+        return path
+
+    @staticmethod
+    def Source_Journal(units: Any) -> Any:
+        return units
+
+    @staticmethod
+    def Stream(**kw: Any) -> Any:
+        return kw
+
+    @staticmethod
+    def Subscriptions(**kw: Any) -> Any:
+        return kw
 
 
 class Plugin:
@@ -137,6 +195,14 @@ class Plugin:
     ``Setter().metadata()`` returns the :class:`Metadata`;
     :func:`nodestatus.testing.apply` gives the node as the host would have
     it after merging the part.
+
+    A reactor (WIT 0.2.1, world ``reactor-plugin``) also writes
+    ``subscribe(self) -> Subscriptions`` (once at load, with the config
+    readable: what it follows) and ``on_lines(self, node: Node, lines:
+    Lines) -> None`` (the matched lines; it writes the plugin's part as
+    ``set`` does), and binds the class for the second export too:
+    ``Reactor = Setter`` (:mod:`nodestatus.reactor`). Natively
+    ``Setter().on_lines(json, Lines.of(...))`` returns the part.
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -148,6 +214,12 @@ class Plugin:
         if "set" in own:
             cls._ns_set = own["set"]
             cls.set = _wire_set  # type: ignore[assignment]
+        if "subscribe" in own:
+            cls._ns_subscribe = own["subscribe"]
+            cls.subscribe = _wire_subscribe  # type: ignore[attr-defined]
+        if "on_lines" in own:
+            cls._ns_on_lines = own["on_lines"]
+            cls.on_lines = _wire_on_lines  # type: ignore[attr-defined]
 
     def metadata(self) -> Metadata:  # pragma: no cover - replaced in subclasses
         raise NotImplementedError("a nodestatus plugin must define metadata()")
