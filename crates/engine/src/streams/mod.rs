@@ -361,14 +361,17 @@ impl Streams {
     }
 
     /// What each reacting plugin follows, with its counters and problems.
+    ///
+    /// Locks in the readers' order: a reader holds its matchers while it
+    /// queues (`feed`), so the matchers are read here before the queues are
+    /// locked, never inside.
     pub fn status(&self) -> Vec<(String, PluginStreams)> {
         let hub = self.hub.lock().expect("hub lock");
-        let queues = self.sink.queues.lock().expect("queues lock");
-        hub.described
+        let problems: Vec<Vec<String>> = hub
+            .described
             .iter()
-            .map(|(plugin, streams, watch)| {
-                let problems = hub
-                    .readers
+            .map(|(plugin, _, _)| {
+                hub.readers
                     .values()
                     .filter(|r| {
                         r.shared
@@ -382,7 +385,14 @@ impl Streams {
                         let p = r.shared.problem.lock().expect("problem lock");
                         p.as_ref().map(|e| format!("{}: {e}", r.shared.source))
                     })
-                    .collect();
+                    .collect()
+            })
+            .collect();
+        let queues = self.sink.queues.lock().expect("queues lock");
+        hub.described
+            .iter()
+            .zip(problems)
+            .map(|((plugin, streams, watch), problems)| {
                 (
                     plugin.to_string(),
                     PluginStreams {

@@ -109,6 +109,44 @@ fn a_full_queue_drops_and_counts_and_the_next_batch_says_so() {
     assert_eq!(second.dropped, 0, "counted once");
 }
 
+/// `/status` reads the streams while their readers queue matches: the two
+/// take the same locks, in the same order (a reader holds its matchers while
+/// it queues). In the other order, the first status read during a flood
+/// deadlocked the reader and the caller (found by the full-queue test
+/// above hanging in a full run).
+#[test]
+fn status_read_during_a_flood_never_deadlocks_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("flood.log");
+    std::fs::write(&log, "").unwrap();
+    let s = Arc::new(Streams::new());
+    s.subscribe(vec![(
+        Arc::from("a"),
+        subs("f", StreamSource::File(log.clone()), &["hit"], 0),
+    )]);
+    std::thread::sleep(Duration::from_millis(400));
+    let lines = 200_000u64;
+    let (done, finished) = std::sync::mpsc::channel();
+    let reader = s.clone();
+    std::thread::spawn(move || {
+        // Read the status as often as it can while the reader works, and
+        // take the queue now and then so that it keeps matching.
+        loop {
+            let counts = reader.status()[0].1.counts;
+            if counts.matched + counts.dropped >= lines {
+                let _ = done.send(counts);
+                return;
+            }
+            let _ = reader.take("a");
+        }
+    });
+    append(&log, &"hit\n".repeat(lines as usize));
+    let counts = finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the status reads and the reader deadlocked (or the reader stopped)");
+    assert_eq!(counts.matched + counts.dropped, lines);
+}
+
 #[test]
 fn a_subscription_kept_across_an_update_hands_no_line_twice_and_a_new_one_that_looks_back_reads_again()
  {
