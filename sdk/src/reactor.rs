@@ -22,8 +22,12 @@
 //!     fn set(node: &mut Node) -> nodestatus_sdk::Result<()> {
 //!         // Keep what the node says (on_lines set it), healthy at first.
 //!         let (status, reason, message) = match node.condition("GPUHealthy") {
-//!             Some(c) => (c.status.parse().unwrap_or(ConditionStatus::Unknown), c.reason, c.message),
-//!             None => (ConditionStatus::True, "NoXid".into(), String::new()),
+//!             Some(c) => (
+//!                 c.status.parse().unwrap_or(ConditionStatus::Unknown),
+//!                 c.reason.unwrap_or_default(),
+//!                 c.message.unwrap_or_default(),
+//!             ),
+//!             None => (ConditionStatus::True, "NoXid".to_owned(), String::new()),
 //!         };
 //!         node.set_condition("GPUHealthy", status, &reason, &message);
 //!         Ok(())
