@@ -29,6 +29,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '== %s\n' "$*" >&2; }
+# Builds read /dev/null; a sandbox may have a plain file there.
+scripts/ensure-devnull.sh
 
 user_plugins=false
 user_config=false

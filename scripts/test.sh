@@ -55,6 +55,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\n== %s\n' "$*" >&2; }
 
+log "/dev/null is the null device (scripts/ensure-devnull.sh: some sandboxes start with a plain file there, and builds then read what others wrote to it)"
+scripts/ensure-devnull.sh
+python3 -m unittest -q scripts/devnull_test.py
 log "rust target wasm32-wasip2, rustfmt and clippy; Debian packages for the build (protoc) and the tests (containerd, the registry)"
 rustup target add wasm32-wasip2
 rustup component add rustfmt clippy
