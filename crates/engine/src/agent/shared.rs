@@ -74,6 +74,10 @@ pub struct Shared {
     /// The API server's version, learned before the first registration
     /// try.
     pub(super) server: Option<nodestatus_model::node::kubelet::ServerVersion>,
+    /// The kubelet fields this server did not keep as a status patch wrote
+    /// them (a feature gate off drops its field): not written again in this
+    /// run, where they would be patched on every pass.
+    pub(super) server_drops: nodestatus_model::node::kubelet::CurrentFields,
     /// Whether the server answers, and what waits for it.
     pub(super) reach: Reach,
 }
@@ -115,6 +119,7 @@ impl Shared {
             last_lease_ok: None,
             last_pass: None,
             server: None,
+            server_drops: Default::default(),
             reach: Reach::default(),
         }
     }
@@ -223,6 +228,7 @@ impl Shared {
             // In companion mode the kubelet writes its runtime's and
             // machine's fields itself.
             kubelet_fields: self.server.filter(|_| !self.cfg.companion),
+            server_drops: self.server_drops,
         };
         Action::RunPass {
             for_loop,

@@ -28,6 +28,7 @@ use super::watch::{self, WatchLoop};
 use crate::config::Config;
 use crate::pipeline::PassReport;
 use nodestatus_model::node::Diff;
+use nodestatus_model::node::kubelet::{self, CurrentField};
 use nodestatus_runtime::EventType;
 
 /// Where a try of the pass is.
@@ -44,6 +45,9 @@ enum Op {
         base: Arc<Value>,
         changed: bool,
         bytes: usize,
+        /// The kubelet fields the patched node holds, to compare with the
+        /// server's answer.
+        written: Vec<(CurrentField, Value)>,
     },
 }
 
@@ -270,12 +274,14 @@ impl Sync {
                 let body = serde_json::value::to_raw_value(&p).expect("a patch serializes");
                 let bytes = body.get().len();
                 out.push(Action::Observe(Observation::Patch(bytes)));
+                let written = kubelet::written_values(&base, &new);
                 set_op(
                     me,
                     Op::Patching {
                         base,
                         changed,
                         bytes,
+                        written,
                     },
                 );
                 out.push(Action::Call(Call::PatchStatus(Loop::Sync, body)));
@@ -289,10 +295,12 @@ impl Sync {
                     base,
                     changed,
                     bytes,
+                    written,
                 },
                 Answer::Patched(_, r),
             ) => match r {
                 Ok(updated) => {
+                    note_server_drops(s, &written, &updated);
                     note_ready_flip(s, &base, &updated);
                     s.offer(updated, out);
                     s.came_back(out);
@@ -314,6 +322,25 @@ impl Sync {
                 After::Nothing
             }
         }
+    }
+}
+
+/// The kubelet fields the server did not keep as the patch wrote them
+/// (a field whose feature gate is off on the server is dropped) are left
+/// alone from now on, each said once: written again, each pass would patch
+/// the same change.
+fn note_server_drops(s: &mut Shared, written: &[(CurrentField, Value)], answer: &Value) {
+    for field in kubelet::not_kept(written, answer).iter() {
+        if s.server_drops.contains(field) {
+            continue;
+        }
+        s.server_drops = s.server_drops.with(field);
+        tracing::warn!(
+            node = s.cfg.node_name,
+            server = ?s.server.map(|v| v.to_string()),
+            field = field.path(),
+            "the API server did not keep the field as written (its feature gate off?): not writing it again in this run",
+        );
     }
 }
 

@@ -304,6 +304,10 @@ pub struct PassOptions {
     /// ([`node::kubelet::current_kubelet_fields`]). `None`: not written
     /// (companion mode, where the kubelet writes them).
     pub kubelet_fields: Option<node::kubelet::ServerVersion>,
+    /// Those of the [`kubelet_fields`](Self::kubelet_fields) the server did
+    /// not keep as written ([`node::kubelet::not_kept`]): left as the node
+    /// has them.
+    pub server_drops: node::kubelet::CurrentFields,
 }
 
 /// What a pass did.
@@ -529,10 +533,11 @@ fn builtins<'a>(
         });
     }
     if let (Some(server), Some(facts)) = (options.kubelet_fields, facts) {
+        let skip = options.server_drops;
         steps.push(Builtin {
             name: CURRENT_KUBELET_FIELDS,
             step: Box::new(move |c: &Value| {
-                node::kubelet::current_kubelet_fields(c, server, facts)
+                node::kubelet::current_kubelet_fields(c, server, facts, skip)
             }),
         });
     }

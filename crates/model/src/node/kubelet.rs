@@ -252,13 +252,134 @@ pub struct RuntimeAndMachine {
     pub running_in_user_namespace: Option<bool>,
 }
 
+/// One of the fields [`current_kubelet_fields`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurrentField {
+    /// `status.runtimeHandlers`.
+    RuntimeHandlers,
+    /// `status.features`.
+    Features,
+    /// `status.declaredFeatures`.
+    DeclaredFeatures,
+    /// `status.nodeInfo.swap`.
+    Swap,
+    /// `status.nodeInfo.runningInUserNamespace`.
+    RunningInUserNamespace,
+}
+
+impl CurrentField {
+    /// Every one, in the order they are written.
+    pub const ALL: [Self; 5] = [
+        Self::RuntimeHandlers,
+        Self::Features,
+        Self::DeclaredFeatures,
+        Self::Swap,
+        Self::RunningInUserNamespace,
+    ];
+
+    /// Its key: in `status`, or in `status.nodeInfo` for the last two.
+    pub const fn key(self) -> &'static str {
+        match self {
+            Self::RuntimeHandlers => "runtimeHandlers",
+            Self::Features => "features",
+            Self::DeclaredFeatures => "declaredFeatures",
+            Self::Swap => "swap",
+            Self::RunningInUserNamespace => "runningInUserNamespace",
+        }
+    }
+
+    const fn in_node_info(self) -> bool {
+        matches!(self, Self::Swap | Self::RunningInUserNamespace)
+    }
+
+    /// Its path in the node, for messages.
+    pub fn path(self) -> String {
+        if self.in_node_info() {
+            format!("status.nodeInfo.{}", self.key())
+        } else {
+            format!("status.{}", self.key())
+        }
+    }
+
+    /// Its value in `node`, if any.
+    pub fn get(self, node: &Value) -> Option<&Value> {
+        let status = node.get("status")?;
+        let parent = if self.in_node_info() {
+            status.get("nodeInfo")?
+        } else {
+            status
+        };
+        parent.get(self.key())
+    }
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`CurrentField`]s: the ones a server did not keep as they were
+/// written, which [`current_kubelet_fields`] then leaves alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CurrentFields(u8);
+
+impl CurrentFields {
+    /// None of them.
+    pub const NONE: Self = Self(0);
+
+    /// Whether `f` is in the set.
+    pub const fn contains(self, f: CurrentField) -> bool {
+        self.0 & f.bit() != 0
+    }
+
+    /// The set with `f` too.
+    #[must_use]
+    pub const fn with(self, f: CurrentField) -> Self {
+        Self(self.0 | f.bit())
+    }
+
+    /// The fields of the set, in [`CurrentField::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = CurrentField> {
+        CurrentField::ALL
+            .into_iter()
+            .filter(move |f| self.contains(*f))
+    }
+}
+
+/// The values of the [`CurrentField`]s that `new` holds and `base` does
+/// not hold the same: what a status patch from `base` to `new` writes,
+/// kept to compare with the server's answer ([`not_kept`]). A field the
+/// patch does not touch is not in it (another writer may change it).
+pub fn written_values(base: &Value, new: &Value) -> Vec<(CurrentField, Value)> {
+    CurrentField::ALL
+        .into_iter()
+        .filter_map(|f| {
+            f.get(new)
+                .filter(|v| f.get(base) != Some(v))
+                .map(|v| (f, v.clone()))
+        })
+        .collect()
+}
+
+/// The fields of `written` ([`written_values`] of a patch) that the server's answer `answer` does not hold as written: the
+/// server dropped or changed them (an API server with the field's feature
+/// gate off drops it). Written again, they would be patched on every pass.
+pub fn not_kept(written: &[(CurrentField, Value)], answer: &Value) -> CurrentFields {
+    written
+        .iter()
+        .filter(|(f, v)| f.get(answer) != Some(v))
+        .fold(CurrentFields::NONE, |set, (f, _)| set.with(*f))
+}
+
 /// The fields a current kubelet writes besides its setters' classic ones,
 /// each only when the server is of a version whose kubelet writes it by
 /// default (so it knows the field and keeps it): `status.runtimeHandlers`
 /// (1.31: the `RecursiveReadOnlyMounts` gate on), `status.features` (1.33:
 /// `SupplementalGroupsPolicy` beta), `status.nodeInfo.swap` (1.33),
-/// `status.declaredFeatures` (1.37: [`DECLARED_FEATURES`], the list of a
-/// 1.37 kubelet), and `status.nodeInfo.runningInUserNamespace` (1.37:
+/// `status.declaredFeatures` (1.36: `NodeDeclaredFeatures` beta, on;
+/// [`DECLARED_FEATURES`], the list of a 1.36 and of a 1.37 kubelet: the same
+/// four gates are on by default in both, 1.37's other registered features
+/// are off; a 1.35 server has the gate alpha and off, and drops the field),
+/// and `status.nodeInfo.runningInUserNamespace` (1.37:
 /// `KubeletInUserNamespace` beta). The kubelet's rules, from its setters
 /// (`pkg/kubelet/nodestatus/setters.go`):
 /// - runtime handlers sorted by name, both features always written; none
@@ -268,11 +389,15 @@ pub struct RuntimeAndMachine {
 /// - swap written only when the machine has some (never cleared);
 /// - the rest written on every pass.
 ///
+/// The fields in `skip` (those the server did not keep, [`not_kept`]) are
+/// left as the node has them.
+///
 /// Returns the node with them, or `None` when it holds them already.
 pub fn current_kubelet_fields(
     node: &Value,
     server: ServerVersion,
     facts: &RuntimeAndMachine,
+    skip: CurrentFields,
 ) -> Option<Value> {
     let status = node.get("status").and_then(Value::as_object);
     let info = status
@@ -308,8 +433,10 @@ pub fn current_kubelet_fields(
     {
         status_sets.push(("features", Some(json!({"supplementalGroupsPolicy": sgp}))));
     }
-    if server.at_least(37) {
+    if server.at_least(36) {
         status_sets.push(("declaredFeatures", Some(json!(DECLARED_FEATURES))));
+    }
+    if server.at_least(37) {
         if let Some(userns) = facts.running_in_user_namespace {
             info_sets.push(("runningInUserNamespace", Value::Bool(userns)));
         }
@@ -319,6 +446,12 @@ pub fn current_kubelet_fields(
     {
         info_sets.push(("swap", json!({"capacity": bytes})));
     }
+    let skipped = |key: &str, in_info: bool| {
+        skip.iter()
+            .any(|f| f.key() == key && f.in_node_info() == in_info)
+    };
+    status_sets.retain(|(k, _)| !skipped(k, false));
+    info_sets.retain(|(k, _)| !skipped(k, true));
     let status_changed = status_sets
         .iter()
         .any(|(k, want)| status.and_then(|s| s.get(*k)) != want.as_ref());
@@ -493,7 +626,7 @@ mod tests {
     #[test]
     fn a_current_kubelets_fields_as_a_137_kubelet_writes_them() {
         let node = json!({"status": {"nodeInfo": {"kernelVersion": "6"}}});
-        let out = current_kubelet_fields(&node, v(37), &all_facts()).unwrap();
+        let out = current_kubelet_fields(&node, v(37), &all_facts(), CurrentFields::NONE).unwrap();
         assert_eq!(
             out["status"]["runtimeHandlers"],
             json!([
@@ -512,14 +645,17 @@ mod tests {
             json!({"kernelVersion": "6", "swap": {"capacity": 2u64 << 30}, "runningInUserNamespace": false})
         );
         // The steady state changes nothing and copies nothing.
-        assert_eq!(current_kubelet_fields(&out, v(37), &all_facts()), None);
+        assert_eq!(
+            current_kubelet_fields(&out, v(37), &all_facts(), CurrentFields::NONE),
+            None
+        );
     }
 
     #[test]
     fn a_field_the_server_does_not_know_is_not_written() {
         let node = json!({"status": {}});
         let fields = |minor| {
-            let out = current_kubelet_fields(&node, v(minor), &all_facts());
+            let out = current_kubelet_fields(&node, v(minor), &all_facts(), CurrentFields::NONE);
             let out = out.unwrap_or_else(|| node.clone());
             let mut keys: Vec<String> =
                 out["status"].as_object().unwrap().keys().cloned().collect();
@@ -532,8 +668,19 @@ mod tests {
         assert_eq!(fields(30), Vec::<String>::new());
         assert_eq!(fields(31), ["runtimeHandlers"]);
         assert_eq!(
-            fields(36),
+            fields(35),
             ["features", "nodeInfo", "nodeInfo.swap", "runtimeHandlers"]
+        );
+        // 1.36's kubelet declares its features (NodeDeclaredFeatures beta).
+        assert_eq!(
+            fields(36),
+            [
+                "declaredFeatures",
+                "features",
+                "nodeInfo",
+                "nodeInfo.swap",
+                "runtimeHandlers"
+            ]
         );
         assert_eq!(
             fields(37),
@@ -558,16 +705,76 @@ mod tests {
         // The runtime did not answer, reports no features, the machine has
         // no swap: all three stay as they are.
         let unknown = RuntimeAndMachine::default();
-        let out = current_kubelet_fields(&node, v(36), &unknown);
+        let out = current_kubelet_fields(&node, v(35), &unknown, CurrentFields::NONE);
         assert_eq!(out, None);
         // containerd 1.6: it answers, with no handlers: the list goes.
         let old_runtime = RuntimeAndMachine {
             runtime_handlers: Some(Vec::new()),
             ..Default::default()
         };
-        let out = current_kubelet_fields(&node, v(36), &old_runtime).unwrap();
+        let out = current_kubelet_fields(&node, v(35), &old_runtime, CurrentFields::NONE).unwrap();
         assert!(out["status"].get("runtimeHandlers").is_none(), "{out}");
         assert_eq!(out["status"]["features"], node["status"]["features"]);
         assert_eq!(out["status"]["nodeInfo"], node["status"]["nodeInfo"]);
+    }
+
+    #[test]
+    fn a_field_the_server_did_not_keep_is_named_and_then_left_alone() {
+        let empty = json!({"status": {"nodeInfo": {"kernelVersion": "6"}}});
+        let written =
+            current_kubelet_fields(&empty, v(37), &all_facts(), CurrentFields::NONE).unwrap();
+        let values = written_values(&empty, &written);
+        assert_eq!(values.len(), 5, "{written}");
+        // A field the patch does not change is not the patch's to check.
+        let mut base = empty.clone();
+        base["status"]["declaredFeatures"] = json!(DECLARED_FEATURES);
+        let fields =
+            |w: Vec<(CurrentField, Value)>| w.into_iter().map(|(f, _)| f).collect::<Vec<_>>();
+        assert!(!fields(written_values(&base, &written)).contains(&CurrentField::DeclaredFeatures));
+        assert_eq!(fields(written_values(&written, &written)), []);
+        // The server kept everything: nothing is named.
+        assert_eq!(not_kept(&values, &written), CurrentFields::NONE);
+        // A server with NodeDeclaredFeatures off drops the list, and one
+        // that prunes what it does not know changes `features`.
+        let mut answer = written.clone();
+        answer["status"]
+            .as_object_mut()
+            .unwrap()
+            .remove("declaredFeatures");
+        answer["status"]["features"] = json!({});
+        let dropped = not_kept(&values, &answer);
+        assert_eq!(
+            dropped.iter().collect::<Vec<_>>(),
+            [CurrentField::Features, CurrentField::DeclaredFeatures]
+        );
+        assert_eq!(
+            dropped.iter().map(CurrentField::path).collect::<Vec<_>>(),
+            ["status.features", "status.declaredFeatures"]
+        );
+        // The next pass over the server's node writes the rest and leaves
+        // those two as the server has them: no change, so no patch, where
+        // the same change would otherwise be patched on every pass.
+        assert_eq!(
+            current_kubelet_fields(&answer, v(37), &all_facts(), dropped),
+            None
+        );
+        assert!(
+            current_kubelet_fields(&answer, v(37), &all_facts(), CurrentFields::NONE).is_some()
+        );
+        // What it skips is only what it was told: a field in nodeInfo and
+        // one in status of the same key are told apart.
+        let swap_gone = CurrentFields::NONE.with(CurrentField::Swap);
+        let mut no_swap = written.clone();
+        no_swap["status"]["nodeInfo"]
+            .as_object_mut()
+            .unwrap()
+            .remove("swap");
+        assert_eq!(
+            current_kubelet_fields(&no_swap, v(37), &all_facts(), swap_gone),
+            None
+        );
+        assert!(
+            swap_gone.contains(CurrentField::Swap) && !swap_gone.contains(CurrentField::Features)
+        );
     }
 }

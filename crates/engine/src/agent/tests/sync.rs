@@ -684,3 +684,39 @@ fn matched_lines_wake_a_pass_at_once_and_a_flood_about_one_a_second() {
     // No more triggers: the regular pass where it was.
     assert_eq!(sim.state.next_wakeup().unwrap(), regular);
 }
+
+/// A server that does not keep a kubelet field as the patch wrote it (a
+/// 1.36 server with `NodeDeclaredFeatures` turned off drops
+/// `declaredFeatures`): the field is left alone from the next pass on, so
+/// the same change is not patched on every pass; a field it kept is still
+/// written.
+#[test]
+fn a_kubelet_field_the_server_drops_is_not_written_again() {
+    use nodestatus_model::node::kubelet::{CurrentField, CurrentFields, DECLARED_FEATURES};
+    let mut sim = steady("");
+    let a = sim.advance_to_next();
+    let (_, _, options) = super::pass(&a).unwrap();
+    assert_eq!(options.server_drops, CurrentFields::NONE);
+    let base = pass_base(&a).unwrap();
+    let mut new = heartbeat(&base);
+    new["status"]["declaredFeatures"] = json!(DECLARED_FEATURES);
+    new["status"]["nodeInfo"]["swap"] = json!({"capacity": 1024});
+    let a = sim.answer(sync_pass(new.clone(), PassReport::default()));
+    assert!(matches!(call(&a), Some(Call::PatchStatus(..))), "{a:?}");
+    // The server's answer: swap kept, the declared features dropped.
+    let mut answer = new.clone();
+    answer["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("declaredFeatures");
+    answer["metadata"]["resourceVersion"] = json!("9");
+    sim.answer(Answer::Patched(Loop::Sync, Ok(answer)));
+    let want = CurrentFields::NONE.with(CurrentField::DeclaredFeatures);
+    assert_eq!(sim.state.shared.server_drops, want);
+    let a = sim.advance_to_next();
+    let (_, _, options) = super::pass(&a).unwrap();
+    assert_eq!(options.server_drops, want, "the next pass is told");
+    // A later answer that drops it again says nothing new.
+    sim.answer(sync_pass(pass_base(&a).unwrap(), PassReport::default()));
+    assert_eq!(sim.state.shared.server_drops, want);
+}
