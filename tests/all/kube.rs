@@ -155,6 +155,30 @@ fn the_shared_apiserver_directories_of_gone_processes_are_swept() {
     assert!(live.exists() && starting.exists() && other.exists());
 }
 
+/// A port taken between the probe and kube-apiserver's bind (another test's
+/// process took it: once, a test's own apiserver exited 291 ms after its
+/// start) is said as such, and the start takes another free port.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_apiserver_whose_port_is_taken_starts_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = EmbeddedApiserver::start_with(&tmp.path().join("c"), &["port-node"], false, true)
+        .await
+        .unwrap();
+    let first = c.server.clone();
+    let port: u16 = first.rsplit(':').next().unwrap().parse().unwrap();
+    c.stop_apiserver();
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let err = c.start_apiserver().await.unwrap_err();
+    assert!(
+        matches!(err, nodestatus_controlplane::Error::PortInUse { port: p, .. } if p == port),
+        "{err}"
+    );
+    c.start_apiserver_on_a_free_port().await.unwrap();
+    assert_ne!(c.server, first);
+    let nodes: Api<Node> = Api::all(c.admin_client().unwrap());
+    nodes.list(&Default::default()).await.unwrap();
+}
+
 /// One apiserver for this test binary, started on a thread that lives as long
 /// as the process, so its processes die with the test binary; its
 /// directory is removed by the next run ([`sweep_leftovers`]).

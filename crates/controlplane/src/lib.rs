@@ -71,6 +71,17 @@ pub enum Error {
     /// The apiserver did not become ready.
     #[error("kube-apiserver did not become ready within {0:?}; its log is {1}")]
     NotReady(Duration, String),
+    /// kube-apiserver exited at start because another process holds its
+    /// port (taken between [`free_port`]'s probe and its bind).
+    #[error(
+        "kube-apiserver exited at start: port {port} is in use by another process; its log is {log}"
+    )]
+    PortInUse {
+        /// The port.
+        port: u16,
+        /// Its log.
+        log: String,
+    },
     /// kube-controller-manager exited right after its start.
     #[error("kube-controller-manager exited at start ({status}); its log is {log}")]
     ControllerManagerExited {
@@ -241,6 +252,15 @@ pub fn scheduler_binary() -> PathBuf {
     std::env::var_os("NODESTATUS_SCHEDULER")
         .map(PathBuf::from)
         .unwrap_or_else(|| apiserver_binary().with_file_name("kube-scheduler"))
+}
+
+/// Whether what `log` holds from byte `from` on says its listener's
+/// address was in use (Go's `bind: address already in use`).
+fn log_says_port_in_use(log: &Path, from: u64) -> bool {
+    std::fs::read(log).is_ok_and(|bytes| {
+        let from = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+        String::from_utf8_lossy(&bytes[from..]).contains("address already in use")
+    })
 }
 
 fn free_port() -> Result<u16> {
@@ -448,7 +468,7 @@ impl EmbeddedApiserver {
             ca_pem,
         };
         cluster.server = format!("https://127.0.0.1:{}", cluster.secure_port);
-        cluster.start_apiserver().await?;
+        cluster.start_apiserver_on_a_free_port().await?;
         if let Some(grace) = cluster.extras.node_lifecycle_grace {
             cluster.start_controller_manager(grace).await?;
         }
@@ -558,6 +578,25 @@ impl EmbeddedApiserver {
         self.extras.audit_log.then(|| self.dir.join("audit.log"))
     }
 
+    /// Starts kube-apiserver as [`start_apiserver`](Self::start_apiserver)
+    /// does, on another free port when its own is taken: a free port is
+    /// only free when probed, and another process (a test beside this one)
+    /// may bind it before kube-apiserver does. Up to five ports are tried.
+    /// The cluster's [`server`](Self::server) then names the new one.
+    pub async fn start_apiserver_on_a_free_port(&mut self) -> Result<()> {
+        let mut tries = 1;
+        loop {
+            match self.start_apiserver().await {
+                Err(Error::PortInUse { .. }) if tries < 5 => {
+                    tries += 1;
+                    self.secure_port = free_port()?;
+                    self.server = format!("https://127.0.0.1:{}", self.secure_port);
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Starts (or restarts) kube-apiserver on the same port and waits until
     /// `/readyz` answers `ok`.
     pub async fn start_apiserver(&mut self) -> Result<()> {
@@ -567,6 +606,8 @@ impl EmbeddedApiserver {
             .append(true)
             .open(&log_path)
             .map_err(io("creating apiserver.log"))?;
+        // What this start writes begins here (a restart appends).
+        let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let d = &self.dir;
         let mut cmd = Command::new(apiserver_binary());
         if self.die_with_parent {
@@ -639,6 +680,12 @@ impl EmbeddedApiserver {
                 return Ok(());
             }
             if let Some(Ok(Some(status))) = self.apiserver.as_mut().map(Child::try_wait) {
+                if log_says_port_in_use(&log_path, log_start) {
+                    return Err(Error::PortInUse {
+                        port: self.secure_port,
+                        log: log_path.display().to_string(),
+                    });
+                }
                 return Err(Error::NotReady(
                     started.elapsed(),
                     format!("{} (it exited: {status})", log_path.display()),
