@@ -51,7 +51,9 @@ fi
 if ! fresh; then
   PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null 2>&1 || { log "no Go toolchain on PATH (Kubernetes $version needs Go 1.26 or newer)"; exit 1; }
-  minor="${version#*.}"; minor="${minor%%.*}"; patch="${version##*.}"
+  # 1.37.2 -> v0.37.2; a pre-release keeps its suffix: 1.38.0-beta.0 ->
+  # v0.38.0-beta.0 (the staging modules are tagged alike).
+  rest="${version#*.}"; minor="${rest%%.*}"; patch="${rest#*.}"
   staging_version="v0.$minor.$patch"
   work="$dir/build"
   mkdir -p "$work" "$bindir"

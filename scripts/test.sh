@@ -70,6 +70,8 @@ log "style: no circle of imports between the files of a crate (scripts/import-cy
 python3 scripts/import-cycles.py || style=1
 log "style: the book (scripts/book.sh: mkdocs --strict, every link, anchor and page checked; into target/book)"
 scripts/book.sh || style=1
+log "style: README.md's Kubernetes version table is what docs/matrix/results.tsv gives (scripts/matrix-table.py --check)"
+{ python3 -m unittest -q scripts/matrix_table_test.py && python3 scripts/matrix-table.py --check; } || style=1
 scripts/ensure-packages.sh protobuf-compiler containerd \
   runc containernetworking-plugins busybox-static buildah iptables conntrack socat ethtool gcc libc6-dev \
   docker-registry apache2-utils openssl curl
