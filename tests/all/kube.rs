@@ -23,6 +23,7 @@ use crate::common::condition_types;
 /// Every node identity the shared cluster knows.
 const NODES: &[&str] = &[
     "reg-node",
+    "fields-node",
     "count-node",
     "flip-node",
     "drop-node",
@@ -446,6 +447,50 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// The fields a kubelet of the server's release writes besides its
+/// setters' are those the node gets (on every release of the version
+/// matrix, scripts/test-matrix.sh): `declaredFeatures` from 1.36,
+/// `nodeInfo.runningInUserNamespace` from 1.37; none of them on an older
+/// server, which would drop it. And the server keeps what was written: the
+/// passes after it change nothing, so they write nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelet_fields_are_those_of_the_servers_release_and_kept() {
+    let version = admin().apiserver_version().await.unwrap();
+    let minor: u32 = version.minor.trim_end_matches('+').parse().unwrap();
+    let t = agent("fields-node", "fields-node", "", &default_plugins());
+    t.handle.register().await.unwrap();
+    t.handle.sync_now().await.unwrap();
+    let node = server_node("fields-node").await.unwrap();
+    let status = &node["status"];
+    assert_eq!(
+        status.get("declaredFeatures").is_some(),
+        minor >= 36,
+        "server {}: {status:#}",
+        version.git_version
+    );
+    if minor >= 36 {
+        assert_eq!(
+            status["declaredFeatures"],
+            json!(nodestatus_model::node::kubelet::DECLARED_FEATURES)
+        );
+    }
+    assert_eq!(
+        status["nodeInfo"].get("runningInUserNamespace").is_some(),
+        minor >= 37,
+        "server {}: {:#}",
+        version.git_version,
+        status["nodeInfo"]
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            t.handle.sync_now().await.unwrap(),
+            SyncOutcome::Unchanged,
+            "server {}",
+            version.git_version
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
