@@ -320,6 +320,14 @@ fn with_no_kubeconfig_it_runs_a_local_cluster_that_outlives_it_like_a_real_one()
         assert!(child.try_wait().unwrap().is_none(), "exited");
         std::fs::read_to_string(&log_path).unwrap().contains(&hint)
     });
+    // It says which release it runs: the one of the cache it started
+    // (NODESTATUS_K8S_VERSION's, in a run of the version matrix).
+    let release = format!(
+        "local kube-apiserver (Kubernetes v{}) at https://",
+        nodestatus_controlplane::kubernetes_version()
+    );
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains(&release), "{release:?} not in:\n{log}");
     // kubectl, as a person would run it, shows the node Ready, and the node
     // lifecycle controller takes the not-ready taint off.
     wait_until(30, &log_path, "never Ready", || {

@@ -34,8 +34,8 @@ pub use detached::STATE_FILE;
 pub enum Error {
     /// A binary is missing.
     #[error(
-        "{what} not found at {path:?}: run scripts/ensure-apiserver.sh (it builds Kubernetes {version} and its etcd from their Go modules into ~/.cache/nodestatus)",
-        version = KUBERNETES_VERSION
+        "{what} not found at {path:?}: run scripts/ensure-apiserver.sh (it builds Kubernetes {version} and its etcd from their Go modules into ~/.cache/nodestatus; NODESTATUS_K8S_VERSION names another release)",
+        version = kubernetes_version()
     )]
     Missing {
         /// Which binary.
@@ -116,9 +116,21 @@ pub const KUBERNETES_VERSION: &str = "1.37.2";
 /// since Kubernetes 1.32 (it was 40 s before).
 pub const DEFAULT_NODE_MONITOR_GRACE: Duration = Duration::from_secs(50);
 
+/// The Kubernetes release of the embedded cluster and the tests:
+/// `$NODESTATUS_K8S_VERSION` (a release of the version matrix,
+/// scripts/test-matrix.sh, built by `NODESTATUS_K8S_VERSION=<v>
+/// scripts/ensure-apiserver.sh`), else [`KUBERNETES_VERSION`].
+pub fn kubernetes_version() -> String {
+    std::env::var("NODESTATUS_K8S_VERSION")
+        .ok()
+        .map(|v| v.trim().trim_start_matches('v').to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| KUBERNETES_VERSION.to_owned())
+}
+
 /// Where the kube-apiserver binary is: `$NODESTATUS_APISERVER`, else the
 /// cache `scripts/ensure-apiserver.sh` fills
-/// (`~/.cache/nodestatus/k8s-<KUBERNETES_VERSION>/bin`).
+/// (`~/.cache/nodestatus/k8s-<kubernetes_version()>/bin`).
 pub fn apiserver_binary() -> PathBuf {
     std::env::var_os("NODESTATUS_APISERVER")
         .map(PathBuf::from)
@@ -129,7 +141,7 @@ pub fn apiserver_binary() -> PathBuf {
                     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nodestatus"))
                 })
                 .unwrap_or_else(|| PathBuf::from("/var/cache/nodestatus"))
-                .join(format!("k8s-{KUBERNETES_VERSION}/bin/kube-apiserver"))
+                .join(format!("k8s-{}/bin/kube-apiserver", kubernetes_version()))
         })
 }
 

@@ -125,7 +125,13 @@ async fn connect(
     );
     let admin = cluster.write_admin_kubeconfig()?;
     let node_kubeconfig = cluster.write_node_kubeconfig(node_name)?;
-    eprintln!("local kube-apiserver at {}", cluster.server);
+    // Which release it runs, as the server says (an attached cluster may
+    // be of another release than this run would start).
+    let release = match cluster.admin_client()?.apiserver_version().await {
+        Ok(v) => format!("Kubernetes {}", v.git_version),
+        Err(e) => format!("its version unknown: {e}"),
+    };
+    eprintln!("local kube-apiserver ({release}) at {}", cluster.server);
     // The kubectl of the control plane's own build when there is one (a
     // fresh machine has no other), else the one on PATH.
     let kubectl = nodestatus_controlplane::apiserver_binary().with_file_name("kubectl");
