@@ -1,7 +1,9 @@
 //! Why a plugin did not load, or a call did not give a node.
 
 #[allow(unused_imports)]
-use super::*;
+use std::path::PathBuf;
+
+use super::MAX_PLUGIN_BYTES;
 
 /// Why a file could not become a running plugin. Every message names the
 /// problem precisely enough to fix it.

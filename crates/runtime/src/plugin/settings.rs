@@ -1,7 +1,10 @@
 //! The operator's sandbox for one plugin: deadline, memory, grants.
 
 #[allow(unused_imports)]
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT};
 
 /// What the operator decided for one plugin's sandbox. The engine's config
 /// builds it; the defaults grant nothing. (What the engine decides around
