@@ -134,15 +134,18 @@ if [ "$want_aot" = 1 ]; then
   ) >"$logs/aot.log" 2>&1 &
   aot=$!
 fi
-# The real-node binary's path comes from the build's JSON messages (stdout;
-# the build's own output goes to the log as usual). One `--workspace` build
-# serves both: `-p nodestatus-tests` would resolve other features and build
-# part of the dependencies again (wasmtime's and cranelift's, in a cold run).
+# The real-node binary's path comes from cargo's JSON messages (stdout;
+# the build's own output goes to the log as usual). It is built apart
+# (`test = false`: `cargo test --workspace` leaves it out), with
+# `--workspace` too: `-p nodestatus-tests` would resolve other features and
+# build part of the dependencies again (wasmtime's and cranelift's, in a
+# cold run).
 # The build without the optional clients (cargo's `cri` and `logind`
 # features) is built and its config tests run here too: they are the only
 # tests of what such a build refuses.
-{ cargo test --workspace --no-run \
-    --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
+{ cargo test --workspace --no-run &&
+    cargo test --workspace --test realnode --no-run \
+      --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
     cargo test -p nodestatus-engine --no-default-features --lib -- config::; } >"$logs/build.log" 2>&1 &
 build=$!
 # Clippy and rustdoc, on the CPU the others leave idle.
