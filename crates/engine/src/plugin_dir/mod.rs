@@ -524,7 +524,7 @@ impl PluginDir {
     }
 
     /// Loads a component: `bytes`, under the plugin name of `file` (its
-    /// stem, see [`name_of_file`]), with `config`. The one entry point of
+    /// stem, see [`nodestatus_runtime::name_of_file`]), with `config`. The one entry point of
     /// every component the engine runs, whatever brought its bytes (the
     /// directory, a registry pull): the check before the compile, the
     /// memo of refused files, the precompile cache and the compile slots

@@ -30,7 +30,7 @@ pub struct PluginSettings {
     /// (`host.container-runtime`).
     pub container_runtime: bool,
     /// Whether one instance serves call after call (see
-    /// [`Plugin::call_set`]), instead of a fresh one per call.
+    /// [`Plugin::call_set`](super::Plugin::call_set)), instead of a fresh one per call.
     pub reuse_instance: bool,
     /// The streams it may follow (a reacting plugin's, WIT 0.2.1).
     pub streams: Vec<crate::reactor::StreamGrant>,
