@@ -65,6 +65,7 @@ const NODES: &[&str] = &[
     "events-gpu",
     "events-disk",
     "events-bench",
+    "features-local",
     "shared-cache-node",
 ];
 
