@@ -436,10 +436,10 @@ pub fn current_kubelet_fields(
     if server.at_least(36) {
         status_sets.push(("declaredFeatures", Some(json!(DECLARED_FEATURES))));
     }
-    if server.at_least(37) {
-        if let Some(userns) = facts.running_in_user_namespace {
-            info_sets.push(("runningInUserNamespace", Value::Bool(userns)));
-        }
+    if server.at_least(37)
+        && let Some(userns) = facts.running_in_user_namespace
+    {
+        info_sets.push(("runningInUserNamespace", Value::Bool(userns)));
     }
     if server.at_least(33)
         && let Some(bytes) = facts.swap_bytes.filter(|b| *b > 0)
