@@ -1,19 +1,21 @@
 //! The `features` plugin (node-feature-discovery's labels and feature
 //! files) as a real component against the real API server: NFD's labels of
 //! this machine's own sysfs and procfs, and feature files dropped into a
-//! watched directory reaching the node through the file trigger, with the
-//! status sync's period at 60 s so that only the trigger can write them in
-//! time.
+//! watched directory reaching the node through the file trigger: the
+//! status sync's period is 60 s, and the changes are made once the node is
+//! Ready (which ends the fast update at start), so that only the trigger
+//! can write them in time.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nodestatus_tests::built;
+use nodestatus_engine::streams::Streams;
+use nodestatus_tests::{built, drop_plugin};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{events, reacting_plugin};
-use crate::kube::{server_node, until};
+use crate::events::events;
+use crate::kube::{TestAgent, build_agent, server_node, until};
 
 const FEATURES_D: &str = "/etc/kubernetes/node-feature-discovery/features.d";
 
@@ -22,6 +24,39 @@ async fn labels(node: &str) -> Value {
         .await
         .map(|n| n["metadata"]["labels"].clone())
         .unwrap_or(Value::Null)
+}
+
+/// An agent of node `name` running `features` with the config section
+/// `section` (YAML, indented under its name) and `ready`, its file
+/// triggers followed, its regular pass every 60 s.
+fn agent(name: &str, section: &str) -> TestAgent {
+    let dir = tempfile::tempdir().unwrap();
+    drop_plugin(dir.path(), "features.wasm", Path::new(built::FEATURES));
+    drop_plugin(dir.path(), "ready.wasm", Path::new(built::READY));
+    let yaml = format!(
+        "nodeName: {name}\nnodeStatusUpdateFrequency: 60s\nnodeStatusReportFrequency: 5m\nnodeLeaseDurationSeconds: 40\npluginDir: {}\nplugins:\n  features:\n{section}  ready: {{}}\n",
+        dir.path().display()
+    );
+    build_agent(name, name, &yaml, dir, None, |a| {
+        a.with_streams(Streams::new())
+    })
+}
+
+/// Waits until the node is Ready, which ends the fast status update at
+/// start (a pass every 100 ms): from then on only the regular pass (60 s)
+/// and the file trigger run passes, so a change seen within a second was
+/// the trigger's.
+async fn ready(node: &str) {
+    assert!(
+        until(30, || async {
+            server_node(node)
+                .await
+                .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
+        })
+        .await,
+        "{node} did not turn Ready"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Writes `name` in `dir` as writers are told to: a dot file, renamed.
@@ -71,9 +106,10 @@ async fn feature_files_dropped_changed_and_removed_reach_the_node_within_a_secon
         "    reuseInstance: true\n    paths: [/sys, /proc, /boot, {{path: {FEATURES_D}, from: {}}}]\n    config: {{}}\n",
         fd.path().display()
     );
-    let mut t = reacting_plugin(node, "features", built::FEATURES, &section);
+    let mut t = agent(node, &section);
     let cancel = CancellationToken::new();
     let run = t.spawn(&cancel);
+    ready(node).await;
     assert!(
         until(30, || async {
             labels(node).await["vendor.example.com/pre"] == "1"
@@ -121,7 +157,6 @@ async fn feature_files_dropped_changed_and_removed_reach_the_node_within_a_secon
         swap.lines().filter(|s| !s.trim().is_empty()).count() > 1,
         "{l:#}"
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
 
     // A file dropped: its labels, all but the bad line's, within a second.
     drop_file(
@@ -158,6 +193,10 @@ async fn feature_files_dropped_changed_and_removed_reach_the_node_within_a_secon
         events(node, "FeatureFileRefused").await
     );
 
+    // Passes woken by the trigger are gated at about one a second after
+    // two back to back (docs/events.md), and a write-then-rename is a few
+    // file events: each change here comes alone, 2 s after the last.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     // Changed: the new value.
     drop_file(fd.path(), "gpu", "nvidia.com/gpu.present=false\n");
     let took = time_until(node, |l| {
@@ -170,6 +209,7 @@ async fn feature_files_dropped_changed_and_removed_reach_the_node_within_a_secon
     eprintln!("{what}: {took:?}");
     assert!(took < Duration::from_secs(1), "{what}: took {took:?}");
 
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     // Removed: its labels are released, the other file's stay.
     std::fs::remove_file(fd.path().join("gpu")).unwrap();
     let took = time_until(node, |l| l.get("nvidia.com/gpu.present").is_none())
@@ -179,6 +219,35 @@ async fn feature_files_dropped_changed_and_removed_reach_the_node_within_a_secon
     eprintln!("{what}: {took:?}");
     assert!(took < Duration::from_secs(1), "{what}: took {took:?}");
     assert_eq!(labels(node).await["vendor.example.com/pre"], "1");
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
+
+/// A side-car that creates `features.d` after the engine started (its
+/// parent too), as a hostPath `DirectoryOrCreate` of its own pod does:
+/// the files it drops there reach the node within a second all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_features_d_created_after_the_start_is_watched_once_it_appears() {
+    let node = "features-later";
+    let host = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fd = host.path().join("node-feature-discovery/features.d");
+    let section = format!(
+        "    paths: [{{path: {FEATURES_D}, from: {}}}]\n    config: {{core: {{labelSources: [local]}}}}\n",
+        fd.display()
+    );
+    let mut t = agent(node, &section);
+    let cancel = CancellationToken::new();
+    let run = t.spawn(&cancel);
+    ready(node).await;
+    std::fs::create_dir_all(&fd).unwrap();
+    // The directory's creation wakes a pass, which finds it empty.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop_file(&fd, "gpu", "nvidia.com/gpu.present=true\n");
+    let took = time_until(node, |l| l["nvidia.com/gpu.present"] == "true")
+        .await
+        .expect("a file in a features.d created after the start never reached the node");
+    eprintln!("a file in a features.d created later: {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
     cancel.cancel();
     run.await.unwrap().unwrap();
 }

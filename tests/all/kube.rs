@@ -66,6 +66,7 @@ const NODES: &[&str] = &[
     "events-disk",
     "events-bench",
     "features-local",
+    "features-later",
     "shared-cache-node",
 ];
 
