@@ -557,9 +557,12 @@ fn watch_paths(
         if event.kind.is_access() {
             return;
         }
+        // No path: the watcher lost track (an overflow); wake to be safe.
+        let mut relevant = event.paths.is_empty();
         let mut queues = sink.queues.lock().expect("queues lock");
         for (path, plugins) in &owners {
             if event.paths.iter().any(|p| p.starts_with(path)) {
+                relevant = true;
                 for p in plugins {
                     queues.entry(p.clone()).or_default().counts.triggered += 1;
                 }
@@ -567,11 +570,17 @@ fn watch_paths(
             // The path itself, or a directory on the way to it: what is
             // watched for it changes.
             if event.paths.iter().any(|p| path.starts_with(p)) {
+                relevant = true;
                 sink.rearm.store(true, Ordering::Relaxed);
             }
         }
         drop(queues);
-        sink.wake();
+        // Another file of a directory watched on the way to a path that
+        // does not exist yet (`/etc`, for a missing `/etc/kubernetes/...`)
+        // wakes nothing.
+        if relevant {
+            sink.wake();
+        }
     })
     .map_err(|e| tracing::warn!("cannot watch the plugins' paths: {e}"))
     .ok()?;

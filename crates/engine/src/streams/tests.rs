@@ -259,14 +259,19 @@ fn a_watched_directory_wakes_on_a_file_dropped_into_it() {
     assert!(s.status()[0].1.counts.triggered >= 1);
 }
 
-/// Whether `s` wakes within 3 s.
-fn wakes(s: &Streams) -> bool {
+/// Whether `s` wakes within `within`.
+fn wakes_within(s: &Streams, within: Duration) -> bool {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(3), s.woken()).await })
+    rt.block_on(async { tokio::time::timeout(within, s.woken()).await })
         .is_ok()
+}
+
+/// Whether `s` wakes within 3 s.
+fn wakes(s: &Streams) -> bool {
+    wakes_within(s, Duration::from_secs(3))
 }
 
 /// A feature files' directory that a side-car creates after the plugin
@@ -286,6 +291,12 @@ fn a_watched_directory_created_later_or_again_wakes_on_files_dropped_into_it() {
             watch: vec![dir.clone()],
         }),
     )]);
+    // Watched from `root` meanwhile: another file there wakes nothing.
+    std::fs::write(root.path().join("unrelated"), "x").unwrap();
+    assert!(
+        !wakes_within(&s, Duration::from_millis(500)),
+        "an unrelated file"
+    );
     std::fs::create_dir(&parent).unwrap();
     assert!(wakes(&s), "the parent's creation");
     std::fs::create_dir(&dir).unwrap();
