@@ -66,7 +66,8 @@ commit="$(git rev-parse --short=12 HEAD)"
 git diff --quiet HEAD -- . ':!docs/matrix' || commit="$commit+dirty"
 
 log "building the test binaries (cargo test --workspace --no-run)"
-cargo test --workspace --no-run --message-format=json-render-diagnostics >target/matrix/build.json
+cargo test --workspace --no-run
+cargo test --workspace --test realnode --no-run --message-format=json-render-diagnostics >target/matrix/build.json
 realnode_bin="$(python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -66,8 +66,8 @@ log "style: cargo fmt --check (the workspace, plugins/ and tests/components/)"
 for manifest in Cargo.toml plugins/Cargo.toml tests/components/Cargo.toml; do
   cargo fmt --all --check --manifest-path "$manifest" || style=1
 done
-log "style: no circle of imports between the files of a crate (scripts/import-cycles.py)"
-python3 scripts/import-cycles.py || style=1
+log "style: no circle of imports between the files of a crate, a parent and its child included (scripts/import-cycles.py)"
+{ python3 -m unittest -q scripts/import_cycles_test.py && python3 scripts/import-cycles.py; } || style=1
 log "style: the book (scripts/book.sh: mkdocs --strict, every link, anchor and page checked; into target/book)"
 scripts/book.sh || style=1
 log "style: README.md's Kubernetes version table is what docs/matrix/results.tsv gives (scripts/matrix-table.py --check)"
@@ -134,15 +134,18 @@ if [ "$want_aot" = 1 ]; then
   ) >"$logs/aot.log" 2>&1 &
   aot=$!
 fi
-# The real-node binary's path comes from the build's JSON messages (stdout;
-# the build's own output goes to the log as usual). One `--workspace` build
-# serves both: `-p nodestatus-tests` would resolve other features and build
-# part of the dependencies again (wasmtime's and cranelift's, in a cold run).
+# The real-node binary's path comes from cargo's JSON messages (stdout;
+# the build's own output goes to the log as usual). It is built apart
+# (`test = false`: `cargo test --workspace` leaves it out), with
+# `--workspace` too: `-p nodestatus-tests` would resolve other features and
+# build part of the dependencies again (wasmtime's and cranelift's, in a
+# cold run).
 # The build without the optional clients (cargo's `cri` and `logind`
 # features) is built and its config tests run here too: they are the only
 # tests of what such a build refuses.
-{ cargo test --workspace --no-run \
-    --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
+{ cargo test --workspace --no-run &&
+    cargo test --workspace --test realnode --no-run \
+      --message-format=json-render-diagnostics >"$logs/realnode-build.json" &&
     cargo test -p nodestatus-engine --no-default-features --lib -- config::; } >"$logs/build.log" 2>&1 &
 build=$!
 # Clippy and rustdoc, on the CPU the others leave idle.
@@ -199,28 +202,51 @@ log "real-node suite, in the background ($logs/realnode.log)"
 realnode=$!
 
 status=0
+# Every suite's outcome, printed together at the end: passed, FAILED or
+# skipped (with why). A suite that did not run is never "ok".
+summary=()
+outcome() { # name result [why]
+  summary+=("$(printf '%-44s %s' "$1" "$2${3:+ ($3)}")")
+  [ "$2" != FAILED ] || status=1
+}
 log "SDK conformance vectors against Kubernetes' own resource.Quantity (sdk/conformance/kubernetes/check.sh)"
-sdk/conformance/kubernetes/check.sh || status=1
+if sdk/conformance/kubernetes/check.sh; then outcome "SDK conformance vectors" passed; else outcome "SDK conformance vectors" FAILED; fi
 
 log "cargo test (unit, integration, fault rig)"
-cargo test --workspace --no-fail-fast "$@" || status=1
+if cargo test --workspace --no-fail-fast "$@"; then
+  outcome "cargo test --workspace" passed
+else
+  outcome "cargo test --workspace" FAILED
+fi
 
 log "plugin unit tests (the setters compiled natively, on fixture trees)"
-cargo test --manifest-path plugins/Cargo.toml --workspace "$@" || status=1
+if cargo test --manifest-path plugins/Cargo.toml --workspace "$@"; then
+  outcome "plugins' native tests" passed
+else
+  outcome "plugins' native tests" FAILED
+fi
 
+aot_name="JavaScript ahead of time (guests::aot_*)"
 if [ -z "$aot" ]; then
-  log "the JavaScript setter built ahead of time: not tested (NODESTATUS_AOT=${NODESTATUS_AOT:-auto}: weval is not in the cache, or the tests are off; NODESTATUS_AOT=1 builds weval and runs them)"
+  log "the JavaScript setter built ahead of time: skipped (NODESTATUS_AOT=${NODESTATUS_AOT:-auto}: weval is not in the cache, or the tests are off; NODESTATUS_AOT=1 builds weval and runs them)"
+  outcome "$aot_name" skipped "weval not in the cache; NODESTATUS_AOT=1 builds it"
 elif wait "$aot"; then
   log "the JavaScript setter built ahead of time: its tests (guests::aot_*)"
-  cargo test -p nodestatus --test all -- --ignored guests::aot_ || status=1
+  if cargo test --workspace --test all -- --ignored guests::aot_; then
+    outcome "$aot_name" passed
+  else
+    outcome "$aot_name" FAILED
+  fi
 else
   log "the ahead-of-time build (weval, load-average): FAILED; the end of $logs/aot.log:"
   tail -n 60 "$logs/aot.log" >&2
-  status=1
+  outcome "$aot_name" FAILED "its build"
 fi
 
+sigstore_name="live Sigstore (keyless::*)"
 if [ -z "$sigstore" ]; then
-  log "the live Sigstore: not tested (not in the cache: NODESTATUS_TEST_SIGSTORE=1 builds Fulcio, Rekor and Trillian and runs tests/all/keyless.rs; the keyless checks ran on their fixtures)"
+  log "the live Sigstore: skipped (not in the cache: NODESTATUS_TEST_SIGSTORE=1 builds Fulcio, Rekor and Trillian and runs tests/all/keyless.rs; the keyless checks ran on their fixtures)"
+  outcome "$sigstore_name" skipped "not in the cache; NODESTATUS_TEST_SIGSTORE=1 builds it"
 elif wait "$sigstore"; then
   NODESTATUS_SIGSTORE="$(tail -n 1 "$logs/sigstore.path")"
   export NODESTATUS_SIGSTORE
@@ -228,26 +254,41 @@ elif wait "$sigstore"; then
   # One stack at a time: each takes free ports by binding and closing
   # them, and four starting at once beside the real-node suite raced for
   # ports and time (one start failed, 2026-11-27 22:50).
-  cargo test -p nodestatus --test all -- --ignored keyless:: --test-threads=1 || status=1
+  if cargo test --workspace --test all -- --ignored keyless:: --test-threads=1; then
+    outcome "$sigstore_name" passed
+  else
+    outcome "$sigstore_name" FAILED
+  fi
 else
   log "the Sigstore build (scripts/ensure-sigstore.sh): FAILED; the end of $logs/sigstore.log:"
   tail -n 60 "$logs/sigstore.log" >&2
-  status=1
+  outcome "$sigstore_name" FAILED "its build"
 fi
 
 if wait "$realnode"; then
-  log "real-node suite: ok"
-  grep '^REALNODE|' "$logs/realnode.log" >&2 || true
+  if grep -q 'NODESTATUS_SKIP_REALNODE=1' "$logs/realnode.log"; then
+    log "real-node suite: skipped (NODESTATUS_SKIP_REALNODE=1)"
+    outcome "real-node suite" skipped "NODESTATUS_SKIP_REALNODE=1"
+  else
+    log "real-node suite: passed"
+    grep '^REALNODE|' "$logs/realnode.log" >&2 || true
+    outcome "real-node suite" passed
+  fi
 else
   log "real-node suite: FAILED; the end of $logs/realnode.log:"
   tail -n 80 "$logs/realnode.log" >&2
-  status=1
+  outcome "real-node suite" FAILED
 fi
 if wait "$style_job" && [ "$style" = 0 ]; then
-  log "style (fmt, clippy, doc): ok"
+  log "style (fmt, clippy, doc): passed"
+  outcome "style (fmt, imports, book, clippy, doc)" passed
 else
   log "style: FAILED (cargo fmt's diff and the book's warnings, if any, are above; clippy and rustdoc are in $logs/style.log, whose end follows)"
   tail -n 60 "$logs/style.log" >&2
-  status=1
+  outcome "style (fmt, imports, book, clippy, doc)" FAILED
 fi
+skipped=0
+for line in "${summary[@]}"; do case "$line" in *" skipped"*) skipped=$((skipped + 1)) ;; esac; done
+log "summary: ${#summary[@]} suites, $skipped skipped"
+printf '  %s\n' "${summary[@]}" >&2
 exit "$status"

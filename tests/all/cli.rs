@@ -211,6 +211,94 @@ fn once_counts_every_online_cpu_whatever_the_engine_may_run_on() {
     );
 }
 
+/// `once --kubernetes-version` writes the node as that release's kubelet
+/// does (what the version matrix's real-node suite compares with each
+/// release's own kubelet): 1.37 declares its features and says whether it
+/// runs in a user namespace, and writes ephemeral storage in decimal; 1.36
+/// declares them too, says nothing of the namespace and writes the storage
+/// in binary units; 1.35 declares none.
+#[test]
+fn once_writes_the_node_as_the_kubelet_of_the_release_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
+        drop_plugin(dir.path(), file, Path::new(src));
+    }
+    let once = |release: Option<&str>| {
+        let mut c = nodestatus();
+        c.args(["once", "--strict", "--plugin-dir"])
+            .arg(dir.path())
+            .args(["--cache-dir", built::TEST_CACHE_DIR]);
+        if let Some(r) = release {
+            c.args(["--kubernetes-version", r]);
+        }
+        json_of(&mut c)
+    };
+    let newest = once(None);
+    let v137 = once(Some("v1.37.2"));
+    assert_eq!(
+        v137["status"]["declaredFeatures"],
+        newest["status"]["declaredFeatures"]
+    );
+    let v136 = once(Some("1.36"));
+    let v135 = once(Some("1.35"));
+    let status = |n: &Value, k: &str| n["status"].get(k).is_some();
+    assert!(status(&newest, "declaredFeatures") && status(&v136, "declaredFeatures"));
+    assert!(!status(&v135, "declaredFeatures"), "{}", v135["status"]);
+    assert!(
+        newest["status"]["nodeInfo"]
+            .get("runningInUserNamespace")
+            .is_some()
+    );
+    assert!(
+        v136["status"]["nodeInfo"]
+            .get("runningInUserNamespace")
+            .is_none()
+    );
+    let storage = |n: &Value| {
+        n["status"]["capacity"]["ephemeral-storage"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let bytes = |q: &str| -> u64 {
+        let (digits, unit) = match q.strip_suffix('i') {
+            Some(q) => (
+                &q[..q.len() - 1],
+                1u64 << (10 * (1 + "KMGTPE".find(&q[q.len() - 1..]).unwrap())),
+            ),
+            None => (q, 1),
+        };
+        digits.parse::<u64>().unwrap() * unit
+    };
+    assert!(
+        storage(&newest).bytes().all(|b| b.is_ascii_digit()),
+        "{}",
+        storage(&newest)
+    );
+    assert_eq!(
+        bytes(&storage(&v136)),
+        bytes(&storage(&newest)),
+        "the same amount"
+    );
+    if bytes(&storage(&newest)) % 1024 == 0 {
+        assert!(
+            storage(&v136).ends_with('i'),
+            "binary units: {}",
+            storage(&v136)
+        );
+    }
+    let bad = nodestatus()
+        .args(["once", "--kubernetes-version", "2"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("is not a Kubernetes release"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
 #[test]
 fn once_without_a_config_runs_the_embedded_default() {
     let dir = tempfile::tempdir().unwrap();

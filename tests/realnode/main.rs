@@ -77,6 +77,28 @@ plugins:
     enabled: false
 ";
 
+/// The release of the kubelet beside which the suite runs (`kubelet
+/// --version`: `Kubernetes v1.36.3`), as `nodestatus once
+/// --kubernetes-version` takes it: what nodestatus writes is compared with
+/// what that release's kubelet writes.
+fn release() -> String {
+    static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RELEASE
+        .get_or_init(|| {
+            let kubelet = nodestatus_controlplane::apiserver_binary().with_file_name("kubelet");
+            let out = Command::new(&kubelet)
+                .arg("--version")
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", kubelet.display()));
+            let text = String::from_utf8_lossy(&out.stdout);
+            text.split_whitespace()
+                .last()
+                .unwrap_or_else(|| panic!("{} --version said {text:?}", kubelet.display()))
+                .to_owned()
+        })
+        .clone()
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -450,6 +472,7 @@ async fn once_in_pod(
         "--plugin-dir=/usr/lib/nodestatus/plugins",
         format!("--node-name={NODE}"),
         "--cache-dir=/var/cache/nodestatus",
+        format!("--kubernetes-version={}", release()),
     ]);
     for k in ["ports", "livenessProbe", "readinessProbe"] {
         c.as_object_mut().context("a container")?.remove(k);

@@ -322,7 +322,9 @@ pub fn once_on_host(
 ) -> anyhow::Result<Value> {
     let (_dir, plugins, config) = host_setup(kubelet_root, runtime_endpoint)?;
     let out = Command::new(bin)
-        .args(["once", "--node-name", super::NODE, "--plugin-dir"])
+        .args(["once", "--node-name", super::NODE])
+        .arg(format!("--kubernetes-version={}", super::release()))
+        .arg("--plugin-dir")
         .arg(&plugins)
         .arg("--config")
         .arg(&config)

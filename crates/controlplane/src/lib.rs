@@ -72,7 +72,7 @@ pub enum Error {
     #[error("kube-apiserver did not become ready within {0:?}; its log is {1}")]
     NotReady(Duration, String),
     /// kube-apiserver exited at start because another process holds its
-    /// port (taken between [`free_port`]'s probe and its bind).
+    /// port (taken between the free port's probe and its bind).
     #[error(
         "kube-apiserver exited at start: port {port} is in use by another process; its log is {log}"
     )]

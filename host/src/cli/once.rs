@@ -40,6 +40,12 @@ pub struct Args {
     /// A Node as JSON to start from.
     #[arg(long)]
     node: Option<PathBuf>,
+    /// The Kubernetes release (MAJOR.MINOR, for example 1.36) whose
+    /// kubelet the node is written as: the fields and units that release's
+    /// kubelet writes, as `run` writes them for a server of that release.
+    /// Default: the newest nodestatus matches (1.37).
+    #[arg(long, value_name = "MAJOR.MINOR", value_parser = parse_release)]
+    kubernetes_version: Option<nodestatus_model::node::kubelet::ServerVersion>,
     /// The settings, pluginDir and the plugins' grants included.
     #[command(flatten)]
     layers: Layers,
@@ -97,11 +103,15 @@ impl Args {
                 &cfg.hostname(&nodestatus_runtime::facts::Facts::default()),
             ),
         };
-        // What a kubelet of the newest supported release writes, as `run`
-        // writes for a server of that release (none in companion mode).
+        // What a kubelet of the release writes (the newest supported by
+        // default), as `run` writes for a server of that release (none in
+        // companion mode).
+        let release = self
+            .kubernetes_version
+            .unwrap_or(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
         let options = pipeline::PassOptions {
-            kubelet_fields: (!cfg.companion)
-                .then_some(nodestatus_model::node::kubelet::ServerVersion::NEWEST),
+            kubelet_fields: (!cfg.companion).then_some(release),
+            release: Some(release),
             ..Default::default()
         };
         let (mut loads, waited, out, report) = evaluate(&plugins, &node, &context(&cfg), options);
@@ -496,4 +506,17 @@ pub fn read_node(path: &Path) -> anyhow::Result<Value> {
     nodestatus_model::policy::validate(&v)
         .map_err(|e| anyhow::anyhow!("{} is not a Node: {e}", path.display()))?;
     Ok(v)
+}
+
+/// `--kubernetes-version`: `MAJOR.MINOR`, a leading `v` and a patch
+/// allowed (`v1.36.3` is 1.36).
+fn parse_release(text: &str) -> Result<nodestatus_model::node::kubelet::ServerVersion, String> {
+    let t = text.trim().trim_start_matches('v');
+    let mut parts = t.split('.');
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    nodestatus_model::node::kubelet::ServerVersion::parse(major, minor)
+        .filter(|v| v.major == 1)
+        .ok_or_else(|| {
+            format!("{text:?} is not a Kubernetes release (MAJOR.MINOR, for example 1.36)")
+        })
 }

@@ -229,6 +229,7 @@ impl Shared {
             // machine's fields itself.
             kubelet_fields: self.server.filter(|_| !self.cfg.companion),
             server_drops: self.server_drops,
+            release: self.server,
         };
         Action::RunPass {
             for_loop,

@@ -92,10 +92,13 @@ pub enum Error {
 /// Convenience alias for this module's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Invalid {
-        field: field.into(),
-        message: message.into(),
+impl Error {
+    /// [`Error::Invalid`] for `field`, with `message`.
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use nodestatus_runtime::{CompileLimits, Tiers};
 use super::plugins::{Verification, check_verify, plugin_settings};
 use super::values::{byte_size, parse_node_ips};
 use super::{
-    Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, GoDuration, Result,
-    default_cache_dir, hostname, invalid,
+    Config, ConfigFile, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_PLUGIN_DIR, Error, GoDuration,
+    Result, default_cache_dir, hostname,
 };
 
 impl ConfigFile {
@@ -23,23 +23,25 @@ impl ConfigFile {
             )
         });
         nodestatus_apimachinery::names::dns1123_subdomain(&node_name)
-            .map_err(|m| invalid("nodeName", m))?;
+            .map_err(|m| Error::invalid("nodeName", m))?;
         if let Some(h) = &self.hostname_override {
             nodestatus_apimachinery::names::dns1123_subdomain(h)
-                .map_err(|m| invalid("hostnameOverride", m))?;
+                .map_err(|m| Error::invalid("hostnameOverride", m))?;
         }
         let node_ips = match &self.node_ip {
             None => Vec::new(),
-            Some(s) => parse_node_ips(s).map_err(|m| invalid("nodeIP", m))?,
+            Some(s) => parse_node_ips(s).map_err(|m| Error::invalid("nodeIP", m))?,
         };
         let node_labels = self.node_labels.unwrap_or_default().0;
         let register_with_taints = self.register_with_taints.unwrap_or_default().0;
         for (k, v) in &node_labels {
             let field = format!("nodeLabels[{k}]");
-            nodestatus_model::policy::validate_qualified_name(k).map_err(|m| invalid(&field, m))?;
-            nodestatus_model::policy::validate_label_value(v).map_err(|m| invalid(&field, m))?;
+            nodestatus_model::policy::validate_qualified_name(k)
+                .map_err(|m| Error::invalid(&field, m))?;
+            nodestatus_model::policy::validate_label_value(v)
+                .map_err(|m| Error::invalid(&field, m))?;
             if !nodestatus_model::policy::node_restriction_allows_label(k) {
-                return Err(invalid(
+                return Err(Error::invalid(
                     field,
                     "NodeRestriction refuses this label from a node: labels under kubernetes.io and k8s.io must be the kubelet's well-known ones or under kubelet.kubernetes.io or node.kubernetes.io, and node-restriction.kubernetes.io is never allowed",
                 ));
@@ -48,14 +50,14 @@ impl ConfigFile {
         for (i, t) in register_with_taints.iter().enumerate() {
             let field = format!("registerWithTaints[{i}]");
             nodestatus_model::policy::validate_qualified_name(&t.key)
-                .map_err(|m| invalid(&field, m))?;
+                .map_err(|m| Error::invalid(&field, m))?;
             nodestatus_model::policy::validate_label_value(&t.value)
-                .map_err(|m| invalid(&field, m))?;
+                .map_err(|m| Error::invalid(&field, m))?;
             if !matches!(
                 t.effect.as_str(),
                 "NoSchedule" | "PreferNoSchedule" | "NoExecute"
             ) {
-                return Err(invalid(
+                return Err(Error::invalid(
                     field,
                     format!(
                         "effect {:?} must be NoSchedule, PreferNoSchedule or NoExecute",
@@ -67,7 +69,7 @@ impl ConfigFile {
                 .iter()
                 .any(|o| o.key == t.key && o.effect == t.effect)
             {
-                return Err(invalid(
+                return Err(Error::invalid(
                     field,
                     format!(
                         "a second taint with key {:?} and effect {}: the apiserver refuses duplicates, keep one",
@@ -80,7 +82,7 @@ impl ConfigFile {
             .node_status_update_frequency
             .map_or(Duration::from_secs(10), |d| d.0);
         if update < Duration::from_millis(100) || update > Duration::from_secs(300) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "nodeStatusUpdateFrequency",
                 format!(
                     "{update:?} is out of range: it must be between 100ms and 5m, and several times shorter than the controller's node-monitor-grace-period (40s to 50s)"
@@ -97,7 +99,7 @@ impl ConfigFile {
             (None, None) => Duration::from_secs(300),
         };
         if report < update {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "nodeStatusReportFrequency",
                 format!(
                     "{report:?} must not be shorter than nodeStatusUpdateFrequency ({update:?})"
@@ -105,21 +107,21 @@ impl ConfigFile {
             ));
         }
         if report > Duration::from_secs(3600) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "nodeStatusReportFrequency",
                 format!("{report:?} must be at most 1h"),
             ));
         }
         let lease = self.node_lease_duration_seconds.unwrap_or(40);
         if !(1..=3600).contains(&lease) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "nodeLeaseDurationSeconds",
                 format!("{lease} must be between 1 and 3600 (it must be > 0)"),
             ));
         }
         let max_images = self.node_status_max_images.unwrap_or(50);
         if max_images < -1 {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "nodeStatusMaxImages",
                 format!("{max_images} must be >= -1 (-1 means no limit)"),
             ));
@@ -127,11 +129,11 @@ impl ConfigFile {
         if let Some(p) = &self.provider_id
             && (p.is_empty() || p.len() > 512)
         {
-            return Err(invalid("providerID", "must be 1 to 512 characters"));
+            return Err(Error::invalid("providerID", "must be 1 to 512 characters"));
         }
         let companion = self.companion.unwrap_or(false);
         if companion && self.register_node == Some(true) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "registerNode",
                 "must be false (or unset) in companion mode: the kubelet registers the node",
             ));
@@ -141,7 +143,7 @@ impl ConfigFile {
             None | Some("") => false,
             Some("external") => true,
             Some(other) => {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "cloudProvider",
                     format!("{other:?}: only \"external\" (or empty) is accepted"),
                 ));
@@ -154,7 +156,7 @@ impl ConfigFile {
         let compiler = match self.compiler.as_deref() {
             None => Tiers::Tiered,
             Some(name) => Tiers::parse(name).ok_or_else(|| {
-                invalid(
+                Error::invalid(
                     "compiler",
                     format!(
                         "{name:?}: one of {}",
@@ -177,9 +179,9 @@ impl ConfigFile {
             && !e.is_empty()
         {
             crate::cri::socket_path(e)
-                .map_err(|err| invalid("containerRuntimeEndpoint", err.to_string()))?;
+                .map_err(|err| Error::invalid("containerRuntimeEndpoint", err.to_string()))?;
             if !cfg!(feature = "cri") {
-                return Err(invalid(
+                return Err(Error::invalid(
                     "containerRuntimeEndpoint",
                     format!(
                         "{e:?} is set, but this nodestatus was built without its container runtime client (cargo's `cri` feature, on by default): build it with default features, or remove the setting"
@@ -193,7 +195,7 @@ impl ConfigFile {
         if runtime_request_timeout < Duration::from_millis(100)
             || runtime_request_timeout > Duration::from_secs(120)
         {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "runtimeRequestTimeout",
                 format!("{runtime_request_timeout:?} must be between 100ms and 2m"),
             ));
@@ -205,7 +207,7 @@ impl ConfigFile {
         let registries = self.registries.unwrap_or_default();
         registries
             .validate()
-            .map_err(|e| invalid("registries", e.to_string()))?;
+            .map_err(|e| Error::invalid("registries", e.to_string()))?;
         let verify = self
             .verify
             .as_ref()
@@ -277,7 +279,7 @@ fn registry_cache(
     }
     if let Some(a) = age {
         if a.0 < Duration::from_secs(60) || a.0 > Duration::from_secs(8760 * 3600) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "registryCacheMaxAge",
                 format!(
                     "{:?} must be between 1m and 8760h (a version a plugin uses is never removed)",
@@ -294,7 +296,7 @@ fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<C
     let mut limits = CompileLimits::default();
     if let Some(t) = timeout {
         if t.0 < Duration::from_secs(1) || t.0 > Duration::from_secs(3600) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "compileTimeout",
                 format!("{:?} must be between 1s and 1h", t.0),
             ));

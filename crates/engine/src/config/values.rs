@@ -244,10 +244,10 @@ pub fn yaml_to_json(text: &str) -> Result<serde_json::Value, String> {
 pub(super) fn byte_size(field: &str, value: &str, min: u64, max: u64, hint: &str) -> Result<u64> {
     use nodestatus_apimachinery::quantity::Quantity;
     let bytes = Quantity::parse(value)
-        .map_err(|e| super::invalid(field, e))?
+        .map_err(|e| super::Error::invalid(field, e))?
         .as_units_ceil();
     if !(i128::from(min)..=i128::from(max)).contains(&bytes) {
-        return Err(super::invalid(
+        return Err(super::Error::invalid(
             field,
             format!(
                 "{value} must be between {} and {}{hint}",

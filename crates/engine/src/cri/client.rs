@@ -14,7 +14,8 @@ use nodestatus_runtime::facts::{
 };
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use super::{Error, socket_path};
+use super::Error;
+use super::endpoint::socket_path;
 
 /// A CRI client for one runtime socket.
 #[derive(Debug)]

@@ -19,8 +19,10 @@
 //! `containerRuntimeEndpoint` the operator sets is refused when the
 //! config is checked.
 
-use std::path::PathBuf;
 use std::time::Duration;
+
+mod endpoint;
+pub use endpoint::socket_path;
 
 #[cfg(not(feature = "cri"))]
 mod absent;
@@ -64,20 +66,10 @@ pub enum Error {
     },
 }
 
-/// The socket path of a `unix://` endpoint (a bare absolute path is taken
-/// as one too, as the kubelet does).
-pub fn socket_path(endpoint: &str) -> Result<PathBuf, Error> {
-    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
-    if !path.starts_with('/') || path.len() < 2 {
-        return Err(Error::BadEndpoint {
-            endpoint: endpoint.to_owned(),
-        });
-    }
-    Ok(PathBuf::from(path))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]

@@ -271,6 +271,11 @@ pub const ALLOCATABLE: &str = "allocatable-for-capacity";
 /// container runtime and machine ([`PassOptions::kubelet_fields`]).
 pub const CURRENT_KUBELET_FIELDS: &str = "current-kubelet-fields";
 
+/// The built-in step that writes `capacity[ephemeral-storage]` in the
+/// units of the server's kubelet
+/// ([`node::kubelet::ephemeral_storage_in_release_units`]).
+pub const RELEASE_UNITS: &str = "ephemeral-storage-in-release-units";
+
 /// The reason of the Warning event that says a reacting plugin's queue
 /// dropped matched lines.
 pub const STREAM_LINES_DROPPED: &str = "StreamLinesDropped";
@@ -308,6 +313,11 @@ pub struct PassOptions {
     /// not keep as written ([`node::kubelet::not_kept`]): left as the node
     /// has them.
     pub server_drops: node::kubelet::CurrentFields,
+    /// The server's release, also in companion mode: the units its
+    /// kubelet writes `capacity[ephemeral-storage]` in
+    /// ([`node::kubelet::ephemeral_storage_in_release_units`]). `None`:
+    /// the newest's (decimal).
+    pub release: Option<node::kubelet::ServerVersion>,
 }
 
 /// What a pass did.
@@ -530,6 +540,14 @@ fn builtins<'a>(
         steps.push(Builtin {
             name: KEEP_ADDRESSES,
             step: Box::new(move |c: &Value| node::kubelet::keep_addresses(node, c)),
+        });
+    }
+    if let Some(server) = options.release {
+        steps.push(Builtin {
+            name: RELEASE_UNITS,
+            step: Box::new(move |c: &Value| {
+                node::kubelet::ephemeral_storage_in_release_units(c, server)
+            }),
         });
     }
     if let (Some(server), Some(facts)) = (options.kubelet_fields, facts) {

@@ -18,11 +18,12 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
+use super::load::{is_plugin_file_name, load_setter};
 use super::state::{
     DirAction, DirInput, DirState, FileState, Job, LoadResult, Loaded, ReadResult, RescanId, Stamp,
     WaitId,
 };
-use super::{Listener, Refusal, ReloadEvent, is_plugin_file_name, load_setter};
+use super::{Listener, Refusal, ReloadEvent};
 use crate::config::SettingsFn;
 use crate::pipeline::{PluginSet, Setter};
 use nodestatus_runtime::{LoadError, Runtime, TierUp, error_chain, read_plugin_file, sha256_hex};

@@ -52,15 +52,18 @@ use std::time::Duration;
 use crate::config::SettingsFn;
 use crate::pipeline::{PluginSet, Setter};
 use driver::{Msg, View};
+pub use load::is_plugin_file_name;
+use load::load_setter;
 #[cfg(doc)]
 use nodestatus_runtime::read_plugin_file;
-use nodestatus_runtime::{LoadError, Plugin, Runtime, TierUp, name_of_file};
+use nodestatus_runtime::{LoadError, Runtime};
 use state::DirInput;
 
 pub use crate::dir_watch::DEBOUNCE;
 pub use state::{DirAction, DirState, RETRY_FIRST, RETRY_MAX, retry_wait};
 
 mod driver;
+mod load;
 pub mod state;
 
 /// How often the directory is rescanned even without events.
@@ -260,11 +263,6 @@ impl std::fmt::Display for Refusal {
             Self::Failed(e) => f.write_str(&nodestatus_runtime::error_chain(e)),
         }
     }
-}
-
-/// Whether a directory entry's name is a plugin file.
-pub fn is_plugin_file_name(name: &str) -> bool {
-    !name.starts_with('.') && name.ends_with(".wasm") && name.len() > ".wasm".len()
 }
 
 impl PluginDir {
@@ -526,7 +524,7 @@ impl PluginDir {
     }
 
     /// Loads a component: `bytes`, under the plugin name of `file` (its
-    /// stem, see [`name_of_file`]), with `config`. The one entry point of
+    /// stem, see [`nodestatus_runtime::name_of_file`]), with `config`. The one entry point of
     /// every component the engine runs, whatever brought its bytes (the
     /// directory, a registry pull): the check before the compile, the
     /// memo of refused files, the precompile cache and the compile slots
@@ -589,37 +587,6 @@ impl Drop for PluginDir {
             let _ = driver.join();
         }
     }
-}
-
-/// `bytes` loaded as the plugin of `file` under `config`: the setter, and
-/// Cranelift's compile that is to replace Winch's code, if any.
-fn load_setter(
-    runtime: &Runtime,
-    file: &Path,
-    bytes: &[u8],
-    config: &Arc<crate::config::PluginConfig>,
-) -> Result<(Setter, Option<TierUp>), Refusal> {
-    if !config.enabled {
-        // Not even compiled.
-        return Err(Refusal::Disabled(name_of_file(file).unwrap_or_default()));
-    }
-    let (plugin, tier_up) =
-        Plugin::load_deferring_tier_up(runtime, file, bytes, &|_| config.sandbox.clone())
-            .map_err(Refusal::Failed)?;
-    for w in plugin.withheld() {
-        // What the operator can grant is worth a warning; the files under
-        // a directory that holds /proc (`/`, granted for statvfs) never
-        // are: that grant serves what it is for.
-        if w.grantable() {
-            tracing::warn!(
-                plugin = plugin.name(),
-                "not granted, loading without it: {w}"
-            );
-        } else {
-            tracing::info!(plugin = plugin.name(), "granted for statvfs only: {w}");
-        }
-    }
-    Ok((Setter::new(Arc::new(plugin), config.clone()), tier_up))
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use super::FieldPath;
-use super::diff::conditions_of;
 
 /// The conditions of a node by type, in list order. Entries without a string
 /// `type` are reported under the type `""`.
@@ -106,6 +105,11 @@ pub fn stamp_times(
         }
     }
     stamped
+}
+
+/// The node's `status.conditions`, if any.
+pub(super) fn conditions_of(node: &Value) -> Option<&Value> {
+    node.get("status").and_then(|s| s.get("conditions"))
 }
 
 #[cfg(test)]

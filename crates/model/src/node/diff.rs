@@ -5,7 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::{FieldPath, conditions_by_type};
+use super::FieldPath;
+use super::conditions::{conditions_by_type, conditions_of};
 
 /// One changed field: its path and its value on each side (`None` where
 /// absent). For a condition the values are the first entry of that type;
@@ -204,11 +205,6 @@ impl<'a> Diff<'a> {
             }
         }
     }
-}
-
-/// The node's `status.conditions`, if any.
-pub(super) fn conditions_of(node: &Value) -> Option<&Value> {
-    node.get("status").and_then(|s| s.get("conditions"))
 }
 
 /// Whether two conditions are equal but for `lastHeartbeatTime`.

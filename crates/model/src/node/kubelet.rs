@@ -252,6 +252,34 @@ pub struct RuntimeAndMachine {
     pub running_in_user_namespace: Option<bool>,
 }
 
+/// `status.capacity[ephemeral-storage]` in the units the server's kubelet
+/// writes it: decimal from 1.37 (kubernetes#137652; as machine-info writes
+/// it), binary before (`4Gi` where 1.37 writes `4294967296`: the same
+/// amount, but a 1.36 kubelet's node says `4Gi`). Returns the node with it,
+/// or `None` when it holds it so already, or holds none.
+pub fn ephemeral_storage_in_release_units(node: &Value, server: ServerVersion) -> Option<Value> {
+    if server.at_least(37) {
+        return None;
+    }
+    let text = node
+        .pointer("/status/capacity/ephemeral-storage")?
+        .as_str()?;
+    let millis = nodestatus_apimachinery::quantity::Quantity::parse(text)
+        .ok()?
+        .as_millis();
+    if millis % 1000 != 0 {
+        return None;
+    }
+    let bytes = u64::try_from(millis / 1000).ok()?;
+    let want = nodestatus_apimachinery::quantity::Quantity::bytes(bytes).to_string();
+    if want == text {
+        return None;
+    }
+    let mut out = node.clone();
+    out["status"]["capacity"]["ephemeral-storage"] = Value::String(want);
+    Some(out)
+}
+
 /// One of the fields [`current_kubelet_fields`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CurrentField {
@@ -716,6 +744,32 @@ mod tests {
         assert!(out["status"].get("runtimeHandlers").is_none(), "{out}");
         assert_eq!(out["status"]["features"], node["status"]["features"]);
         assert_eq!(out["status"]["nodeInfo"], node["status"]["nodeInfo"]);
+    }
+
+    #[test]
+    fn ephemeral_storage_is_in_binary_units_for_a_kubelet_older_than_1_37() {
+        let node =
+            |q: &str| json!({"status": {"capacity": {"ephemeral-storage": q, "memory": "1Gi"}}});
+        let out = ephemeral_storage_in_release_units(&node("4294967296"), v(36)).unwrap();
+        assert_eq!(out, node("4Gi"));
+        // Not a whole number of KiB: the same digits, as Go writes it.
+        assert_eq!(
+            ephemeral_storage_in_release_units(&node("3865470560"), v(32)),
+            None
+        );
+        assert_eq!(
+            ephemeral_storage_in_release_units(&node("4Gi"), v(36)),
+            None
+        );
+        // 1.37 writes decimal: left as it is.
+        assert_eq!(
+            ephemeral_storage_in_release_units(&node("4294967296"), v(37)),
+            None
+        );
+        assert_eq!(
+            ephemeral_storage_in_release_units(&json!({"status": {}}), v(36)),
+            None
+        );
     }
 
     #[test]

@@ -24,8 +24,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::diff::conditions_of;
-use super::{Change, Diff, FieldPath, conditions_by_type};
+use super::conditions::{conditions_by_type, conditions_of};
+use super::{Change, Diff, FieldPath};
 
 /// The patch from `old` to `new`, or `None` when nothing differs.
 pub fn two_way(old: &Value, new: &Value) -> Option<Value> {

@@ -5,7 +5,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::{Error, conditions_by_type};
+use super::Error;
+use super::conditions::conditions_by_type;
 
 /// One field of a Node, at the granularity that policy, ownership and
 /// patches need: one label, one condition type, one capacity resource, one

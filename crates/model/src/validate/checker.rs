@@ -1,7 +1,20 @@
 //! The checker behind [`super::problems`]: one walk over a node that
 //! records every problem, by the API server's rules and nodestatus's own.
 
-use super::*;
+use std::collections::HashSet;
+use std::fmt;
+
+use nodestatus_apimachinery::MAX_NODE_BYTES;
+use nodestatus_apimachinery::names::{label_value, qualified_name};
+use nodestatus_apimachinery::quantity;
+use nodestatus_apimachinery::time::go_rfc3339;
+use serde_json::{Map, Value};
+
+use super::measure::{is_integer_resource, json_size};
+use super::{
+    MAX_PROBLEMS, NODE_INFO_FIELDS, PREFER_AVOID_PODS_ANNOTATION, Problem, Rule, TAINTS_ANNOTATION,
+    TOTAL_ANNOTATION_SIZE_LIMIT,
+};
 
 #[derive(Default)]
 pub(super) struct Checker {

@@ -7,7 +7,8 @@ use x509_cert::der::asn1::ObjectIdentifier;
 use x509_cert::der::{Decode as _, Encode as _};
 
 use super::root::TrustedRoot;
-use super::{Error, Key, Result, show_time};
+use super::text::show_time;
+use super::{Error, Key, Result};
 
 /// The extended key usage extension.
 pub(super) const OID_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37");

@@ -43,13 +43,13 @@ mod cert;
 mod root;
 #[cfg(test)]
 pub(crate) mod tests;
+mod text;
 mod tlog;
 
 pub use root::{TRUSTED_ROOT_MEDIA_TYPE, TrustedRoot};
 
 use std::path::PathBuf;
 
-use base64::Engine as _;
 use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
 use p256::pkcs8::DecodePublicKey as _;
 use serde::Deserialize;
@@ -61,6 +61,7 @@ use x509_cert::ext::pkix::name::GeneralName;
 
 use cert::{check_chain, check_scts, extension, leaf_key};
 use root::{ChainFile, RawBytes};
+use text::b64;
 use tlog::{TlogEntry, check_body, check_entry};
 
 /// Fulcio's OIDC issuer extension (v1: the raw string).
@@ -217,15 +218,6 @@ impl Key {
             Key::Unsupported(_) => false,
         }
     }
-}
-
-fn b64(text: &str) -> std::result::Result<Vec<u8>, base64::DecodeError> {
-    base64::engine::general_purpose::STANDARD.decode(text.trim())
-}
-
-/// An RFC 3339 rendering of Unix seconds, for messages.
-fn show_time(t: i64) -> String {
-    jiff::Timestamp::from_second(t).map_or_else(|_| t.to_string(), |t| t.to_string())
 }
 
 /// Who signed, as the certificate says: what the [`crate::policy`] matches.

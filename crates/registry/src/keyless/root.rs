@@ -6,7 +6,8 @@ use serde::Deserialize;
 use x509_cert::Certificate;
 use x509_cert::der::Decode as _;
 
-use super::{Error, Key, Result, b64};
+use super::text::b64;
+use super::{Error, Key, Result};
 
 /// The media type of a trusted root this module reads.
 pub const TRUSTED_ROOT_MEDIA_TYPE: &str =

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use base64::Engine as _;
 use x509_cert::der::Encode as _;
 
 use super::cert::{OID_EKU, check_chain, unix};

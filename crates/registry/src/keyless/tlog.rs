@@ -6,7 +6,8 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use super::root::{Log, LogIdFile, TrustedRoot};
-use super::{Error, Key, Result, b64, show_time};
+use super::text::{b64, show_time};
+use super::{Error, Key, Result};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

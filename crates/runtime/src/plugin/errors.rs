@@ -1,7 +1,9 @@
 //! Why a plugin did not load, or a call did not give a node.
 
 #[allow(unused_imports)]
-use super::*;
+use std::path::PathBuf;
+
+use super::MAX_PLUGIN_BYTES;
 
 /// Why a file could not become a running plugin. Every message names the
 /// problem precisely enough to fix it.
@@ -207,7 +209,7 @@ pub enum Withheld {
     /// An environment variable the operator did not grant.
     Env(String),
     /// The files under a granted directory that holds the host's `/proc`
-    /// (see [`proc_view`]): the directory serves `statvfs` only.
+    /// (see [`crate::proc_view`]): the directory serves `statvfs` only.
     FilesUnderProc(PathBuf),
     /// A stream, or a watched path, of a reacting plugin, with what would
     /// grant it.
@@ -278,7 +280,7 @@ pub enum CallErrorKind {
     /// is every such error of a call past instantiation (an `exit` is a
     /// [`Trap`](Self::Trap)).
     InvalidResult,
-    /// The output is larger than [`MAX_OUTPUT_BYTES`].
+    /// The output is larger than [`MAX_OUTPUT_BYTES`](super::MAX_OUTPUT_BYTES).
     OutputTooLarge,
     /// The guest trapped.
     Trap,

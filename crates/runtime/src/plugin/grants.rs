@@ -1,7 +1,17 @@
 //! A plugin's metadata checked, and its grants resolved against the
 //! operator's.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nodestatus_apimachinery::Metadata;
+
+use super::errors::{LoadError, MetadataError, Withheld};
+use super::settings::{PathGrant, PluginSettings, Ungranted};
+use crate::facts;
+use crate::host_api::Grants;
+use crate::host_api::bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo;
+use crate::proc_view::{self, ProcGrant};
 
 pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()

@@ -14,9 +14,8 @@ use super::call_thread::{self, Stuck};
 use super::host_api::bindings::exports::nodestatus::plugin0_2_1::setter::PluginInfo;
 use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY};
 use super::limits::Exceeded;
-use super::proc_view::{self, ProcGrant};
 use super::reactor::{Batch, Subscriptions};
-use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier, facts};
+use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier};
 
 /// Default CPU deadline of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);

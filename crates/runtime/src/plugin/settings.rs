@@ -1,7 +1,10 @@
 //! The operator's sandbox for one plugin: deadline, memory, grants.
 
 #[allow(unused_imports)]
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT};
 
 /// What the operator decided for one plugin's sandbox. The engine's config
 /// builds it; the defaults grant nothing. (What the engine decides around
@@ -27,7 +30,7 @@ pub struct PluginSettings {
     /// (`host.container-runtime`).
     pub container_runtime: bool,
     /// Whether one instance serves call after call (see
-    /// [`Plugin::call_set`]), instead of a fresh one per call.
+    /// [`Plugin::call_set`](super::Plugin::call_set)), instead of a fresh one per call.
     pub reuse_instance: bool,
     /// The streams it may follow (a reacting plugin's, WIT 0.2.1).
     pub streams: Vec<crate::reactor::StreamGrant>,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use nodestatus_model::policy::Allowance;
 use nodestatus_runtime::{PathGrant, PluginSettings, Ungranted};
 
-use super::{GoDuration, Result, invalid};
+use super::{Error, GoDuration, Result};
 
 /// Field allowance patterns for one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -160,13 +160,13 @@ pub enum Verification {
 pub(super) fn check_verify(field: &str, v: &VerifyFile) -> Result<Verification> {
     let policy = v.all_of.is_some() || v.any_of.is_some();
     match (&v.key, policy) {
-        (Some(_), true) => Err(invalid(
+        (Some(_), true) => Err(Error::invalid(
             field,
             "give key, or a policy (allOf / anyOf), not both: put the key in the policy as {kind: pubKey, key: <PEM>}",
         )),
         (Some(key), false) => {
             if v.trusted_root.is_some() {
-                return Err(invalid(
+                return Err(Error::invalid(
                     format!("{field}.trustedRoot"),
                     "applies to a policy's keyless entries: add allOf or anyOf, or remove it",
                 ));
@@ -185,9 +185,9 @@ pub(super) fn check_verify(field: &str, v: &VerifyFile) -> Result<Verification> 
             };
             policy.build().map_err(|e| match e {
                 nodestatus_registry::policy::Error::Invalid { field, reason } => {
-                    invalid(field, reason)
+                    Error::invalid(field, reason)
                 }
-                e => invalid(
+                e => Error::invalid(
                     match &e {
                         nodestatus_registry::policy::Error::Root(_) => {
                             format!("{field}.trustedRoot")
@@ -199,7 +199,7 @@ pub(super) fn check_verify(field: &str, v: &VerifyFile) -> Result<Verification> 
             })?;
             Ok(Verification::Policy(policy))
         }
-        (None, false) => Err(invalid(
+        (None, false) => Err(Error::invalid(
             field,
             "needs key (a PEM public key file), or a signature policy (allOf / anyOf, with trustedRoot for keyless entries)",
         )),
@@ -342,7 +342,7 @@ pub type SettingsFn = std::sync::Arc<dyn Fn(&str) -> PluginConfig + Send + Sync>
 fn check_key(field: &str, path: &Path) -> Result<()> {
     nodestatus_registry::PublicKey::read(path)
         .map(drop)
-        .map_err(|e| invalid(field, nodestatus_runtime::error_chain(&e)))
+        .map_err(|e| Error::invalid(field, nodestatus_runtime::error_chain(&e)))
 }
 
 /// A plugin section's `image`, `pullInterval`, `pullPolicy`,
@@ -355,7 +355,7 @@ fn image_source(
     let f = |field: &str| format!("plugins.{name}.{field}");
     let Some(image) = &p.image else {
         if p.pull_interval.is_some() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("pullInterval"),
                 "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it",
             ));
@@ -365,14 +365,14 @@ fn image_source(
             ("failurePolicy", p.failure_policy.is_some()),
         ] {
             if set {
-                return Err(invalid(
+                return Err(Error::invalid(
                     f(field),
                     "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it",
                 ));
             }
         }
         if p.verify.is_some() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("verify"),
                 "applies only to a plugin pulled from a registry: add image: HOST/repo:tag, or remove it (a file in the plugin directory is pinned with sha256:)",
             ));
@@ -380,23 +380,23 @@ fn image_source(
         return Ok(None);
     };
     let reference = nodestatus_registry::Reference::parse(image)
-        .map_err(|e| invalid(f("image"), e.to_string()))?;
+        .map_err(|e| Error::invalid(f("image"), e.to_string()))?;
     let named = nodestatus_runtime::name_of_file(Path::new(&format!("{name}.wasm")));
     if name.contains('/') || named.as_deref() != Some(name) {
-        return Err(invalid(
+        return Err(Error::invalid(
             format!("plugins.{name}"),
             "a plugin pulled from a registry is named by its section: use lowercase letters, digits and '-' (no '_' or '/')",
         ));
     }
     if p.sha256.is_some() {
-        return Err(invalid(
+        return Err(Error::invalid(
             f("sha256"),
             "pins a file in the plugin directory; pin an image by its digest instead (image: HOST/repo@sha256:<hex>)",
         ));
     }
     let pull_interval = p.pull_interval.map_or(DEFAULT_PULL_INTERVAL, |d| d.0);
     if pull_interval < Duration::from_secs(1) || pull_interval > Duration::from_secs(24 * 3600) {
-        return Err(invalid(
+        return Err(Error::invalid(
             f("pullInterval"),
             format!("{pull_interval:?} must be between 1s and 24h"),
         ));
@@ -406,7 +406,7 @@ fn image_source(
         Some("IfNotPresent") => PullPolicy::IfNotPresent,
         Some("Always") => PullPolicy::Always,
         Some(other) => {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("pullPolicy"),
                 format!(
                     "{other:?} is not a pull policy: write IfNotPresent (use the cached version; resolve a tag once) or Always (resolve the tag every pullInterval)"
@@ -419,7 +419,7 @@ fn image_source(
         Some("open") => FailurePolicy::Open,
         Some("closed") => FailurePolicy::Closed,
         Some(other) => {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("failurePolicy"),
                 format!(
                     "{other:?} is not a failure policy: write open (the node goes on without a plugin never pulled) or closed (it counts as failing, and Ready follows its affectsReadiness)"
@@ -456,7 +456,7 @@ pub(super) fn plugin_settings(
     let mut s = PluginSettings::default();
     if let Some(t) = p.timeout {
         if t.0 < Duration::from_millis(10) || t.0 > Duration::from_secs(60) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("timeout"),
                 format!("{:?} must be between 10ms and 60s", t.0),
             ));
@@ -471,7 +471,7 @@ pub(super) fn plugin_settings(
     s.reuse_instance = p.reuse_instance;
     if let Some(n) = p.events_per_minute {
         if !(1..=600).contains(&n) {
-            return Err(invalid(
+            return Err(Error::invalid(
                 f("eventsPerMinute"),
                 format!("{n} must be between 1 and 600"),
             ));
@@ -480,11 +480,11 @@ pub(super) fn plugin_settings(
     }
     for (i, text) in p.streams.iter().enumerate() {
         let grant = nodestatus_runtime::reactor::StreamGrant::parse(text)
-            .map_err(|e| invalid(format!("plugins.{name}.streams[{i}]"), e))?;
+            .map_err(|e| Error::invalid(format!("plugins.{name}.streams[{i}]"), e))?;
         if let nodestatus_runtime::reactor::StreamGrant::File(path) = &grant
             && let Some(root) = protected_root(path)
         {
-            return Err(invalid(
+            return Err(Error::invalid(
                 format!("plugins.{name}.streams[{i}]"),
                 format!(
                     "{} is in {root}, which is never granted ({})",
@@ -500,7 +500,7 @@ pub(super) fn plugin_settings(
     for (i, entry) in p.paths.iter().enumerate() {
         let abs = |field: &str, path: &str| {
             nodestatus_runtime::facts::normalize_abs(path).ok_or_else(|| {
-                invalid(
+                Error::invalid(
                     format!("plugins.{name}.paths[{i}]{field}"),
                     if path.starts_with('/') {
                         format!("{path:?} climbs above / with '..': write the directory's absolute path without '..'")
@@ -530,7 +530,7 @@ pub(super) fn plugin_settings(
             } else {
                 format!(" (its links lead to {})", at.display())
             };
-            return Err(invalid(
+            return Err(Error::invalid(
                 format!("plugins.{name}.paths[{i}]{from_field}"),
                 format!(
                     "{}{via} is in {root}, which is never granted ({}): grant the directory that holds only what the plugin reads",
@@ -548,7 +548,7 @@ pub(super) fn plugin_settings(
             .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
             && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !ok {
-            return Err(invalid(
+            return Err(Error::invalid(
                 format!("plugins.{name}.env[{i}]"),
                 format!(
                     "{var:?} is not an environment variable name: letters, digits and '_', not starting with a digit"
@@ -558,13 +558,17 @@ pub(super) fn plugin_settings(
     }
     s.env = p.env;
     let allow = p.fields.allow.unwrap_or_else(|| vec!["@default".into()]);
-    let fields = Allowance::parse(&allow, &p.fields.deny).map_err(|e| invalid(f("fields"), e))?;
+    let fields =
+        Allowance::parse(&allow, &p.fields.deny).map_err(|e| Error::invalid(f("fields"), e))?;
     if let Some(c) = p.config {
         s.config = c;
     }
     if let Some(sha) = p.sha256 {
         if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid(f("sha256"), "must be 64 hexadecimal characters"));
+            return Err(Error::invalid(
+                f("sha256"),
+                "must be 64 hexadecimal characters",
+            ));
         }
         s.sha256 = Some(sha.to_lowercase());
     }
