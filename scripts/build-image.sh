@@ -26,7 +26,8 @@
 # The image:
 #   /usr/local/bin/nodestatus             entrypoint
 #   /usr/lib/nodestatus/plugins/          the default setters (the kubelet's, in
-#                                         its order, and ready): standalone mode
+#                                         its order, ready, and features: NFD's
+#                                         labels, which runs in companion mode too)
 #   /usr/lib/nodestatus/vendor-plugins/   disk, gpu, kernel-check: a vendor's
 #                                         setters, for companion mode
 #   /etc/nodestatus/config.yaml           deploy/default-config.yaml
@@ -91,7 +92,7 @@ elif ldd "$bin" >/dev/null 2>&1; then
 fi
 # The default set, named as scripts/build-plugins.sh names it, and the vendor set.
 for name in node_address machine_info version_info daemon_endpoints images os_arch \
-            memory_pressure disk_pressure pid_pressure volumes ready; do
+            memory_pressure disk_pressure pid_pressure volumes ready features; do
   [ -f "$wasm/$name.wasm" ] || die "no $wasm/$name.wasm"
   cp "$wasm/$name.wasm" "$rootfs/usr/lib/nodestatus/plugins/${name//_/-}.wasm"
 done

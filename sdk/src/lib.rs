@@ -56,7 +56,7 @@ pub mod host;
 pub mod node;
 pub mod pressure;
 pub mod reactor;
-pub use nodestatus_apimachinery::{quantity, time};
+pub use nodestatus_apimachinery::{names, quantity, time};
 
 pub use condition::{Condition, ConditionStatus, Transition};
 pub use host::EventType;

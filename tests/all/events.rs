@@ -39,7 +39,7 @@ fn reacting(name: &str, monitors: Value) -> TestAgent {
 }
 
 /// The `(type, message)` of each event about `node` of `reason`.
-async fn events(node: &str, reason: &str) -> Vec<(String, String)> {
+pub(crate) async fn events(node: &str, reason: &str) -> Vec<(String, String)> {
     kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin(), "default")
         .list(&Default::default())
         .await
@@ -532,7 +532,12 @@ async fn bench() {
 /// An agent of node `name` running `plugin` (a file of `built`) with the
 /// config section `section` (YAML, indented under the plugin's name),
 /// its streams followed, its regular pass every 60 s.
-fn reacting_plugin(name: &str, plugin: &str, built_path: &str, section: &str) -> TestAgent {
+pub(crate) fn reacting_plugin(
+    name: &str,
+    plugin: &str,
+    built_path: &str,
+    section: &str,
+) -> TestAgent {
     let dir = tempfile::tempdir().unwrap();
     drop_plugin(dir.path(), &format!("{plugin}.wasm"), Path::new(built_path));
     let yaml = format!(

@@ -65,6 +65,8 @@ const NODES: &[&str] = &[
     "events-gpu",
     "events-disk",
     "events-bench",
+    "features-local",
+    "features-later",
     "shared-cache-node",
 ];
 

@@ -10,6 +10,7 @@ mod config;
 mod cosign;
 mod cri;
 mod events;
+mod features;
 mod fleet;
 mod fleet_peer;
 mod grants;

@@ -265,7 +265,7 @@ impl Drop for Node {
 
 /// The manifests of `deploy/kubernetes/`, with the host paths moved under
 /// `host` (the kubelet's credential, its root dir's pki and statfs
-/// directory, the plugin directory), the vendor setters of the image as the
+/// directory, the plugin directory, NFD's feature files), the vendor setters of the image as the
 /// plugin directory, the companion config, the fixture mount, and a free
 /// port for the engine's HTTP endpoint (the DaemonSet runs on the host's
 /// network, and other tests use the default port).
@@ -291,6 +291,10 @@ fn manifests(host: &Path, kubelet_root: &Path, port: u16) -> anyhow::Result<Vec<
         ("plugins", host.join("etc/nodestatus/plugins")),
         ("kubelet-fs", kubelet_root.join("nodestatus-statfs")),
         ("cache", host.join("var/cache/nodestatus")),
+        (
+            "features-d",
+            host.join("etc/kubernetes/node-feature-discovery/features.d"),
+        ),
     ];
     let volumes = spec["volumes"]
         .as_array_mut()

@@ -7,12 +7,12 @@
 //!
 //! - a snapshot directory holding copies of the system-wide files that
 //!   setters read ([`PROC_FILES`]: `meminfo`, `loadavg`, `stat`, `cpuinfo`,
-//!   ...), shared by the pass's setters (it lives in the pass's
+//!   the kernel's build config `config.gz`, ...), shared by the pass's setters (it lives in the pass's
 //!   [`Facts`](super::facts::Facts)). A file is copied at its first open in
 //!   the pass, by any of the pass's setters, and every later open of it in
 //!   the pass sees that copy: one pass sees one text of each file, and a
 //!   pass reads only the files its setters open (the default setters open
-//!   two of the twelve). The host sees each open because it serves the
+//!   two of the thirteen). The host sees each open because it serves the
 //!   guest's `open-at` itself: `host_api` wraps wasmtime-wasi's, and copies
 //!   the file (`Snapshot::copy`) before wasmtime-wasi opens it, beneath
 //!   the directory and read-only as before. A plugin whose instance is kept
@@ -55,6 +55,7 @@ use std::sync::{Arc, Mutex};
 
 /// The top-level `/proc` files a filtered view copies.
 pub const PROC_FILES: &[&str] = &[
+    "config.gz",
     "cpuinfo",
     "diskstats",
     "filesystems",

@@ -21,8 +21,9 @@ mod warnings;
 
 pub use parse::{MAX_YAML_VALUES, closest};
 pub use plugins::{
-    DEFAULT_PULL_INTERVAL, FailurePolicy, FieldsFile, ImageSource, PROTECTED_PATHS, PathFile,
-    PluginConfig, PluginFile, PullPolicy, SettingsFn, VerifyFile, protected_root,
+    DEFAULT_PULL_INTERVAL, FailurePolicy, FieldsFile, GRANTABLE_UNDER_PROTECTED, ImageSource,
+    PROTECTED_PATHS, PathFile, PluginConfig, PluginFile, PullPolicy, SettingsFn, VerifyFile,
+    protected_root,
 };
 pub use settings::{
     Class, ConfigFile, DEFAULT_CONFIG, Layers, SETTINGS, Setting, reference, top_keys,

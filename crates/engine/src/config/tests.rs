@@ -65,13 +65,21 @@ fn flags_replace_the_files_values_and_keep_its_plugins() {
 #[test]
 fn the_embedded_default_is_valid_and_grants_the_default_setters() {
     let c = Layers::default().load().unwrap();
-    assert_eq!(c.plugins.len(), 11);
+    // The kubelet's ten setters, ready, and features (NFD's labels).
+    assert_eq!(c.plugins.len(), 12);
     assert!(
         c.plugin_settings("machine-info")
             .sandbox
             .paths
             .iter()
             .any(|g| g.path == Path::new("/proc"))
+    );
+    assert!(
+        c.plugin_settings("features")
+            .sandbox
+            .paths
+            .iter()
+            .any(|g| g.path == Path::new("/etc/kubernetes/node-feature-discovery/features.d"))
     );
 }
 

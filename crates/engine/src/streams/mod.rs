@@ -91,6 +91,10 @@ struct Queue {
 struct Sink {
     queues: Mutex<HashMap<Arc<str>, Queue>>,
     wake: tokio::sync::Notify,
+    /// A watched path, or one on the way to it, was created, removed or
+    /// renamed: the watches are set again at the next wake-up
+    /// ([`Streams::woken`]), on the path itself once it exists.
+    rearm: AtomicBool,
 }
 
 impl Sink {
@@ -355,9 +359,19 @@ impl Streams {
         Some(batch)
     }
 
-    /// Waits until a match is queued or a watched path changes.
+    /// Waits until a match is queued or a watched path changes. When a
+    /// watched path (or a directory on the way to it) appeared or went
+    /// away, the watches are set again first, so that a directory created
+    /// after the plugin loaded, or removed and created again, is watched
+    /// itself from then on (a pass follows the wake-up and reads what is
+    /// there).
     pub async fn woken(&self) {
-        self.sink.wake.notified().await
+        self.sink.wake.notified().await;
+        if self.sink.rearm.swap(false, Ordering::Relaxed) {
+            let mut hub = self.hub.lock().expect("hub lock");
+            let watched = hub.watched.clone();
+            hub.watcher = watch_paths(&watched, self.sink.clone());
+        }
     }
 
     /// What each reacting plugin follows, with its counters and problems.
@@ -543,28 +557,42 @@ fn watch_paths(
         if event.kind.is_access() {
             return;
         }
+        // No path: the watcher lost track (an overflow); wake to be safe.
+        let mut relevant = event.paths.is_empty();
         let mut queues = sink.queues.lock().expect("queues lock");
         for (path, plugins) in &owners {
             if event.paths.iter().any(|p| p.starts_with(path)) {
+                relevant = true;
                 for p in plugins {
                     queues.entry(p.clone()).or_default().counts.triggered += 1;
                 }
             }
+            // The path itself, or a directory on the way to it: what is
+            // watched for it changes.
+            if event.paths.iter().any(|p| path.starts_with(p)) {
+                relevant = true;
+                sink.rearm.store(true, Ordering::Relaxed);
+            }
         }
         drop(queues);
-        sink.wake();
+        // Another file of a directory watched on the way to a path that
+        // does not exist yet (`/etc`, for a missing `/etc/kubernetes/...`)
+        // wakes nothing.
+        if relevant {
+            sink.wake();
+        }
     })
     .map_err(|e| tracing::warn!("cannot watch the plugins' paths: {e}"))
     .ok()?;
     for path in paths.keys() {
-        // A path that does not exist yet is watched through its parent.
-        let target = if path.exists() {
-            path.clone()
-        } else {
-            path.parent()
-                .map(PathBuf::from)
-                .unwrap_or_else(|| path.clone())
-        };
+        // A path that does not exist yet is watched through the nearest
+        // directory on the way to it that does, and again on the path
+        // itself once it appears (`Sink::rearm`).
+        let target = path
+            .ancestors()
+            .find(|a| a.exists())
+            .unwrap_or(path)
+            .to_path_buf();
         if let Err(e) = watcher.watch(&target, notify::RecursiveMode::NonRecursive) {
             tracing::warn!(path = %path.display(), "cannot watch the path: {e}");
         }

@@ -259,6 +259,60 @@ fn a_watched_directory_wakes_on_a_file_dropped_into_it() {
     assert!(s.status()[0].1.counts.triggered >= 1);
 }
 
+/// Whether `s` wakes within `within`.
+fn wakes_within(s: &Streams, within: Duration) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async { tokio::time::timeout(within, s.woken()).await })
+        .is_ok()
+}
+
+/// Whether `s` wakes within 3 s.
+fn wakes(s: &Streams) -> bool {
+    wakes_within(s, Duration::from_secs(3))
+}
+
+/// A feature files' directory that a side-car creates after the plugin
+/// loaded, with its parent, and later removes and creates again: each
+/// file dropped into it wakes the agent. (It used to be watched through
+/// its parent only when that existed at load, and never itself.)
+#[test]
+fn a_watched_directory_created_later_or_again_wakes_on_files_dropped_into_it() {
+    let root = tempfile::tempdir().unwrap();
+    let parent = root.path().join("node-feature-discovery");
+    let dir = parent.join("features.d");
+    let s = Streams::new();
+    s.subscribe(vec![(
+        Arc::from("features"),
+        Arc::new(Subscriptions {
+            streams: Vec::new(),
+            watch: vec![dir.clone()],
+        }),
+    )]);
+    // Watched from `root` meanwhile: another file there wakes nothing.
+    std::fs::write(root.path().join("unrelated"), "x").unwrap();
+    assert!(
+        !wakes_within(&s, Duration::from_millis(500)),
+        "an unrelated file"
+    );
+    std::fs::create_dir(&parent).unwrap();
+    assert!(wakes(&s), "the parent's creation");
+    std::fs::create_dir(&dir).unwrap();
+    assert!(wakes(&s), "the directory's creation");
+    let triggered = s.status()[0].1.counts.triggered;
+    std::fs::write(dir.join("gpu"), "x=1\n").unwrap();
+    assert!(wakes(&s), "a file dropped into the new directory");
+    assert!(s.status()[0].1.counts.triggered > triggered);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(wakes(&s), "the directory's removal");
+    std::fs::create_dir(&dir).unwrap();
+    assert!(wakes(&s), "the directory created again");
+    std::fs::write(dir.join("gpu"), "x=2\n").unwrap();
+    assert!(wakes(&s), "a file dropped into the directory created again");
+}
+
 /// A systemd-journald for the test: the machine's when one runs, else one
 /// started by hand (this machine has no systemd as PID 1) and stopped with
 /// the guard.

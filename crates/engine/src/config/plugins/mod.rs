@@ -520,11 +520,20 @@ pub(super) fn plugin_settings(
                 ".from",
             ),
         };
-        if let Some(root) = protected_root(&grant.from) {
+        // The path as written, then where its links lead (when it exists):
+        // a link at a grantable place must not lead into a protected one.
+        let real = std::fs::canonicalize(&grant.from).ok();
+        let seen = std::iter::once(&grant.from).chain(real.as_ref());
+        if let Some((at, root)) = seen.filter_map(|p| Some((p, protected_root(p)?))).next() {
+            let via = if *at == grant.from {
+                String::new()
+            } else {
+                format!(" (its links lead to {})", at.display())
+            };
             return Err(Error::invalid(
                 format!("plugins.{name}.paths[{i}]{from_field}"),
                 format!(
-                    "{} is in {root}, which is never granted ({}): grant the directory that holds only what the plugin reads",
+                    "{}{via} is in {root}, which is never granted ({}): grant the directory that holds only what the plugin reads",
                     grant.from.display(),
                     protected_why(root)
                 ),
@@ -600,8 +609,24 @@ pub(super) fn protected_why(root: &str) -> &'static str {
     }
 }
 
-/// The protected path that `host_path` is at or under, if any.
+/// Directories inside [`PROTECTED_PATHS`] that may be granted all the same,
+/// with what is under them: they hold no credential, and a peer writes
+/// there for node agents to read. node-feature-discovery's feature files
+/// (`features.d`, written by side-cars such as NVIDIA's
+/// gpu-feature-discovery) sit under `/etc/kubernetes`, beside the node's
+/// credentials, which stay protected.
+pub const GRANTABLE_UNDER_PROTECTED: &[&str] =
+    &["/etc/kubernetes/node-feature-discovery/features.d"];
+
+/// The protected path that `host_path` is at or under, if any: `None` for a
+/// path at or under one of [`GRANTABLE_UNDER_PROTECTED`].
 pub fn protected_root(host_path: &Path) -> Option<&'static str> {
+    if GRANTABLE_UNDER_PROTECTED
+        .iter()
+        .any(|g| host_path.starts_with(g))
+    {
+        return None;
+    }
     let mut c = host_path.components().skip(1);
     if host_path.starts_with("/proc") {
         c.next();

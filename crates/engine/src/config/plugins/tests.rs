@@ -289,3 +289,73 @@ fn streams_and_the_event_budget_are_granted_as_written_and_bad_ones_named() {
         assert!(err.contains(says), "{section}: {err}");
     }
 }
+
+#[test]
+fn features_d_may_be_granted_while_the_credentials_beside_it_stay_protected() {
+    let grant = |path: &str| {
+        check(&format!(
+            "nodeName: n\nplugins:\n  features: {{paths: [{path}]}}\n"
+        ))
+    };
+    let ok = grant("/etc/kubernetes/node-feature-discovery/features.d").unwrap();
+    assert_eq!(
+        ok.plugins["features"].sandbox.paths[0].from,
+        Path::new("/etc/kubernetes/node-feature-discovery/features.d")
+    );
+    // A file in it too (a stream of one feature file, say).
+    assert!(grant("/etc/kubernetes/node-feature-discovery/features.d/gpu").is_ok());
+    for path in [
+        "/etc/kubernetes",
+        "/etc/kubernetes/pki",
+        "/etc/kubernetes/kubelet.conf",
+        "/etc/kubernetes/node-feature-discovery",
+        "/etc/kubernetes/node-feature-discovery/features.d.bak",
+        // '..' is resolved before the check: it climbs out of features.d.
+        "/etc/kubernetes/node-feature-discovery/features.d/../../pki",
+    ] {
+        let err = grant(path).unwrap_err().to_string();
+        assert!(
+            err.contains("in /etc/kubernetes, which is never granted (the node's credentials)"),
+            "{path}: {err}"
+        );
+    }
+    assert_eq!(
+        protected_root(Path::new("/etc/kubernetes/admin.conf")),
+        Some("/etc/kubernetes")
+    );
+    assert_eq!(
+        protected_root(Path::new(
+            "/etc/kubernetes/node-feature-discovery/features.d/x"
+        )),
+        None
+    );
+}
+
+#[test]
+fn a_grant_whose_links_lead_into_a_protected_path_is_refused() {
+    // A link named as a harmless directory that leads to /etc/kubernetes
+    // (the machine need not have it: the link's target is what is checked).
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("features.d");
+    std::os::unix::fs::symlink("/proc/self", &link).unwrap();
+    let err = check(&format!(
+        "nodeName: n\nplugins:\n  features: {{paths: [{}]}}\n",
+        link.display()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("its links lead to /proc/") && err.contains("never granted"),
+        "{err}"
+    );
+    // A plain directory is granted as before.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    assert!(
+        check(&format!(
+            "nodeName: n\nplugins:\n  features: {{paths: [{}]}}\n",
+            plain.display()
+        ))
+        .is_ok()
+    );
+}
