@@ -59,10 +59,11 @@ def cell(r):
     if r is None:
         return "not run"
     passed, failed = int(r["passed"]), int(r["failed"])
+    tests = lambda n: f"{n} test" + ("" if n == 1 else "s")
     if r["result"] == "passed":
-        text = f"passed ({passed} tests)"
+        text = f"passed ({tests(passed)})"
     elif r["result"] == "failed":
-        text = f"**failed**: {failed} of {passed + failed} tests"
+        text = f"**failed**: {failed} of {tests(passed + failed)}"
     else:
         text = "skipped"
     if r["note"] and r["result"] != "passed":
@@ -80,6 +81,13 @@ def table(latest):
         if ran:
             last = max(ran, key=lambda r: r["date"])
             when = f"{last['date']}, `{last['commit']}`, load {last['load']}"
+            # Suites run at another commit say which.
+            others = {}
+            for (s, _), r in zip(SUITES, rows):
+                if r is not None and r["commit"] != last["commit"]:
+                    others.setdefault(r["commit"], []).append(s)
+            for commit, names in sorted(others.items()):
+                when += f"; {', '.join(names)} at `{commit}`"
         else:
             when = "never"
         lines.append(f"| {release} | " + " | ".join(cell(r) for r in rows) + f" | {when} |")

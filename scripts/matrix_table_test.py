@@ -21,15 +21,15 @@ def results(*rows):
     return f.name
 
 
-def row(release, suite, result, passed, failed, date, note=""):
-    return [release, suite, result, str(passed), str(failed), "60", date, "abc123", "1.5", note]
+def row(release, suite, result, passed, failed, date, note="", commit="abc123"):
+    return [release, suite, result, str(passed), str(failed), "60", date, commit, "1.5", note]
 
 
 class MatrixTable(unittest.TestCase):
     def test_the_latest_run_of_each_suite_is_shown_and_a_release_never_run_says_so(self):
         path = results(
             row("1.36.3", "api", "failed", 40, 2, "2026-11-29T11:00Z", "test kube::x ... FAILED"),
-            row("1.36.3", "api", "passed", 42, 0, "2026-11-29T12:00Z"),
+            row("1.36.3", "api", "passed", 42, 0, "2026-11-29T12:00Z", commit="old456"),
             row("1.36.3", "realnode", "skipped", 0, 0, "2026-11-29T12:05Z", "needs root"),
             row("1.37.2", "faults", "failed", 14, 1, "2026-11-29T12:10Z", "a|b"),
         )
@@ -41,6 +41,7 @@ class MatrixTable(unittest.TestCase):
         self.assertIn("not run", line["1.36.3"], "the fault rig never ran on it")
         self.assertIn("2026-11-29T12:05Z", line["1.36.3"])
         self.assertIn("**failed**: 1 of 15 tests (a\\|b)", line["1.37.2"])
+        self.assertIn("; api at `old456`", line["1.36.3"], "a suite of another commit says so")
         self.assertTrue(line["1.32.13"].endswith("| never |"))
         self.assertEqual(len(line), len(mt.RELEASES))
 
