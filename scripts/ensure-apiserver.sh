@@ -48,6 +48,35 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root flock /tmp/nodestatus-apt.lock apt-get install -y -qq "${need_pkgs[@]}" >&2
 fi
 
+# The version of staging module $1 to build with: $2 when the module proxy
+# serves it, else the nearest earlier patch of the same minor that it
+# serves, said on stderr (the proxy here refuses k8s.io/endpointslice
+# v0.32.13, and serves v0.32.12).
+served() { # module@version: whether the module proxy serves it
+  local out
+  out="$(cd / && go mod download -json "$1" 2>&1 || true)"
+  ! grep -q '"Error"' <<<"$out"
+}
+served_version() {
+  local m="$1" want="$2" v patch pre base
+  if served "$m@$want"; then
+    echo "$want"
+    return
+  fi
+  base="${want%.*}"; patch="${want##*.}"
+  case "$patch" in *[!0-9]*) log "$m@$want is not served, and a pre-release has no earlier patch"; echo "$want"; return ;; esac
+  for ((pre = patch - 1; pre >= 0; pre--)); do
+    v="$base.$pre"
+    if served "$m@$v"; then
+      log "$m@$want is not served by the module proxy: building with $v, the nearest earlier patch it serves"
+      echo "$v"
+      return
+    fi
+  done
+  log "$m@$want is not served, nor any earlier patch of it"
+  echo "$want"
+}
+
 if ! fresh; then
   PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null 2>&1 || { log "no Go toolchain on PATH (Kubernetes $version needs Go 1.26 or newer)"; exit 1; }
@@ -78,8 +107,12 @@ if ! fresh; then
       echo "require k8s.io/kubernetes v$version"
       echo
       echo "replace ("
-      # Every `k8s.io/x => ./staging/src/k8s.io/x` becomes the published module.
-      awk '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "\t%s => %s '"$staging_version"'\n", $1, $1 }' "$gomod"
+      # Every `k8s.io/x => ./staging/src/k8s.io/x` becomes the published
+      # module at its own version (served_version: an earlier patch where
+      # the proxy refuses that one).
+      for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$gomod"); do
+        printf '\t%s => %s %s\n' "$m" "$m" "$(served_version "$m" "$staging_version")"
+      done
       echo ")"
     } >go.mod
     # etcd at the version Kubernetes' go.mod requires of its client.
