@@ -60,6 +60,10 @@ pub const EXPECTED: &[(&str, &str)] = &[
         "the companion DaemonSet's disk reporter",
     ),
     (
+        "metadata.labels[feature.node.kubernetes.io/*",
+        "the default set's features setter: node-feature-discovery's labels, which no kubelet writes",
+    ),
+    (
         "metadata.annotations[nodestatus.io/owned-fields]",
         "nodestatus's own record of the fields each plugin owns",
     ),
