@@ -15,9 +15,16 @@ use features::{Facts, labels};
 struct Tree(PathBuf);
 
 impl Tree {
+    /// A tree of its own: tests run side by side, and two of the same
+    /// name (every test's `machine()`) must not share one (one's drop
+    /// removed the other's files while it read them).
     fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("nodestatus-features-{name}-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "nodestatus-features-{name}-{}-{n}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
