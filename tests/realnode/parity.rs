@@ -24,6 +24,10 @@ pub const EXPECTED: &[(&str, &str)] = &[
         "each writer reports its own version",
     ),
     (
+        "status.nodeInfo.kubeProxyVersion",
+        "each writer reports its own version (a kubelet older than 1.33 writes it; empty from 1.33)",
+    ),
+    (
         "status.conditions[*].lastHeartbeatTime",
         "times of each writer's own pass",
     ),

@@ -276,6 +276,11 @@ pub const CURRENT_KUBELET_FIELDS: &str = "current-kubelet-fields";
 /// ([`node::kubelet::ephemeral_storage_in_release_units`]).
 pub const RELEASE_UNITS: &str = "ephemeral-storage-in-release-units";
 
+/// The built-in step that writes `nodeInfo.kubeProxyVersion` for a server
+/// older than 1.33, as its kubelet does
+/// ([`node::kubelet::kube_proxy_version_for_release`]).
+pub const KUBE_PROXY_VERSION: &str = "kube-proxy-version-for-release";
+
 /// The reason of the Warning event that says a reacting plugin's queue
 /// dropped matched lines.
 pub const STREAM_LINES_DROPPED: &str = "StreamLinesDropped";
@@ -547,6 +552,14 @@ fn builtins<'a>(
             name: RELEASE_UNITS,
             step: Box::new(move |c: &Value| {
                 node::kubelet::ephemeral_storage_in_release_units(c, server)
+            }),
+        });
+    }
+    if let Some(server) = options.kubelet_fields {
+        steps.push(Builtin {
+            name: KUBE_PROXY_VERSION,
+            step: Box::new(move |c: &Value| {
+                node::kubelet::kube_proxy_version_for_release(c, server)
             }),
         });
     }

@@ -280,6 +280,25 @@ pub fn ephemeral_storage_in_release_units(node: &Value, server: ServerVersion) -
     Some(out)
 }
 
+/// `status.nodeInfo.kubeProxyVersion` as a kubelet older than 1.33 writes
+/// it: its own version (the `DisableNodeKubeProxyVersion` gate, off before
+/// 1.33), here the node's `kubeletVersion`; from 1.33 on it is left as it
+/// is (empty, unless version-info is configured to write it). Returns the
+/// node with it, or `None` when it holds it so already.
+pub fn kube_proxy_version_for_release(node: &Value, server: ServerVersion) -> Option<Value> {
+    if server.at_least(33) {
+        return None;
+    }
+    let info = node.pointer("/status/nodeInfo")?;
+    let kubelet = info.get("kubeletVersion")?.as_str()?;
+    if kubelet.is_empty() || info.get("kubeProxyVersion").and_then(Value::as_str) == Some(kubelet) {
+        return None;
+    }
+    let mut out = node.clone();
+    out["status"]["nodeInfo"]["kubeProxyVersion"] = Value::String(kubelet.to_owned());
+    Some(out)
+}
+
 /// One of the fields [`current_kubelet_fields`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CurrentField {
@@ -768,6 +787,22 @@ mod tests {
         );
         assert_eq!(
             ephemeral_storage_in_release_units(&json!({"status": {}}), v(36)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_kubelet_older_than_1_33_writes_its_version_as_kube_proxys() {
+        let node = json!({"status": {"nodeInfo": {"kubeletVersion": "v1.37.2-nodestatus.0.1.0"}}});
+        let out = kube_proxy_version_for_release(&node, v(32)).unwrap();
+        assert_eq!(
+            out["status"]["nodeInfo"]["kubeProxyVersion"],
+            "v1.37.2-nodestatus.0.1.0"
+        );
+        assert_eq!(kube_proxy_version_for_release(&out, v(32)), None, "steady");
+        assert_eq!(kube_proxy_version_for_release(&node, v(33)), None);
+        assert_eq!(
+            kube_proxy_version_for_release(&json!({"status": {}}), v(32)),
             None
         );
     }
