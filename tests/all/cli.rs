@@ -211,6 +211,26 @@ fn once_counts_every_online_cpu_whatever_the_engine_may_run_on() {
     );
 }
 
+/// A plugin directory with the default set in it.
+fn default_plugin_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
+        drop_plugin(dir.path(), file, Path::new(src));
+    }
+    dir
+}
+
+/// `nodestatus once --strict` over `dir`, with `extra` arguments: the Node
+/// it prints.
+fn once_default_set(dir: &tempfile::TempDir, extra: Option<[&str; 2]>) -> Value {
+    let mut c = nodestatus();
+    c.args(["once", "--strict", "--plugin-dir"])
+        .arg(dir.path())
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .args(extra.iter().flatten());
+    json_of(&mut c)
+}
+
 /// `once --kubernetes-version` writes the node as that release's kubelet
 /// does (what the version matrix's real-node suite compares with each
 /// release's own kubelet): 1.37 declares its features and says whether it
@@ -219,19 +239,9 @@ fn once_counts_every_online_cpu_whatever_the_engine_may_run_on() {
 /// in binary units; 1.35 declares none.
 #[test]
 fn once_writes_the_node_as_the_kubelet_of_the_release_it_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
-        drop_plugin(dir.path(), file, Path::new(src));
-    }
+    let dir = default_plugin_dir();
     let once = |release: Option<&str>| {
-        let mut c = nodestatus();
-        c.args(["once", "--strict", "--plugin-dir"])
-            .arg(dir.path())
-            .args(["--cache-dir", built::TEST_CACHE_DIR]);
-        if let Some(r) = release {
-            c.args(["--kubernetes-version", r]);
-        }
-        json_of(&mut c)
+        once_default_set(&dir, release.map(|r| ["--kubernetes-version", r]))
     };
     let newest = once(None);
     let v137 = once(Some("v1.37.2"));
@@ -301,20 +311,8 @@ fn once_writes_the_node_as_the_kubelet_of_the_release_it_is_given() {
 
 #[test]
 fn once_without_a_config_runs_the_embedded_default() {
-    let dir = tempfile::tempdir().unwrap();
-    for (file, src) in nodestatus_tests::DEFAULT_PLUGINS {
-        drop_plugin(dir.path(), file, Path::new(src));
-    }
-    let once = |config: Option<&str>| {
-        let mut c = nodestatus();
-        c.args(["once", "--strict", "--plugin-dir"])
-            .arg(dir.path())
-            .args(["--cache-dir", built::TEST_CACHE_DIR]);
-        if let Some(f) = config {
-            c.args(["--config", f]);
-        }
-        json_of(&mut c)
-    };
+    let dir = default_plugin_dir();
+    let once = |config: Option<&str>| once_default_set(&dir, config.map(|f| ["--config", f]));
     let embedded = once(None);
     let file = once(Some(concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -110,7 +110,7 @@ impl Args {
             .kubernetes_version
             .unwrap_or(nodestatus_model::node::kubelet::ServerVersion::NEWEST);
         let options = pipeline::PassOptions {
-            kubelet_fields: (!cfg.companion).then_some(release),
+            companion: cfg.companion,
             release: Some(release),
             ..Default::default()
         };

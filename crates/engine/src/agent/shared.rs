@@ -227,7 +227,7 @@ impl Shared {
             keep_addresses: self.cfg.external_cloud_provider,
             // In companion mode the kubelet writes its runtime's and
             // machine's fields itself.
-            kubelet_fields: self.server.filter(|_| !self.cfg.companion),
+            companion: self.cfg.companion,
             server_drops: self.server_drops,
             release: self.server,
         };

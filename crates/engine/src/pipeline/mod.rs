@@ -308,21 +308,30 @@ pub struct PassOptions {
     /// `cloudProvider: external`: once the node has addresses (the
     /// cloud-controller-manager's), they stay as they are.
     pub keep_addresses: bool,
-    /// The API server's version: the fields a kubelet of that version
-    /// writes from its container runtime and machine (runtime handlers,
-    /// features, swap, declared features) are written
-    /// ([`node::kubelet::current_kubelet_fields`]). `None`: not written
-    /// (companion mode, where the kubelet writes them).
-    pub kubelet_fields: Option<node::kubelet::ServerVersion>,
+    /// Companion mode: the kubelet beside the engine writes the fields it
+    /// reads from its container runtime and machine, so the passes do not
+    /// ([`PassOptions::kubelet_fields`]).
+    pub companion: bool,
     /// Those of the [`kubelet_fields`](Self::kubelet_fields) the server did
     /// not keep as written ([`node::kubelet::not_kept`]): left as the node
     /// has them.
     pub server_drops: node::kubelet::CurrentFields,
-    /// The server's release, also in companion mode: the units its
-    /// kubelet writes `capacity[ephemeral-storage]` in
-    /// ([`node::kubelet::ephemeral_storage_in_release_units`]). `None`:
-    /// the newest's (decimal).
+    /// The server's release (`None`: not known, nothing of a release is
+    /// written). Also in companion mode: the units its kubelet writes
+    /// `capacity[ephemeral-storage]` in
+    /// ([`node::kubelet::ephemeral_storage_in_release_units`]).
     pub release: Option<node::kubelet::ServerVersion>,
+}
+
+impl PassOptions {
+    /// The release whose kubelet's runtime and machine fields (runtime
+    /// handlers, features, swap, declared features, kubeProxyVersion before
+    /// 1.33) the pass writes ([`node::kubelet::current_kubelet_fields`]):
+    /// the server's, unless in companion mode, where the kubelet writes
+    /// them.
+    pub fn kubelet_fields(&self) -> Option<node::kubelet::ServerVersion> {
+        self.release.filter(|_| !self.companion)
+    }
 }
 
 /// What a pass did.
@@ -500,7 +509,7 @@ pub fn pass_with(
             .events
             .retain(|(_, e)| !matches!(e.reason.as_str(), "NodeReady" | "NodeNotReady"));
     }
-    let facts = options.kubelet_fields.map(|_| runtime_and_machine(ctx));
+    let facts = options.kubelet_fields().map(|_| runtime_and_machine(ctx));
     for step in builtins(node, options, facts.as_ref()) {
         report.builtins.push(work.builtin(step));
     }
@@ -555,7 +564,7 @@ fn builtins<'a>(
             }),
         });
     }
-    if let Some(server) = options.kubelet_fields {
+    if let Some(server) = options.kubelet_fields() {
         steps.push(Builtin {
             name: KUBE_PROXY_VERSION,
             step: Box::new(move |c: &Value| {
@@ -563,7 +572,7 @@ fn builtins<'a>(
             }),
         });
     }
-    if let (Some(server), Some(facts)) = (options.kubelet_fields, facts) {
+    if let (Some(server), Some(facts)) = (options.kubelet_fields(), facts) {
         let skip = options.server_drops;
         steps.push(Builtin {
             name: CURRENT_KUBELET_FIELDS,

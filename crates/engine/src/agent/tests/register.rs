@@ -83,7 +83,7 @@ fn the_servers_version_is_learned_first_and_decides_the_kubelet_fields() {
         );
         let pass_action = sim.state.run_pass(Loop::Sync, json!({}).into());
         let (_, _, options) = pass(&[pass_action]).unwrap();
-        assert_eq!(options.kubelet_fields, want, "{yaml:?}");
+        assert_eq!(options.kubelet_fields(), want, "{yaml:?}");
     }
 }
 
