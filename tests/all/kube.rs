@@ -992,28 +992,42 @@ async fn re_register_deleted_node_registers_a_deleted_node_again() {
     let cancel = CancellationToken::new();
     let run = t.spawn(&cancel);
     let nodes: Api<Node> = Api::all(admin());
+    // Bounds far above the second or so each step takes here: CI's cold
+    // run, on a loaded machine, took more than 15 s for one of them
+    // (2026-11-29); what the agent saw is printed when one runs out.
+    let seen = |t: &TestAgent| {
+        format!(
+            "ready_reason {:?}, creates {}, last pass {:?}, requests {:?}",
+            t.handle.ready_reason(),
+            t.creates(),
+            t.handle.last_pass(),
+            t.traffic.snapshot()
+        )
+    };
     assert!(
-        until(20, || async {
+        until(60, || async {
             server_node(name)
                 .await
                 .is_some_and(|n| nodestatus_engine::agent::is_ready(&n))
         })
         .await,
-        "never Ready"
+        "never Ready: {}",
+        seen(&t)
     );
     let old = nodes.get(name).await.unwrap().metadata.uid.unwrap();
     nodes.delete(name, &DeleteParams::default()).await.unwrap();
     // Registered again: a new object (another uid), Ready again.
     assert!(
-        until(15, || async {
+        until(60, || async {
             nodes.get_opt(name).await.unwrap().is_some_and(|n| {
                 n.metadata.uid.as_deref() != Some(old.as_str())
                     && nodestatus_engine::agent::is_ready(&serde_json::to_value(&n).unwrap())
             })
         })
         .await,
-        "the deleted node was not registered again: {:?}",
-        server_node(name).await
+        "the deleted node was not registered again: {:?}; {}",
+        server_node(name).await,
+        seen(&t)
     );
     assert!(t.creates() >= 2, "no second create");
     cancel.cancel();

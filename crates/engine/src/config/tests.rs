@@ -338,20 +338,26 @@ fn a_change_is_named_by_its_class_from_the_values_in_force() {
     assert!(old.changed(&same, Class::Live).is_empty());
 }
 
-#[cfg(not(feature = "cri"))]
+/// A build without the `cri` feature refuses a set endpoint, saying how to
+/// build one that takes it (checked here with the rule's input, so that no
+/// second build of the crate is needed to test it).
 #[test]
-fn without_the_cri_feature_the_default_endpoint_is_no_runtime_and_a_set_one_is_refused() {
-    let unset = check("nodeName: n\n").unwrap();
-    assert!(unset.container_runtime_defaulted);
-    assert!(unset.cri_client().is_none());
-    let err =
-        check("nodeName: n\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n")
-            .unwrap_err()
-            .to_string();
+fn without_the_cri_feature_a_set_runtime_endpoint_is_refused() {
+    let sock = "unix:///run/containerd/containerd.sock";
+    assert!(super::validate::runtime_endpoint(sock, true).is_ok());
+    let err = super::validate::runtime_endpoint(sock, false)
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.contains("built without its container runtime client"),
+        err.contains("built without its container runtime client")
+            && err.contains("containerRuntimeEndpoint"),
         "{err}"
     );
+    // A bad endpoint is refused as bad first, in either build.
+    let bad = super::validate::runtime_endpoint("tcp://10.0.0.1:1", false)
+        .unwrap_err()
+        .to_string();
+    assert!(!bad.contains("built without"), "{bad}");
 }
 
 #[cfg(feature = "cri")]

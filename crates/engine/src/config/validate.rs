@@ -178,16 +178,7 @@ impl ConfigFile {
         if let Some(e) = &self.container_runtime_endpoint
             && !e.is_empty()
         {
-            crate::cri::socket_path(e)
-                .map_err(|err| Error::invalid("containerRuntimeEndpoint", err.to_string()))?;
-            if !cfg!(feature = "cri") {
-                return Err(Error::invalid(
-                    "containerRuntimeEndpoint",
-                    format!(
-                        "{e:?} is set, but this nodestatus was built without its container runtime client (cargo's `cri` feature, on by default): build it with default features, or remove the setting"
-                    ),
-                ));
-            }
+            runtime_endpoint(e, cfg!(feature = "cri"))?;
         }
         let runtime_request_timeout = self
             .runtime_request_timeout
@@ -307,4 +298,20 @@ fn compile_limits(timeout: Option<GoDuration>, memory: Option<&str>) -> Result<C
         limits.memory = byte_size("compileMemoryLimit", m, 64 << 20, 64 << 30, "")?;
     }
     Ok(limits)
+}
+
+/// A set `containerRuntimeEndpoint`: a socket path, in a build with the
+/// container runtime's client (`with_cri`: cargo's `cri` feature).
+pub(super) fn runtime_endpoint(e: &str, with_cri: bool) -> Result<(), Error> {
+    crate::cri::socket_path(e)
+        .map_err(|err| Error::invalid("containerRuntimeEndpoint", err.to_string()))?;
+    if !with_cri {
+        return Err(Error::invalid(
+            "containerRuntimeEndpoint",
+            format!(
+                "{e:?} is set, but this nodestatus was built without its container runtime client (cargo's `cri` feature, on by default): build it with default features, or remove the setting"
+            ),
+        ));
+    }
+    Ok(())
 }
