@@ -17,6 +17,10 @@ NODESTATUS_APISERVER="${NODESTATUS_APISERVER:-$(scripts/ensure-apiserver.sh | ta
 export NODESTATUS_APISERVER
 PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
 export PATH
+# One kernel-log bench at a time on this machine (scripts/bench-npd.sh takes
+# the same lock): each writes /dev/kmsg and reads the other's lines.
+exec 8>/tmp/nodestatus-kmsg-bench.lock
+flock 8
 cargo test --release -p nodestatus --test all -- --ignored --exact events::bench --nocapture
 mkdir -p bench/events
 stamp="$(date -u +%Y-%m-%dT%H%M)"
