@@ -385,6 +385,69 @@ fn go_local_disks_without_sys_says_it_is_not_granted() {
     assert!(condition_of(&out, "LocalDisksReady").is_none());
 }
 
+/// A Go setter that reads its node with Kubernetes' own types
+/// (k8s.io/api/core/v1.Node, through the SDK's `Node.Decode`) and writes
+/// what it read: the quantities, labels, conditions and addresses arrive
+/// whole. A node that is no v1.Node (a capacity that is not a quantity)
+/// fails the setter alone, with the decoder's reason.
+#[test]
+fn go_k8s_types_reads_the_node_as_a_v1_node() {
+    let (tmp, dir) = plugin_dir(settings(|_| PluginSettings::default()));
+    drop_plugin(tmp.path(), "k8s-types.wasm", &guest("k8s-types"));
+    dir.rescan();
+    assert_eq!(
+        dir.current().setters()[0].name(),
+        "k8s-types",
+        "{:?}",
+        dir.status()
+    );
+    let mut node = nodes::small_node("n1");
+    node["metadata"]["labels"]["kubernetes.io/os"] = json!("linux");
+    node["status"]["capacity"] = json!({"cpu": "3500m", "memory": "8Gi"});
+    node["status"]["addresses"] = json!([
+        {"type": "InternalIP", "address": "10.0.0.1"},
+        {"type": "Hostname", "address": "n1"},
+    ]);
+    node["status"]["conditions"] = json!([
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"},
+    ]);
+    let out = pass_ok(&dir, &node);
+    // 3500m: four whole CPUs, rounded up as resource.Quantity.Value() does.
+    assert_eq!(
+        out["status"]["capacity"]["example.com/k8s-types"],
+        json!("4")
+    );
+    assert_eq!(
+        out["status"]["allocatable"]["example.com/k8s-types"],
+        json!("4")
+    );
+    assert_eq!(
+        out["metadata"]["labels"]["example.com/k8s-types-os"],
+        json!("linux")
+    );
+    let c = condition_of(&out, "K8sTypesDecoded").expect("its condition");
+    assert_eq!(c["status"], "True");
+    assert_eq!(
+        c["message"], "1 condition(s), 2 address(es), cpu 3500m",
+        "{c}"
+    );
+
+    node["status"]["capacity"]["cpu"] = json!("three");
+    let (out, report) = nodestatus_engine::pipeline::pass(
+        dir.runtime(),
+        &dir.current(),
+        &node,
+        &nodestatus_runtime::CallContext::default(),
+        Default::default(),
+    );
+    let e = report.setters[0]
+        .outcome
+        .clone()
+        .expect_err("not a v1.Node");
+    assert!(e.to_string().contains("the node is not a v1.Node"), "{e}");
+    assert!(condition_of(&out, "K8sTypesDecoded").is_none());
+}
+
 /// The host's functions reach a Go setter through the SDK's ABI glue with
 /// their values whole: every record, list and result of
 /// `nodestatus:plugin/host@0.1.1` that go-probe writes back as annotations,

@@ -208,6 +208,35 @@ fn no_color_turns_the_colours_off_on_a_terminal() {
 /// A guest's stdout is discarded (the Node alone reaches `once`'s stdout),
 /// and its stderr is kept up to 4 KiB a call for the debug log: of 1,000
 /// lines of 64 bytes, the first 64 and no others.
+/// A call that traps logs the guest's stderr at warn, where the default
+/// log shows it: a Go panic's message and stack say why (at debug, the log
+/// said only "wasm `unreachable` instruction executed").
+#[test]
+fn a_trapped_calls_stderr_is_logged_at_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "plugins:\n  go-probe:\n    paths: [/tmp]\n    config: {do: panic}\n",
+    )
+    .unwrap();
+    let out = nodestatus("warn")
+        .args(["once", "--node-name", "guest-panic-node"])
+        .args(["--cache-dir", built::TEST_CACHE_DIR])
+        .arg("--plugin")
+        .arg(nodestatus_tests::guest("go-probe"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let panic = stderr
+        .lines()
+        .find(|l| l.contains("assignment to entry in nil map"))
+        .unwrap_or_else(|| panic!("the guest's panic is not in the log:\n{stderr}"));
+    assert!(panic.contains("WARN"), "{panic}");
+}
+
 #[test]
 fn guest_stdout_is_discarded_and_stderr_is_kept_up_to_4_kib() {
     const MARKER: &str = "GUEST-STDOUT-MUST-NOT-SHOW";

@@ -126,6 +126,16 @@ use tier::TierEngine;
 /// deadline is counted in these ticks, so it is also the deadline's precision.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// How long past its deadline a call's caller waits for the epoch to stop
+/// the guest before it calls the call blocked (in a host call, or in the
+/// kernel on a call thread). A guest that its epoch interrupted returns
+/// within a tick or two on an idle machine; on a loaded one (ten runnable
+/// threads on two cores), its thread waited for a core longer than the two
+/// to four ticks this once was, and a plain loop was reported as blocked in
+/// the kernel (tests/all/hostile.rs, one run in three). A call truly
+/// blocked is reported this much later, and nothing else waits for it.
+pub const DEADLINE_GRACE: Duration = Duration::from_millis(500);
+
 /// Errors from building the runtime itself.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

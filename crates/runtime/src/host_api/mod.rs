@@ -341,8 +341,8 @@ pub(crate) struct CallState {
 impl CallState {
     /// A sandbox with exactly `grants`: read-only preopens as `preopens`
     /// plans them (a procfs root as its filtered view), the granted
-    /// environment, no network, no stdin, stdout discarded and stderr
-    /// captured (bounded) for the host's log.
+    /// environment, argv the plugin's name, no network, no stdin, stdout
+    /// discarded and stderr captured (bounded) for the host's log.
     pub fn new(
         plugin: Arc<str>,
         grants: Arc<Grants>,
@@ -358,9 +358,13 @@ impl CallState {
         // call that can reach a file whose read may never return runs on a
         // thread of its own, under a deadline its caller keeps (see
         // `call_thread`).
+        // argv is the plugin's name alone, as a process's is its program's:
+        // Go's klog, which k8s.io/api pulls in, reads os.Args[0] at init,
+        // and trapped on an empty argv.
         b.allow_ip_name_lookup(false)
             .stderr(stderr.clone())
-            .allow_blocking_current_thread(true);
+            .allow_blocking_current_thread(true)
+            .arg(&*plugin);
         for (k, v) in &grants.env {
             b.env(k, v);
         }

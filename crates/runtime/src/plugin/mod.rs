@@ -15,7 +15,7 @@ use super::host_api::bindings::exports::nodestatus::plugin0_2_1::setter::PluginI
 use super::host_api::{CallState, Denied, Grants, Preopens, STDERR_CAPACITY};
 use super::limits::Exceeded;
 use super::reactor::{Batch, Subscriptions};
-use super::{CallContext, EPOCH_TICK, EmittedEvent, Runtime, Tier};
+use super::{CallContext, DEADLINE_GRACE, EPOCH_TICK, EmittedEvent, Runtime, Tier};
 
 /// Default CPU deadline of one call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -476,9 +476,11 @@ impl Plugin {
             result,
         } = if store.data().may_block() {
             let json = node_json.to_owned();
-            // Two ticks after with_deadline's own limit, so that a guest
-            // waiting in WASI is reported by that.
-            call_thread::run(timeout + 4 * EPOCH_TICK, &self.stuck, move || {
+            // A guest that the epoch stopped at its deadline (or whose WASI
+            // wait met with_deadline's limit) returns within the grace, even
+            // on a loaded machine; one still out after it is blocked in the
+            // kernel.
+            call_thread::run(timeout + DEADLINE_GRACE, &self.stuck, move || {
                 call.run(store, instance, &json)
             })
             .ok_or_else(|| {
@@ -493,7 +495,7 @@ impl Plugin {
         } else {
             call.run(store, instance, node_json)
         };
-        log_stderr(&mut store);
+        log_stderr(&mut store, result.is_err());
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
         let events = std::mem::take(&mut store.data_mut().events);
         let outcome = match result? {
@@ -734,12 +736,12 @@ fn guest_call<T: Send>(
     what: &str,
     call: impl Future<Output = Result<T, CallError>> + Send,
 ) -> Result<T, CallError> {
-    // Two ticks of slack, so that a guest spinning in its own code is
-    // stopped by the epoch (the usual case) and this only catches a guest
-    // blocked in a host call.
+    // With slack, so that a guest spinning in its own code is stopped by
+    // the epoch (the usual case) and this only catches a guest blocked in a
+    // host call.
     let bounded = crate::blocking(|| {
         wasmtime_wasi::runtime::in_tokio(async move {
-            tokio::time::timeout(timeout + 2 * EPOCH_TICK, call).await
+            tokio::time::timeout(timeout + DEADLINE_GRACE, call).await
         })
     });
     match bounded {
@@ -835,14 +837,21 @@ fn arm_deadline(store: &mut Store<CallState>, timeout: Duration) {
 }
 
 /// Guest stderr not logged yet, line by line, through the plugin's log
-/// budget.
-fn log_stderr(store: &mut Store<CallState>) {
+/// budget: at debug level, or at warn after a call that `failed` (a trap's
+/// cause is often only there: a Go or Python panic prints its message and
+/// stack to stderr before the trap).
+fn log_stderr(store: &mut Store<CallState>, failed: bool) {
     let state = store.data_mut();
     let err = state.stderr.contents();
     if err.len() > state.stderr_logged {
         let text = String::from_utf8_lossy(&err[state.stderr_logged..]);
+        let level = if failed {
+            tracing::Level::WARN
+        } else {
+            tracing::Level::DEBUG
+        };
         for line in text.lines() {
-            state.guest_line(tracing::Level::DEBUG, line, true);
+            state.guest_line(level, line, true);
         }
         state.stderr_logged = err.len();
     }
@@ -946,7 +955,7 @@ fn call_subscribe(
             .map_err(|e| classify(&store, e, "subscribe"))?;
         Ok(subs)
     });
-    log_stderr(&mut store);
+    log_stderr(&mut store, result.is_err());
     result.map_err(LoadError::Subscribe)
 }
 
@@ -982,6 +991,6 @@ fn call_metadata(
             .map_err(|e| classify(&store, e, "metadata"))?;
         Ok(info)
     });
-    log_stderr(&mut store);
+    log_stderr(&mut store, result.is_err());
     result.map_err(LoadError::Metadata)
 }
