@@ -43,6 +43,8 @@
 //! [`crate::policy`] matches.
 
 mod cert;
+#[cfg(test)]
+mod fuzz;
 mod root;
 #[cfg(test)]
 pub(crate) mod tests;
