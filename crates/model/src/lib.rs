@@ -18,3 +18,6 @@ pub mod node;
 pub mod ownership;
 pub mod policy;
 pub mod validate;
+
+#[cfg(test)]
+mod fuzz;

@@ -110,33 +110,54 @@ pub struct Parsed {
     pub keyless: bool,
 }
 
+/// Why a bundle's bytes are skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Not JSON of a bundle.
+    #[error("not a Sigstore bundle: {0}")]
+    NotABundle(#[source] serde_json::Error),
+    /// A bundle of another media type (version).
+    #[error("its media type {0} is not {BUNDLE_MEDIA_TYPE}")]
+    MediaType(String),
+    /// A `messageSignature` bundle.
+    #[error(
+        "it holds a messageSignature (what `cosign sign-blob` writes), not the DSSE envelope of an image signature"
+    )]
+    MessageSignature,
+    /// No DSSE envelope.
+    #[error("it holds no DSSE envelope")]
+    NoEnvelope,
+    /// A DSSE envelope of another payload type.
+    #[error("its DSSE payloadType {0} is not {IN_TOTO_PAYLOAD_TYPE}")]
+    PayloadType(String),
+    /// The DSSE payload is not base64.
+    #[error("its DSSE payload is not base64: {0}")]
+    PayloadBase64(#[source] base64::DecodeError),
+    /// The DSSE envelope has no signature.
+    #[error("its DSSE envelope has no signature")]
+    NoSignature,
+}
+
 /// Reads a bundle's bytes: its DSSE signatures, or why it is skipped.
-pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
-    let bundle: Bundle =
-        serde_json::from_slice(bytes).map_err(|e| format!("not a Sigstore bundle: {e}"))?;
+pub fn parse(bytes: &[u8]) -> Result<Parsed, Error> {
+    let bundle: Bundle = serde_json::from_slice(bytes).map_err(Error::NotABundle)?;
     if bundle.media_type != BUNDLE_MEDIA_TYPE && bundle.media_type != BUNDLE_MEDIA_TYPE_PARAM {
-        return Err(format!(
-            "its media type {} is not {BUNDLE_MEDIA_TYPE}",
-            bundle.media_type
-        ));
+        return Err(Error::MediaType(bundle.media_type));
     }
     let Some(envelope) = bundle.dsse_envelope else {
         return Err(match bundle.message_signature {
-            Some(_) => "it holds a messageSignature (what `cosign sign-blob` writes), not the DSSE envelope of an image signature".into(),
-            None => "it holds no DSSE envelope".into(),
+            Some(_) => Error::MessageSignature,
+            None => Error::NoEnvelope,
         });
     };
     if envelope.payload_type != IN_TOTO_PAYLOAD_TYPE {
-        return Err(format!(
-            "its DSSE payloadType {} is not {IN_TOTO_PAYLOAD_TYPE}",
-            envelope.payload_type
-        ));
+        return Err(Error::PayloadType(envelope.payload_type));
     }
     let payload = base64::engine::general_purpose::STANDARD
         .decode(envelope.payload.trim())
-        .map_err(|e| format!("its DSSE payload is not base64: {e}"))?;
+        .map_err(Error::PayloadBase64)?;
     if envelope.signatures.is_empty() {
-        return Err("its DSSE envelope has no signature".into());
+        return Err(Error::NoSignature);
     }
     let keyless = bundle
         .verification_material
@@ -211,7 +232,7 @@ pub(crate) struct Found {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Index {
+pub(crate) struct Index {
     #[serde(default)]
     media_type: Option<String>,
     manifests: Vec<IndexEntry>,
@@ -225,6 +246,36 @@ struct IndexEntry {
     size: i64,
     #[serde(default)]
     artifact_type: Option<String>,
+}
+
+impl Index {
+    /// Reads a referrers index's bytes.
+    pub(crate) fn parse(bytes: &[u8]) -> serde_json::Result<Self> {
+        serde_json::from_slice(bytes)
+    }
+
+    /// Whether it is an OCI image index (its `mediaType` that one, or
+    /// none), as the referrers tag scheme's must be.
+    pub(crate) fn is_oci_index(&self) -> bool {
+        self.media_type
+            .as_deref()
+            .is_none_or(|m| m == crate::artifact::OCI_INDEX_MEDIA_TYPE)
+    }
+
+    /// The digests and sizes of its entries that may be bundles: those of
+    /// the bundle's artifact type, or of the empty config's (cosign v2).
+    pub(crate) fn bundle_entries(self) -> Vec<(String, i64)> {
+        self.manifests
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e.artifact_type.as_deref(),
+                    Some(BUNDLE_MEDIA_TYPE | EMPTY_MEDIA_TYPE)
+                )
+            })
+            .map(|e| (e.digest, e.size))
+            .collect()
+    }
 }
 
 #[derive(Deserialize)]
@@ -264,19 +315,8 @@ impl Session {
         {
             Ok((_, body)) => {
                 // A 200 that is not an index: no referrers API.
-                if let Ok(index) = serde_json::from_slice::<Index>(&body) {
-                    entries.extend(
-                        index
-                            .manifests
-                            .into_iter()
-                            .filter(|e| {
-                                matches!(
-                                    e.artifact_type.as_deref(),
-                                    Some(BUNDLE_MEDIA_TYPE | EMPTY_MEDIA_TYPE)
-                                )
-                            })
-                            .map(|e| (e.digest, e.size)),
-                    )
+                if let Ok(index) = Index::parse(&body) {
+                    entries.extend(index.bundle_entries())
                 }
             }
             // No referrers API: the tag scheme below.
@@ -292,26 +332,8 @@ impl Session {
                 Err(e @ client::Error::ManifestTooLarge { .. }) => {
                     found.skipped.push(e.to_string())
                 }
-                Ok((bytes, _)) => match serde_json::from_slice::<Index>(&bytes) {
-                    Ok(index)
-                        if index
-                            .media_type
-                            .as_deref()
-                            .is_none_or(|m| m == crate::artifact::OCI_INDEX_MEDIA_TYPE) =>
-                    {
-                        entries.extend(
-                            index
-                                .manifests
-                                .into_iter()
-                                .filter(|e| {
-                                    matches!(
-                                        e.artifact_type.as_deref(),
-                                        Some(BUNDLE_MEDIA_TYPE | EMPTY_MEDIA_TYPE)
-                                    )
-                                })
-                                .map(|e| (e.digest, e.size)),
-                        )
-                    }
+                Ok((bytes, _)) => match Index::parse(&bytes) {
+                    Ok(index) if index.is_oci_index() => entries.extend(index.bundle_entries()),
                     _ => found
                         .skipped
                         .push(format!("{tag} is not a referrers index")),
@@ -403,7 +425,7 @@ impl Session {
                 found.signatures.extend(parsed.signatures);
                 Ok(Ok(()))
             }
-            Err(why) => Ok(Err(why)),
+            Err(why) => Ok(Err(why.to_string())),
         }
     }
 }
@@ -689,7 +711,7 @@ mod tests {
             ),
         ];
         for (bytes, why) in cases {
-            let err = parse(&bytes).unwrap_err();
+            let err = parse(&bytes).unwrap_err().to_string();
             assert!(err.contains(why), "{err} (wanted {why})");
         }
         // A certificate as verification material: keyless.

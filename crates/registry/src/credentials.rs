@@ -444,13 +444,15 @@ pub(crate) async fn exchange(
             detail: error_detail(&body),
         });
     }
-    let answer: TokenAnswer = serde_json::from_slice(&body).map_err(|_| Error::TokenAnswer {
-        realm: challenge.realm.clone(),
-        registry: registry.to_owned(),
-    })?;
-    answer
-        .access_token
-        .or(answer.token)
+    token_answer(&body, challenge, registry)
+}
+
+/// The access token of a token server's 200 answer (`access_token`, else
+/// `token`), for `challenge` of `registry`.
+pub(crate) fn token_answer(body: &[u8], challenge: &Challenge, registry: &str) -> Result<Secret> {
+    serde_json::from_slice::<TokenAnswer>(body)
+        .ok()
+        .and_then(|answer| answer.access_token.or(answer.token))
         .filter(|t| !t.is_empty())
         .map(Secret::new)
         .ok_or_else(|| Error::TokenAnswer {
@@ -461,7 +463,7 @@ pub(crate) async fn exchange(
 
 /// The first error of a distribution error body, `message: detail`, or
 /// the OAuth2 `error` and `error_description`; at most 300 characters.
-fn error_detail(body: &[u8]) -> String {
+pub(crate) fn error_detail(body: &[u8]) -> String {
     let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let text = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),

@@ -173,6 +173,9 @@ pub mod settings;
 pub mod signature;
 pub mod stored;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use artifact::{ANNOTATION_VERSION, ANNOTATION_WORLD, Artifact, Layout};
 pub use cache::Cache;
 pub use client::{Client, DEFAULT_TIMEOUT, PushMeta};

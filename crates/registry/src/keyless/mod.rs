@@ -12,12 +12,15 @@
 //!    at the entry's integrated time; its *signed entry timestamp* (the
 //!    `inclusionPromise`: the log key's ECDSA signature over the canonical
 //!    JSON of the body, integrated time, log index and log id) verifies; and
-//!    its *inclusion proof*, when the bundle has one, hashes the entry up to
-//!    the root hash, which the *checkpoint* (a signed note) names with the
-//!    same tree size and a signature by the log key. The signed entry
-//!    timestamp is required: it is what makes the integrated time a trusted
-//!    time (an RFC 3161 timestamp from the root's `timestampAuthorities` is
-//!    not read, so a Rekor v2 entry, which has none, is refused);
+//!    its *inclusion proof*, required in a bundle (not in cosign's `.sig`
+//!    layout, which has no room for it), is for the entry's log index and
+//!    hashes the entry up to the root hash, which the *checkpoint* (a signed
+//!    note) names with the same tree size, the log's origin, and a
+//!    signature with the log's key hint by the log key (`keyless/tlog.rs`
+//!    says the rules, [`LogError`] names each refusal). The signed entry timestamp is
+//!    required: it is what makes the integrated time a trusted time (an RFC
+//!    3161 timestamp from the root's `timestampAuthorities` is not read, so
+//!    a Rekor v2 entry, which has none, is refused);
 //! 2. the entry's body is this signature: a Rekor `dsse` 0.0.1 entry whose
 //!    payload hash is the statement's sha256, and whose signatures include
 //!    this one, with this certificate as its verifier; or, for cosign's
@@ -40,6 +43,8 @@
 //! [`crate::policy`] matches.
 
 mod cert;
+#[cfg(test)]
+mod fuzz;
 mod root;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -47,6 +52,7 @@ mod text;
 mod tlog;
 
 pub use root::{TRUSTED_ROOT_MEDIA_TYPE, TrustedRoot};
+pub use tlog::Error as LogError;
 
 use std::path::PathBuf;
 
@@ -59,6 +65,7 @@ use x509_cert::der::Decode as _;
 use x509_cert::der::asn1::{ObjectIdentifier, Utf8StringRef};
 use x509_cert::ext::pkix::name::GeneralName;
 
+use crate::stored::SignatureFormat;
 use cert::{check_chain, check_scts, extension, leaf_key};
 use root::{ChainFile, RawBytes};
 use text::b64;
@@ -116,23 +123,10 @@ pub enum Error {
         /// More, when the log is listed but cannot be used.
         why: String,
     },
-    /// The entry has no signed entry timestamp.
-    #[error(
-        "its transparency log entry has no signed entry timestamp (inclusionPromise); without it the integrated time is not a trusted time (timestamp authorities are not read)"
-    )]
-    NoSignedEntryTimestamp,
-    /// The signed entry timestamp does not verify with the log's key.
-    #[error("its signed entry timestamp does not verify with the key of the log {log}")]
-    SignedEntryTimestamp {
-        /// The log's base URL.
-        log: String,
-    },
-    /// The inclusion proof does not hash to the checkpoint's root.
-    #[error("its inclusion proof does not verify: {0}")]
-    InclusionProof(String),
-    /// The checkpoint is malformed or not signed by the log.
-    #[error("its checkpoint does not verify: {0}")]
-    Checkpoint(String),
+    /// The entry's signed entry timestamp, inclusion proof or checkpoint
+    /// is missing or does not verify.
+    #[error(transparent)]
+    Log(#[from] LogError),
     /// The log entry's body is not this signature.
     #[error("its transparency log entry is not this signature: {0}")]
     BodyMismatch(String),
@@ -327,13 +321,16 @@ struct Material {
 
 /// Checks a keyless signature: `signature_b64` (base64 DER) over the DSSE
 /// encoding `signed` of the statement `payload`, with the bundle's
-/// `verificationMaterial`, against `root`. `Ok` with who signed.
+/// `verificationMaterial`, against `root`; `format` is the format it came
+/// in, which says what evidence of inclusion its log entry must carry (a
+/// bundle's: an inclusion proof too). `Ok` with who signed.
 pub fn verify(
     root: &TrustedRoot,
     payload: &[u8],
     signed: &[u8],
     signature_b64: &str,
     material: &serde_json::Value,
+    format: SignatureFormat,
 ) -> Result<Identity> {
     let material: Material =
         serde_json::from_value(material.clone()).map_err(|e| Error::Material(e.to_string()))?;
@@ -354,7 +351,7 @@ pub fn verify(
             n => Error::Material(format!("it holds {n} transparency log entries, not one")),
         });
     };
-    let time = check_entry(root, entry)?;
+    let time = check_entry(root, entry, format)?;
     check_body(entry, payload, &signature, &leaf_der)?;
     check_chain(root, &leaf, time)?;
     check_scts(root, &leaf)?;

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 use x509_cert::Certificate;
 use x509_cert::der::Decode as _;
 
@@ -33,6 +34,10 @@ pub(super) struct Log {
     pub(super) base_url: String,
     pub(super) key_id: Vec<u8>,
     pub(super) key: Key,
+    /// The key hint of its checkpoints' signature lines: for an ECDSA key,
+    /// the first 4 bytes of the SHA-256 of its DER public key, as Rekor v1
+    /// and the tile-based Rekor (v2) write it.
+    pub(super) key_hint: [u8; 4],
     pub(super) valid: Validity,
 }
 
@@ -183,10 +188,12 @@ impl TrustedRoot {
                         .map_err(|e| at(format!("publicKey.rawBytes is not base64: {e}")))?;
                     let key_id = b64(&l.log_id.key_id)
                         .map_err(|e| at(format!("logId.keyId is not base64: {e}")))?;
+                    let digest = Sha256::digest(&der);
                     Ok(Log {
                         base_url: l.base_url,
                         key_id,
                         key: Key::from_spki(&der, &l.public_key.key_details),
+                        key_hint: [digest[0], digest[1], digest[2], digest[3]],
                         valid: validity(&l.public_key.valid_for).map_err(at)?,
                     })
                 })

@@ -6,10 +6,11 @@ use base64::Engine as _;
 use x509_cert::der::Encode as _;
 
 use super::cert::{OID_EKU, check_chain, unix};
-use super::tlog::{hash_children, root_from_proof};
+use super::tlog::{check_checkpoint, hash_children, root_from_proof};
 use super::*;
 use crate::bundle;
 use crate::signature::signed_bytes;
+use crate::stored::SignatureFormat;
 
 /// Made by the real services (fixtures/keyless/make.sh): a private
 /// Fulcio and Rekor v1, and cosign v3 signing keyless.
@@ -34,15 +35,7 @@ pub(crate) fn issuer(kind: &str) -> String {
 
 /// Verifies `bundle` (as JSON) with `root`.
 fn check(root: &TrustedRoot, bundle: &serde_json::Value) -> Result<Identity> {
-    let parsed = bundle::parse(&serde_json::to_vec(bundle).unwrap()).unwrap();
-    let s = &parsed.signatures[0];
-    verify(
-        root,
-        &s.payload,
-        &signed_bytes(s),
-        &s.signature,
-        s.material.as_ref().unwrap(),
-    )
+    check_as(root, bundle, SignatureFormat::Dsse)
 }
 
 fn json(bytes: &[u8]) -> serde_json::Value {
@@ -118,14 +111,20 @@ fn a_tampered_inclusion_proof_checkpoint_or_entry_timestamp_is_refused() {
     let mut b = json(GITHUB);
     entry(&mut b)["inclusionProof"]["hashes"][0] = b64.encode([7u8; 32]).into();
     let err = check(&root, &b).unwrap_err();
-    assert!(matches!(err, Error::InclusionProof(_)), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::InclusionProof(_))),
+        "{err}"
+    );
     // A hash too many.
     let mut b = json(GITHUB);
     entry(&mut b)["inclusionProof"]["hashes"]
         .as_array_mut()
         .unwrap()
         .push(b64.encode([7u8; 32]).into());
-    assert!(matches!(check(&root, &b), Err(Error::InclusionProof(_))));
+    assert!(matches!(
+        check(&root, &b),
+        Err(Error::Log(LogError::InclusionProof(_)))
+    ));
     // A root hash and checkpoint of another tree: the checkpoint's
     // signature no longer covers it.
     let mut b = json(GITHUB);
@@ -139,13 +138,22 @@ fn a_tampered_inclusion_proof_checkpoint_or_entry_timestamp_is_refused() {
     e["inclusionProof"]["checkpoint"]["envelope"] = envelope.replace(&old_root, &forged).into();
     e["inclusionProof"]["rootHash"] = forged.into();
     let err = check(&root, &b).unwrap_err();
-    assert!(matches!(err, Error::InclusionProof(_)), "{err}");
-    // The checkpoint alone changed: its signature fails.
+    assert!(
+        matches!(err, Error::Log(LogError::InclusionProof(_))),
+        "{err}"
+    );
+    // The checkpoint alone changed (its origin's tree id): its signature
+    // fails.
     let mut b = json(GITHUB);
     let e = entry(&mut b);
-    e["inclusionProof"]["checkpoint"]["envelope"] = envelope.replace(" - ", " + ").into();
+    e["inclusionProof"]["checkpoint"]["envelope"] = envelope
+        .replace(" - 55349276313166362\n", " - 55349276313166363\n")
+        .into();
     let err = check(&root, &b).unwrap_err();
-    assert!(matches!(err, Error::Checkpoint(_)), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::CheckpointSignature { .. })),
+        "{err}"
+    );
     // The integrated time moved: the signed entry timestamp fails.
     let mut b = json(EMAIL);
     let t: i64 = entry(&mut b)["integratedTime"]
@@ -155,7 +163,10 @@ fn a_tampered_inclusion_proof_checkpoint_or_entry_timestamp_is_refused() {
         .unwrap();
     entry(&mut b)["integratedTime"] = (t - 3600).to_string().into();
     let err = check(&root, &b).unwrap_err();
-    assert!(matches!(err, Error::SignedEntryTimestamp { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::SignedEntryTimestamp { .. })),
+        "{err}"
+    );
     // No signed entry timestamp: the time is not trusted.
     let mut b = json(EMAIL);
     entry(&mut b)
@@ -164,7 +175,7 @@ fn a_tampered_inclusion_proof_checkpoint_or_entry_timestamp_is_refused() {
         .remove("inclusionPromise");
     assert!(matches!(
         check(&root, &b),
-        Err(Error::NoSignedEntryTimestamp)
+        Err(Error::Log(LogError::NoSignedEntryTimestamp))
     ));
     // No entry at all.
     let mut b = json(EMAIL);
@@ -254,7 +265,15 @@ fn the_signature_must_verify_with_the_certificate() {
     let s = &parsed.signatures[0];
     let material = s.material.as_ref().unwrap();
     // The right entry, but a PAE of something else: the key refuses.
-    let err = verify(&root, &s.payload, b"other", &s.signature, material).unwrap_err();
+    let err = verify(
+        &root,
+        &s.payload,
+        b"other",
+        &s.signature,
+        material,
+        s.format,
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::Signature), "{err}");
 }
 
@@ -400,4 +419,248 @@ fn a_bad_trusted_root_is_refused_with_what_is_wrong() {
         TrustedRoot::from_json(Path::new("/r.json"), &serde_json::to_vec(&ed).unwrap()).unwrap();
     let err = check(&ed, &json(EMAIL)).unwrap_err();
     assert!(err.to_string().contains("PKIX_ED25519"), "{err}");
+}
+
+/// The entry's inclusion proof.
+fn proof(b: &mut serde_json::Value) -> &mut serde_json::Value {
+    &mut entry(b)["inclusionProof"]
+}
+
+/// Verifies `bundle` (as JSON) with `root`, as if it came in `format`.
+fn check_as(
+    root: &TrustedRoot,
+    bundle: &serde_json::Value,
+    format: SignatureFormat,
+) -> Result<Identity> {
+    let parsed = bundle::parse(&serde_json::to_vec(bundle).unwrap()).unwrap();
+    let s = &parsed.signatures[0];
+    verify(
+        root,
+        &s.payload,
+        &signed_bytes(s),
+        &s.signature,
+        s.material.as_ref().unwrap(),
+        format,
+    )
+}
+
+#[test]
+fn a_bundle_entry_needs_its_inclusion_proof_and_any_entry_a_proof_or_a_promise() {
+    let root = root();
+    // A bundle's entry without the proof the log gave with it.
+    let mut b = json(EMAIL);
+    entry(&mut b)
+        .as_object_mut()
+        .unwrap()
+        .remove("inclusionProof");
+    let err = check(&root, &b).unwrap_err();
+    assert!(
+        matches!(err, Error::Log(LogError::NoInclusionProof)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("v0.2 and later"), "{err}");
+    // The same entry from cosign's .sig layout, which has no room for a
+    // proof: its signed entry timestamp is the log's word.
+    let id = check_as(&root, &b, SignatureFormat::SimpleSigning).unwrap();
+    assert_eq!(id.subject, "alice@example.com");
+    // Neither a proof nor a promise: refused whatever the format.
+    entry(&mut b)
+        .as_object_mut()
+        .unwrap()
+        .remove("inclusionPromise");
+    for format in [SignatureFormat::Dsse, SignatureFormat::SimpleSigning] {
+        let err = check_as(&root, &b, format).unwrap_err();
+        assert!(matches!(err, Error::Log(LogError::NoEvidence)), "{err}");
+    }
+}
+
+#[test]
+fn the_inclusion_proof_must_be_for_the_entrys_log_index() {
+    let root = root();
+    // The second entry's proof said to be the first's; and the first
+    // entry's (its index left out: protobuf's zero) said to be another's.
+    for (bundle, index, entry_index) in [(GITHUB, 0, 1), (EMAIL, 1, 0)] {
+        let mut b = json(bundle);
+        proof(&mut b)["logIndex"] = index.to_string().into();
+        let err = check(&root, &b).unwrap_err();
+        assert!(
+            matches!(err, Error::Log(LogError::ProofIndex { proof, entry }) if (proof, entry) == (index, entry_index)),
+            "{err}"
+        );
+    }
+}
+
+/// The checkpoint of `b`'s entry, changed by `f`.
+fn with_checkpoint(b: &mut serde_json::Value, f: impl Fn(&str) -> String) {
+    let envelope = &mut proof(b)["checkpoint"]["envelope"];
+    *envelope = f(envelope.as_str().unwrap()).into();
+}
+
+/// A checkpoint's signature lines, each changed by `f(name, hint ‖
+/// signature)`.
+fn with_signatures(envelope: &str, f: impl Fn(&str, &mut Vec<u8>) -> String) -> String {
+    let (text, block) = envelope.rsplit_once("\n\n").unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let lines: String = block
+        .lines()
+        .map(|l| {
+            let (name, sig) = l
+                .strip_prefix("\u{2014} ")
+                .unwrap()
+                .split_once(' ')
+                .unwrap();
+            let mut bytes = b64.decode(sig).unwrap();
+            let name = f(name, &mut bytes);
+            format!("\u{2014} {name} {}\n", b64.encode(&bytes))
+        })
+        .collect();
+    format!("{text}\n\n{lines}")
+}
+
+#[test]
+fn the_checkpoint_must_name_the_log_and_carry_its_key_hint() {
+    let root = root();
+    // Rekor v1's checkpoint: "vm - <tree id>", signed as "vm" (the test
+    // Rekor's host name) with the key hint c63715bc, the first 4 bytes of
+    // the SHA-256 of its key (its log id's too).
+    let mut b = json(GITHUB);
+    with_checkpoint(&mut b, |e| {
+        assert!(e.starts_with("vm - 55349276313166362\n"), "{e}");
+        assert!(e.contains("\n\n\u{2014} vm xjcVv"), "{e}");
+        e.to_owned()
+    });
+    check(&root, &b).unwrap();
+    // The log's signature under another key hint.
+    let mut b = json(GITHUB);
+    with_checkpoint(&mut b, |e| {
+        with_signatures(e, |name, bytes| {
+            bytes[0] ^= 1;
+            name.to_owned()
+        })
+    });
+    let err = check(&root, &b).unwrap_err();
+    assert!(
+        matches!(err, Error::Log(LogError::CheckpointKeyHint { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(
+            "key hint c63715bc of the log http://127.0.0.1:42537; its signatures: vm c73715bc"
+        ),
+        "{err}"
+    );
+    // The log's signature under another name than its origin's.
+    let mut b = json(GITHUB);
+    with_checkpoint(&mut b, |e| {
+        with_signatures(e, |_, _| "rekor.example.dev".into())
+    });
+    let err = check(&root, &b).unwrap_err();
+    assert!(
+        matches!(err, Error::Log(LogError::CheckpointOrigin { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("signs it as \"rekor.example.dev\""),
+        "{err}"
+    );
+    // Another origin: a Rekor v1 one of another name, and a C2SP one that is
+    // not the host of the log's baseUrl.
+    for (origin, wanted) in [
+        (
+            "rekor.example.dev - 55349276313166362",
+            "signs it as \"vm\"",
+        ),
+        ("vm", "the host of the log's baseUrl, \"127.0.0.1\""),
+    ] {
+        let mut b = json(GITHUB);
+        with_checkpoint(&mut b, |e| e.replacen("vm - 55349276313166362", origin, 1));
+        let err = check(&root, &b).unwrap_err();
+        assert!(
+            matches!(err, Error::Log(LogError::CheckpointOrigin { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains(wanted), "{err} (wanted {wanted})");
+    }
+    // A second signer's line (a witness) beside the log's is skipped.
+    let mut b = json(GITHUB);
+    let witness = format!(
+        "\u{2014} witness.example.dev {}\n",
+        base64::engine::general_purpose::STANDARD
+            .encode([[1u8, 2, 3, 4].as_slice(), &[0; 64]].concat())
+    );
+    with_checkpoint(&mut b, |e| format!("{e}{witness}"));
+    check(&root, &b).unwrap();
+    // Not a signed note.
+    for (envelope, wanted) in [
+        ("vm - 1\n2\nR0Pa\n", "no blank line"),
+        ("vm - 1\n2\nR0Pa\n\n", "no signature line"),
+        ("vm - 1\n2\nR0Pa\n\n\u{2014} vm\n", "is not a line"),
+        (
+            "vm - 1\n2\nR0Pa\n\n\u{2014} vm AAAA\n",
+            "not base64 of a key hint",
+        ),
+    ] {
+        let mut b = json(GITHUB);
+        with_checkpoint(&mut b, |_| envelope.to_owned());
+        let err = check(&root, &b).unwrap_err();
+        assert!(
+            matches!(err, Error::Log(LogError::CheckpointMalformed(_))),
+            "{err}"
+        );
+        assert!(err.to_string().contains(wanted), "{err} (wanted {wanted})");
+    }
+}
+
+#[test]
+fn a_c2sp_checkpoint_names_the_host_of_the_logs_base_url() {
+    // The tile-based Rekor (v2) writes C2SP checkpoints: the origin is the
+    // host of its baseUrl, and the signature line carries it as its name,
+    // with the ECDSA key hint (SHA-256 of the DER key).
+    use p256::ecdsa::signature::Signer as _;
+    use p256::pkcs8::EncodePublicKey as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let signing = p256::ecdsa::SigningKey::from_slice(&[7u8; 32]).unwrap();
+    let spki = signing.verifying_key().to_public_key_der().unwrap();
+    let mut r = json(ROOT);
+    r["tlogs"][0]["baseUrl"] = "https://log2025-1.rekor.example.dev:443/api".into();
+    r["tlogs"][0]["publicKey"]["rawBytes"] = b64.encode(spki.as_bytes()).into();
+    let root =
+        TrustedRoot::from_json(Path::new("/r.json"), &serde_json::to_vec(&r).unwrap()).unwrap();
+    let log = &root.tlogs[0];
+    let root_hash = [3u8; 32];
+    let hint = Sha256::digest(spki.as_bytes())[..4].to_vec();
+    let note = |origin: &str, name: &str, hint: &[u8]| {
+        let text = format!("{origin}\n5\n{}\n", b64.encode(root_hash));
+        let sig: p256::ecdsa::Signature = signing.sign(text.as_bytes());
+        format!(
+            "{text}\n\u{2014} {name} {}\n",
+            b64.encode([hint, sig.to_der().as_bytes()].concat())
+        )
+    };
+    let host = "log2025-1.rekor.example.dev";
+    check_checkpoint(log, &note(host, host, &hint), 5, &root_hash).unwrap();
+    // Signed by the log's key, but for another log's origin.
+    let err = check_checkpoint(
+        log,
+        &note("log2024-1.rekor.example.dev", host, &hint),
+        5,
+        &root_hash,
+    )
+    .unwrap_err();
+    assert!(matches!(err, LogError::CheckpointOrigin { .. }), "{err}");
+    // Its origin under another name.
+    let err = check_checkpoint(log, &note(host, "witness", &hint), 5, &root_hash).unwrap_err();
+    assert!(matches!(err, LogError::CheckpointOrigin { .. }), "{err}");
+    // C2SP's hint for an Ed25519 key, SHA-256(name ‖ 0x0A ‖ 0x01 ‖ key),
+    // is not an ECDSA log's.
+    let mut ed = Sha256::new();
+    ed.update(format!("{host}\n\x01"));
+    ed.update(spki.as_bytes());
+    let err =
+        check_checkpoint(log, &note(host, host, &ed.finalize()[..4]), 5, &root_hash).unwrap_err();
+    assert!(matches!(err, LogError::CheckpointKeyHint { .. }), "{err}");
+    // Another tree.
+    let err = check_checkpoint(log, &note(host, host, &hint), 6, &root_hash).unwrap_err();
+    assert!(matches!(err, LogError::CheckpointTree(_)), "{err}");
 }

@@ -1,5 +1,51 @@
 //! The Rekor transparency log entry: its log, signed entry timestamp,
 //! inclusion proof and checkpoint, and its body.
+//!
+//! # What an entry must carry
+//!
+//! The log gives two kinds of evidence that it holds an entry: the *signed
+//! entry timestamp* (`inclusionPromise`, Rekor v1's signature over the
+//! entry, its integrated time, index and log id) and the *inclusion proof*
+//! (an audit path to a tree root, and the *checkpoint*: that root signed by
+//! the log). Which the log gives, and so which an entry must carry, follows
+//! from the format the signature came in, as sigstore-go reads it:
+//!
+//! - a Sigstore bundle ([`SignatureFormat::Dsse`]; [`crate::bundle`] reads
+//!   `v0.3` only): the bundle format requires the inclusion proof from
+//!   `v0.2` on, and Rekor returns one with every entry, so an entry without
+//!   it is refused ([`Error::NoInclusionProof`]);
+//! - cosign's `.sig` layout ([`SignatureFormat::SimpleSigning`]): its
+//!   `dev.sigstore.cosign/bundle` annotation holds the signed entry
+//!   timestamp and no proof, so the promise alone is read;
+//! - an entry with neither is refused in any format ([`Error::NoEvidence`]).
+//!
+//! The signed entry timestamp is required in both formats besides: it is
+//! what makes the integrated time a trusted time (RFC 3161 timestamps are
+//! not read).
+//!
+//! # The checkpoint
+//!
+//! A checkpoint is a signed note (C2SP `signed-note` and `tlog-checkpoint`):
+//! the text `origin\nsize\nbase64(root)\n[extension lines]\n`, a blank
+//! line, then lines `— name base64(key hint ‖ signature)`. It must be for the
+//! proof's tree size and root hash, and signed by the log:
+//!
+//! - its **origin**: Rekor v1 writes `<hostname> - <tree id>` and signs
+//!   under the name `<hostname>` (its `rekor_server.hostname`, which the
+//!   trusted root does not hold: `rekor.sigstore.dev` for the public log,
+//!   the machine's host name for a private one), so the origin's name must
+//!   be the name the log's signature line carries; any other origin is a
+//!   C2SP one (the tile-based Rekor, v2) and must be the host of the log's
+//!   `baseUrl` (`https://log2025-1.rekor.sigstore.dev` →
+//!   `log2025-1.rekor.sigstore.dev`), the name its signature carries;
+//! - its **key hint**: the first 4 bytes of a signature line must be the
+//!   log's, which for an ECDSA key both Rekors write as the first 4 bytes
+//!   of the SHA-256 of the DER public key (C2SP's `SHA-256(name ‖ 0x0A ‖
+//!   type ‖ key)` is for Ed25519 keys, which are not read: an entry of such
+//!   a log is refused before);
+//! - its **signature**: a line with that name and key hint verifies with
+//!   the log's key over the text. Lines of other signers (witnesses) are
+//!   skipped, as the note format allows.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -7,7 +53,81 @@ use sha2::{Digest as _, Sha256};
 
 use super::root::{Log, LogIdFile, TrustedRoot};
 use super::text::{b64, show_time};
-use super::{Error, Key, Result};
+use super::{Error as KeylessError, Key, Result};
+use crate::stored::SignatureFormat;
+
+/// Why a log entry's evidence of inclusion (its signed entry timestamp,
+/// inclusion proof or checkpoint) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The entry has neither an inclusion proof nor a signed entry
+    /// timestamp.
+    #[error(
+        "its transparency log entry has neither an inclusion proof nor a signed entry timestamp (inclusionPromise): nothing shows that the log holds it"
+    )]
+    NoEvidence,
+    /// A bundle's entry has no inclusion proof.
+    #[error(
+        "its transparency log entry has no inclusion proof, which a Sigstore bundle (v0.2 and later) must carry"
+    )]
+    NoInclusionProof,
+    /// The entry has no signed entry timestamp.
+    #[error(
+        "its transparency log entry has no signed entry timestamp (inclusionPromise); without it the integrated time is not a trusted time (timestamp authorities are not read)"
+    )]
+    NoSignedEntryTimestamp,
+    /// The signed entry timestamp does not verify with the log's key.
+    #[error("its signed entry timestamp does not verify with the key of the log {log}")]
+    SignedEntryTimestamp {
+        /// The log's base URL.
+        log: String,
+    },
+    /// The inclusion proof is for another entry of the log.
+    #[error("its inclusion proof is for the log index {proof}, the entry's index is {entry}")]
+    ProofIndex {
+        /// The proof's log index.
+        proof: i64,
+        /// The entry's log index.
+        entry: i64,
+    },
+    /// The inclusion proof does not hash to its root.
+    #[error("its inclusion proof does not verify: {0}")]
+    InclusionProof(String),
+    /// The checkpoint is not a signed note.
+    #[error("its checkpoint is not a signed note: {0}")]
+    CheckpointMalformed(String),
+    /// The checkpoint is for another tree than the proof.
+    #[error("its checkpoint does not verify: {0}")]
+    CheckpointTree(String),
+    /// The checkpoint's origin is not the log's.
+    #[error("its checkpoint's origin {origin:?} is not the log {log}'s: {want}")]
+    CheckpointOrigin {
+        /// The checkpoint's first line.
+        origin: String,
+        /// The log's base URL.
+        log: String,
+        /// What the origin should be.
+        want: String,
+    },
+    /// No signature line of the checkpoint carries the log's key hint.
+    #[error(
+        "its checkpoint has no signature with the key hint {hint} of the log {log}; its signatures: {found}"
+    )]
+    CheckpointKeyHint {
+        /// The log's base URL.
+        log: String,
+        /// The log's key hint, hex.
+        hint: String,
+        /// The signature lines' names and key hints.
+        found: String,
+    },
+    /// The log's signature on the checkpoint does not verify.
+    #[error("its checkpoint's signature by the log {log} does not verify with the log's key")]
+    CheckpointSignature {
+        /// The log's base URL.
+        log: String,
+    },
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -86,13 +206,18 @@ fn set_payload(body_b64: &str, integrated_time: i64, log_id_hex: &str, log_index
     .into_bytes()
 }
 
-/// Checks the entry's log, signed entry timestamp and inclusion proof;
-/// the integrated time, now trusted.
-pub(super) fn check_entry(root: &TrustedRoot, entry: &TlogEntry) -> Result<i64> {
+/// Checks the entry's log, and the evidence of inclusion that `format`
+/// requires (the module's docs say which); the integrated time, now
+/// trusted.
+pub(super) fn check_entry(
+    root: &TrustedRoot,
+    entry: &TlogEntry,
+    format: SignatureFormat,
+) -> Result<i64> {
     let log_id = b64(&entry.log_id.key_id)
-        .map_err(|e| Error::Material(format!("its log id is not base64: {e}")))?;
+        .map_err(|e| KeylessError::Material(format!("its log id is not base64: {e}")))?;
     let time = entry.integrated_time.0;
-    let unknown = |why: String| Error::UnknownLog {
+    let unknown = |why: String| KeylessError::UnknownLog {
         root: root.path.clone(),
         log_id: hex::encode(&log_id),
         why,
@@ -112,11 +237,15 @@ pub(super) fn check_entry(root: &TrustedRoot, entry: &TlogEntry) -> Result<i64> 
         )));
     }
     let body = b64(&entry.canonicalized_body)
-        .map_err(|e| Error::Material(format!("its canonicalizedBody is not base64: {e}")))?;
-    let promise = entry
-        .inclusion_promise
-        .as_ref()
-        .ok_or(Error::NoSignedEntryTimestamp)?;
+        .map_err(|e| KeylessError::Material(format!("its canonicalizedBody is not base64: {e}")))?;
+    let (promise, proof) = match (&entry.inclusion_promise, &entry.inclusion_proof) {
+        (None, None) => return Err(Error::NoEvidence.into()),
+        (_, None) if format == SignatureFormat::Dsse => {
+            return Err(Error::NoInclusionProof.into());
+        }
+        (None, Some(_)) => return Err(Error::NoSignedEntryTimestamp.into()),
+        (Some(promise), proof) => (promise, proof),
+    };
     let set = b64(&promise.signed_entry_timestamp).map_err(|_| Error::SignedEntryTimestamp {
         log: log.base_url.clone(),
     })?;
@@ -125,9 +254,17 @@ pub(super) fn check_entry(root: &TrustedRoot, entry: &TlogEntry) -> Result<i64> 
     if !log.key.verifies(&signed, &set) {
         return Err(Error::SignedEntryTimestamp {
             log: log.base_url.clone(),
-        });
+        }
+        .into());
     }
-    if let Some(proof) = &entry.inclusion_proof {
+    if let Some(proof) = proof {
+        if proof.log_index.0 != entry.log_index.0 {
+            return Err(Error::ProofIndex {
+                proof: proof.log_index.0,
+                entry: entry.log_index.0,
+            }
+            .into());
+        }
         check_inclusion(log, proof, &body)?;
     }
     Ok(time)
@@ -176,8 +313,8 @@ pub(crate) fn root_from_proof(
     Ok(node)
 }
 
-fn check_inclusion(log: &Log, proof: &Proof, body: &[u8]) -> Result<()> {
-    let bad = |why: String| Error::InclusionProof(why);
+fn check_inclusion(log: &Log, proof: &Proof, body: &[u8]) -> Result<(), Error> {
+    let bad = Error::InclusionProof;
     let hash32 = |s: &str| -> std::result::Result<[u8; 32], String> {
         b64(s)
             .ok()
@@ -212,37 +349,144 @@ fn check_inclusion(log: &Log, proof: &Proof, body: &[u8]) -> Result<()> {
     check_checkpoint(log, &proof.checkpoint.envelope, size, &root_hash)
 }
 
-/// A checkpoint is a signed note: `origin\nsize\nbase64(root)\n[...]\n\n`
-/// then lines `— name base64(key hint ‖ signature)`; the signature is over
-/// the text up to and including the blank line's first newline.
-fn check_checkpoint(log: &Log, envelope: &str, size: u64, root_hash: &[u8; 32]) -> Result<()> {
-    let bad = |why: String| Error::Checkpoint(why);
+/// One signature line of a signed note: `— name base64(hint ‖ signature)`.
+struct NoteSignature<'a> {
+    name: &'a str,
+    hint: [u8; 4],
+    signature: Vec<u8>,
+}
+
+/// A signed note's text (up to and including the newline before the
+/// blank line: what its signatures sign) and its signature lines, split
+/// as Go's `golang.org/x/mod/sumdb/note` splits them.
+fn split_note(envelope: &str) -> Result<(&str, Vec<NoteSignature<'_>>), Error> {
+    let bad = |why: String| Error::CheckpointMalformed(why);
     let split = envelope
-        .find("\n\n")
+        .rfind("\n\n")
         .ok_or_else(|| bad("no blank line between its text and its signatures".into()))?;
-    let text = &envelope[..split + 1];
-    let mut lines = text.lines();
-    let (_origin, note_size, note_root) = (lines.next(), lines.next(), lines.next());
-    if note_size.and_then(|s| s.parse::<u64>().ok()) != Some(size) {
-        return Err(bad(format!(
-            "it is for a tree of size {}, the proof for {size}",
-            note_size.unwrap_or("")
-        )));
-    }
-    if note_root.and_then(|r| b64(r).ok()).as_deref() != Some(root_hash.as_slice()) {
-        return Err(bad("its root hash is not the proof's".into()));
-    }
-    let signed = envelope[split + 2..]
+    let (text, block) = (&envelope[..split + 1], &envelope[split + 2..]);
+    let signatures = block
         .lines()
-        .filter_map(|l| l.strip_prefix("\u{2014} "))
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter_map(|(_, sig)| b64(sig).ok())
-        .any(|sig| sig.len() > 4 && log.key.verifies(text.as_bytes(), &sig[4..]));
-    if !signed {
-        return Err(bad(format!(
-            "no signature on it verifies with the key of the log {}",
-            log.base_url
+        .map(|line| {
+            let (name, sig) = line
+                .strip_prefix("\u{2014} ")
+                .and_then(|l| l.split_once(' '))
+                .ok_or_else(|| bad(format!("{line:?} is not a line \"— name signature\"")))?;
+            let bytes = b64(sig).ok().filter(|b| b.len() > 4).ok_or_else(|| {
+                bad(format!(
+                    "the signature of {name:?} is not base64 of a key hint and a signature"
+                ))
+            })?;
+            Ok(NoteSignature {
+                name,
+                hint: [bytes[0], bytes[1], bytes[2], bytes[3]],
+                signature: bytes[4..].to_vec(),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    if signatures.is_empty() {
+        return Err(bad("it has no signature line".into()));
+    }
+    Ok((text, signatures))
+}
+
+/// The host of a base URL, as Go's `url.URL.Hostname` gives it (no
+/// scheme, user, port or IPv6 brackets).
+fn url_host(base_url: &str) -> &str {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = host_port.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or("");
+    }
+    match host_port.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => host_port,
+    }
+}
+
+/// Checks a checkpoint (the module's docs say the rules): for the tree
+/// of `size` leaves and root `root_hash`, with the log's origin, and
+/// signed by the log (its name, key hint and signature).
+pub(super) fn check_checkpoint(
+    log: &Log,
+    envelope: &str,
+    size: u64,
+    root_hash: &[u8; 32],
+) -> Result<(), Error> {
+    let (text, signatures) = split_note(envelope)?;
+    let mut lines = text.lines();
+    let (origin, note_size, note_root) = (
+        lines.next().unwrap_or(""),
+        lines.next().unwrap_or(""),
+        lines.next().unwrap_or(""),
+    );
+    if note_size.parse::<u64>().ok() != Some(size) {
+        return Err(Error::CheckpointTree(format!(
+            "it is for a tree of size {note_size}, the proof for {size}"
         )));
+    }
+    if b64(note_root).ok().as_deref() != Some(root_hash.as_slice()) {
+        return Err(Error::CheckpointTree(
+            "its root hash is not the proof's".into(),
+        ));
+    }
+    let wrong_origin = |want: String| Error::CheckpointOrigin {
+        origin: origin.to_owned(),
+        log: log.base_url.clone(),
+        want,
+    };
+    // Rekor v1: `<hostname> - <tree id>`, signed as `<hostname>`.
+    let v1_name = origin
+        .rsplit_once(" - ")
+        .filter(|(name, tree)| {
+            !name.is_empty() && !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit())
+        })
+        .map(|(name, _)| name);
+    let name = match v1_name {
+        Some(name) => name,
+        None => {
+            let host = url_host(&log.base_url);
+            if origin != host {
+                return Err(wrong_origin(format!(
+                    "a C2SP checkpoint's origin is the host of the log's baseUrl, {host:?}"
+                )));
+            }
+            origin
+        }
+    };
+    let by_log: Vec<&NoteSignature<'_>> = signatures
+        .iter()
+        .filter(|s| s.hint == log.key_hint)
+        .collect();
+    if by_log.is_empty() {
+        return Err(Error::CheckpointKeyHint {
+            log: log.base_url.clone(),
+            hint: hex::encode(log.key_hint),
+            found: signatures
+                .iter()
+                .map(|s| format!("{} {}", s.name, hex::encode(s.hint)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    if let Some(other) = by_log.iter().find(|s| s.name != name) {
+        return Err(wrong_origin(format!(
+            "the log signs it as {:?}, and {}",
+            other.name,
+            match v1_name {
+                Some(_) => "a Rekor v1 origin is \"<that name> - <tree id>\"",
+                None => "a C2SP signature's name is the origin",
+            }
+        )));
+    }
+    if !by_log
+        .iter()
+        .any(|s| log.key.verifies(text.as_bytes(), &s.signature))
+    {
+        return Err(Error::CheckpointSignature {
+            log: log.base_url.clone(),
+        });
     }
     Ok(())
 }
@@ -282,7 +526,7 @@ pub(super) fn check_body(
     signature: &[u8],
     leaf_der: &[u8],
 ) -> Result<()> {
-    let bad = |why: String| Error::BodyMismatch(why);
+    let bad = |why: String| KeylessError::BodyMismatch(why);
     let (kind, version) = (&entry.kind_version.kind, &entry.kind_version.version);
     match (kind.as_str(), version.as_str()) {
         ("dsse", "0.0.1") => {}
@@ -367,7 +611,7 @@ fn check_hashedrekord(
         .and_then(|pem| pem_certificate(&pem))
         .is_some_and(|der| der == leaf_der);
     if !same_signature || !same_certificate {
-        return Err(Error::BodyMismatch(
+        return Err(KeylessError::BodyMismatch(
             "its signature is not this one with this certificate".into(),
         ));
     }
@@ -376,7 +620,7 @@ fn check_hashedrekord(
 
 /// The entry's canonicalized body, decoded as `T`.
 fn decode_body<T: serde::de::DeserializeOwned>(entry: &TlogEntry) -> Result<T> {
-    let bad = |why: String| Error::BodyMismatch(why);
+    let bad = |why: String| KeylessError::BodyMismatch(why);
     let body = b64(&entry.canonicalized_body).map_err(|e| bad(e.to_string()))?;
     serde_json::from_slice(&body).map_err(|e| bad(format!("its body is unreadable: {e}")))
 }
@@ -384,7 +628,7 @@ fn decode_body<T: serde::de::DeserializeOwned>(entry: &TlogEntry) -> Result<T> {
 /// The body is a `kind` 0.0.1 entry.
 fn check_kind(kind: &str, api_version: &str, want: &str) -> Result<()> {
     if (kind, api_version) != (want, "0.0.1") {
-        return Err(Error::BodyMismatch(format!(
+        return Err(KeylessError::BodyMismatch(format!(
             "its body is a {kind} {api_version} entry"
         )));
     }
@@ -399,7 +643,7 @@ fn check_hash(hash: &Hash, content: &[u8], what: &str, ours: &str) -> Result<()>
             .value
             .eq_ignore_ascii_case(&hex::encode(Sha256::digest(content)))
     {
-        return Err(Error::BodyMismatch(format!(
+        return Err(KeylessError::BodyMismatch(format!(
             "it records {what} of {}:{}, not {ours}",
             hash.algorithm, hash.value
         )));

@@ -44,7 +44,7 @@ impl Evidence {
             };
         };
         let signed = signature::signed_bytes(s);
-        match keyless::verify(root, &s.payload, &signed, &s.signature, material) {
+        match keyless::verify(root, &s.payload, &signed, &s.signature, material, s.format) {
             Ok(identity) if annotations.is_some() => Self {
                 shown: format!("a keyless signature by {identity}"),
                 identity: Some(identity),
