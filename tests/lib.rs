@@ -47,7 +47,7 @@ pub fn guest(name: &str) -> PathBuf {
     let lang = match name {
         "cpu-features" | "readonly-fs" => "python",
         "load-average" | "nvme-reset" => "js",
-        "local-disks" | "go-probe" | "hung-task" => "go",
+        "local-disks" | "go-probe" | "hung-task" | "k8s-types" => "go",
         _ => "c",
     };
     assert!(

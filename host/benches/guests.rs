@@ -5,7 +5,8 @@
 //! `scripts/guests/js.sh` and `scripts/guests/go.sh` into
 //! `target/guest-plugins`: `cpu-features` (CPython through
 //! componentize-py), `load-average` (SpiderMonkey through componentize-js)
-//! and `local-disks` (Go's runtime, stock Go for wasip1), each granted
+//! and `local-disks` (Go's runtime, stock Go for wasip1, the SDK's types),
+//! `k8s-types` (Go, the node decoded into k8s.io/api's v1.Node), each granted
 //! `/proc` and `/sys`; and `load-average-aot`,
 //! the same JavaScript built with `build.mjs --aot` (weval compiles it ahead
 //! of time) by `scripts/guests/js.sh` with `NODESTATUS_JS_AOT=1` into
@@ -80,6 +81,7 @@ const GUESTS: &[(&str, &str, Component, &str)] = &[
         r#"{"maxLoadPerCpu": 1000}"#,
     ),
     ("local-disks", "local-disks", guest, "{}"),
+    ("k8s-types", "k8s-types", guest, "{}"),
 ];
 
 fn settings_fn(config: &'static str) -> SettingsFn {
