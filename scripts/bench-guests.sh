@@ -21,7 +21,7 @@ scripts/guests/js.sh "$out" >/dev/null
 scripts/guests/go.sh "$out" >/dev/null
 load_before="$(cut -d' ' -f1 /proc/loadavg)"
 started="$(date -u +%Y-%m-%dT%H:%MZ)"
-rm -rf target/criterion/guest target/criterion/activate
+rm -rf target/criterion/guest_* target/criterion/activate_*
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 cargo bench -p nodestatus --bench guests -- --warm-up-time 1 --measurement-time 3 | tee "$log"
@@ -31,5 +31,6 @@ stamp="$(date -u +%Y-%m-%dT%H%M)"
 commit="$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- crates host plugins sdk tests/components || echo +dirty)"
 python3 scripts/guests-figures.py collect --log "$log" --criterion target/criterion \
   --components "$out" --date "$started" --commit "$commit" \
-  --load "$load_before $load_after" >"bench/guests/$stamp.json"
+  --load "$load_before $load_after" >"bench/guests/.$stamp.json.tmp"
+mv "bench/guests/.$stamp.json.tmp" "bench/guests/$stamp.json"
 python3 scripts/guests-figures.py write

@@ -56,11 +56,11 @@ def once_lines(text):
 def medians(criterion):
     """{full_id: seconds} of criterion's guest/ and activate/ results."""
     out = {}
-    for group in ("guest", "activate"):
-        root = os.path.join(criterion, group)
-        if not os.path.isdir(root):
-            continue
-        for dirpath, _, files in os.walk(root):
+    # Criterion names a group's directory with its `/` as `_`.
+    groups = sorted(d for d in (os.listdir(criterion) if os.path.isdir(criterion) else [])
+                    if d.startswith(("guest_", "activate_")))
+    for group in groups:
+        for dirpath, _, files in os.walk(os.path.join(criterion, group)):
             if os.path.basename(dirpath) == "new" and "estimates.json" in files:
                 bench = json.loads(read(os.path.join(dirpath, "benchmark.json")))["full_id"]
                 est = json.loads(read(os.path.join(dirpath, "estimates.json")))
@@ -77,7 +77,7 @@ def collect(args):
             sizes[name] = os.path.getsize(path)
     med = medians(args.criterion)
     if not med:
-        raise Error(f"no criterion results under {args.criterion}/guest or /activate")
+        raise Error(f"no criterion results under {args.criterion}/guest_* or activate_*")
     return {
         "date": args.date,
         "commit": args.commit,

@@ -21,7 +21,8 @@ activate/local-disks/cold-tiered (once): 1.50 s from the file dropped to the end
 
 
 def estimates(root, full_id, seconds):
-    d = os.path.join(root, *full_id.split("/"), "new")
+    group, name = full_id.rsplit("/", 1)
+    d = os.path.join(root, group.replace("/", "_"), name, "new")
     os.makedirs(d)
     with open(os.path.join(d, "benchmark.json"), "w") as f:
         json.dump({"full_id": full_id}, f)
