@@ -285,13 +285,12 @@ def run_bench(a):
     kubectl = os.path.join(os.path.dirname(a.apiserver), "kubectl")
     os.makedirs(a.work, exist_ok=True)
     run = str(random.SystemRandom().randrange(100000, 999999))
-    started_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    with open("/proc/loadavg") as f:
-        load_start = f.read().strip()
-
     left_in_lookback = wait_for_quiet_lookback(config, a.quiet_limit)
     if left_in_lookback:
         log(f"{len(left_in_lookback)} matching line(s) still within the lookback: recorded, the run goes on")
+    started_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    with open("/proc/loadavg") as f:
+        load_start = f.read().strip()
 
     # nodestatus: the embedded cluster, its node, log-rules with the file.
     plugin_dir = os.path.join(a.work, "plugins")
@@ -473,13 +472,16 @@ def run_bench(a):
     with open("/proc/loadavg") as f:
         load_end = f.read().strip()
     tools = {"nodestatus": NS_NODE, "npd": NPD_NODE}
+    # NPD logs each match it makes ("New status generated"), sent or not.
+    with open(os.path.join(a.work, "npd.log")) as f:
+        npd_matches = sum("New status generated" in line for line in f)
     out = {
         "date": started_at,
         "load_start": load_start,
         "load_end": load_end,
         "run": run,
         "nodestatus": {"commit": a.nodestatus_commit, "profile": a.profile, "binary": a.nodestatus, "plugin": a.plugin},
-        "npd": {"commit": a.npd_commit, "binary": a.npd, "config": "config/kernel-monitor.json"},
+        "npd": {"commit": a.npd_commit, "binary": a.npd, "config": "config/kernel-monitor.json", "matches_logged": npd_matches},
         "nodes": tools,
         "left_in_lookback": [{"age_s": round(age, 1), "text": m} for age, m in left_in_lookback],
         "conditions_at_start": at_start,

@@ -32,7 +32,10 @@ condition types and neither's figure could be told apart). It writes the
 same lines to the real `/dev/kmsg`: one per rule of the config (compared
 below), then TaskHung lines 0.5 to 1.5 s apart (the latency to the Event),
 then a flood of unmatched lines (CPU as utime+stime of `/proc/PID/stat`,
-RSS as VmRSS every second). `scripts/npd-figures.py` writes what follows
+RSS as VmRSS every second). A permanent rule turns its condition True
+once in a run (neither tool rewrites a True condition for the same reason,
+and NPD has no way back), so the latency to the condition is one sample
+per permanent rule, not 100. `scripts/npd-figures.py` writes what follows
 from the newest raw result in `bench/npd/` (the tools' logs beside it)."""
 
 
@@ -97,8 +100,10 @@ def differences(r):
     seen_npd, seen_ns, n = r["latency"]["npd"]["seen"], r["latency"]["nodestatus"]["seen"], r["latency"]["messages"]
     if seen_npd != seen_ns:
         if seen_npd < seen_ns and npd_budget_spent:
+            logged = r["npd"].get("matches_logged")
+            matched = f" (its log has {logged} matches, one for each rule a line of the run matched: it matched them all, and its recorder dropped the Events)" if logged is not None else ""
             out.append(
-                f"latency lines: NPD's Events reached the apiserver for {seen_npd} of {n}, nodestatus's for {seen_ns}: client-go's spam filter ({SPAM_BURST} a node, then one per 5 minutes); nodestatus's budget is the plugin's `eventsPerMinute` (600 here, 10 by default)"
+                f"latency lines: NPD's Events reached the apiserver for {seen_npd} of {n}, nodestatus's for {seen_ns}: client-go's spam filter ({SPAM_BURST} a node, then one per 5 minutes){matched}; nodestatus's budget is the plugin's `eventsPerMinute` (600 here, 10 by default)"
             )
         else:
             out.append(f"latency lines: NPD's Events seen for {seen_npd} of {n}, nodestatus's for {seen_ns}, not explained")

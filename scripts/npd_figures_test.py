@@ -102,11 +102,13 @@ class NpdFigures(unittest.TestCase):
         row["events"][0]["message"] = nf.COMBINED + row["events"][0]["message"]
         r["compare"][1]["tools"]["npd"]["events"] = []
         r["after_flood"]["npd"] = None
+        r["npd"]["matches_logged"] = 103
         d = "\n".join(nf.differences(r))
         self.assertIn("after the flood: NPD sent no Event, its spam filter's 25 spent", d)
         self.assertIn("folds the events of one reason", d)
         self.assertIn("NPD sent no event: client-go's spam filter", d)
         self.assertIn("Events reached the apiserver for 24 of 100", d)
+        self.assertIn("its log has 103 matches", d)
         self.assertNotIn("not explained", d)
         t = nf.table(r, "x")
         self.assertIn("1 of 2", t, "the combined event agrees once its prefix is off; the spam-filtered one does not")
