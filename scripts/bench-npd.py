@@ -28,6 +28,7 @@ table of docs/benchmarks.md from it.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -160,6 +161,11 @@ def rss_mb(pid):
     return float("nan")
 
 
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -256,7 +262,8 @@ def main():
     ap.add_argument("--flood-writer", nargs=3, metavar=("RATE", "SECONDS", "RUN"), help=argparse.SUPPRESS)
     ap.add_argument("--nodestatus")
     ap.add_argument("--profile", help="release or debug: the nodestatus binary's build")
-    ap.add_argument("--nodestatus-commit")
+    ap.add_argument("--nodestatus-commit", help="the newest commit of its checkout before it was built")
+    ap.add_argument("--nodestatus-built", help="when the binary was built")
     ap.add_argument("--plugin", help="log-rules.wasm")
     ap.add_argument("--npd")
     ap.add_argument("--npd-commit")
@@ -273,7 +280,7 @@ def main():
     if a.flood_writer:
         flood_writer(int(a.flood_writer[0]), float(a.flood_writer[1]), a.flood_writer[2])
         return
-    for name in ["nodestatus", "profile", "nodestatus_commit", "plugin", "npd", "npd_commit", "npd_config", "apiserver", "work", "out"]:
+    for name in ["nodestatus", "profile", "nodestatus_commit", "nodestatus_built", "plugin", "npd", "npd_commit", "npd_config", "apiserver", "work", "out"]:
         if getattr(a, name) is None:
             ap.error(f"--{name.replace('_', '-')} is required")
     run_bench(a)
@@ -413,7 +420,9 @@ def run_bench(a):
             time.sleep(0.5 + rng.random())
             text = f"task npdbench-{run}-{i:03d}:4242 blocked for more than 120 seconds."
             kmsg(text)
-            lat_written.append({"text": text, "at": time.monotonic()})
+            now = time.monotonic()
+            gap = round(now - lat_written[-1]["at"], 4) if lat_written else None
+            lat_written.append({"text": text, "at": now, "gap_s": gap})
         time.sleep(5)
 
         # 4. flood.
@@ -480,7 +489,7 @@ def run_bench(a):
         "load_start": load_start,
         "load_end": load_end,
         "run": run,
-        "nodestatus": {"commit": a.nodestatus_commit, "profile": a.profile, "binary": a.nodestatus, "plugin": a.plugin},
+        "nodestatus": {"commit": a.nodestatus_commit, "built": a.nodestatus_built, "profile": a.profile, "binary_sha256": sha256(a.nodestatus), "plugin_sha256": sha256(a.plugin)},
         "npd": {"commit": a.npd_commit, "binary": a.npd, "config": "config/kernel-monitor.json", "matches_logged": npd_matches},
         "nodes": tools,
         "left_in_lookback": [{"age_s": round(age, 1), "text": m} for age, m in left_in_lookback],
@@ -593,6 +602,7 @@ def latency(written, seen, tools):
     for tool, node in tools.items():
         per = [first_event(seen, node, w["text"], w["at"]) for w in written]
         out[tool] = dict(summary(per), per_message_s=per)
+    out["gap_s"] = [w["gap_s"] for w in written]
     return out
 
 

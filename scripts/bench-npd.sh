@@ -46,7 +46,6 @@ case "$bin" in
     */debug/*) profile=debug ;;
     *) profile="${NODESTATUS_PROFILE:?say release or debug in NODESTATUS_PROFILE for $bin}" ;;
 esac
-ns_commit="$(git -C "$(dirname "$bin")" rev-parse --short HEAD)"
 wasm="$(realpath "${LOG_RULES_WASM:-target/wasm-plugins/wasm32-wasip2/release/log_rules.wasm}")"
 [[ -f $wasm ]] || { echo "no log-rules plugin at $wasm: scripts/build-plugins.sh" >&2; exit 1; }
 
@@ -73,6 +72,14 @@ if [[ ! -f $cache/src/config/kernel-monitor.json ]]; then
 fi
 
 work="$(mktemp -d /tmp/bench-npd.XXXXXX)"
+# What runs is a copy: a build may replace the binary during the run. Its
+# commit is the newest of its checkout before it was built (a build of
+# uncommitted edits says no more than that).
+cp "$bin" "$work/nodestatus"
+cp "$wasm" "$work/log-rules.wasm"
+built="$(stat -c %Y "$bin")"
+ns_commit="$(git -C "$(dirname "$bin")" log -1 --before="@$built" --format=%h)"
+ns_built="$(date -u -d "@$built" '+%Y-%m-%d %H:%M UTC')"
 stamp="$(date -u +%Y-%m-%dT%H%M)"
 mkdir -p bench/npd
 out="$root/bench/npd/$stamp.json"
@@ -81,8 +88,8 @@ out="$root/bench/npd/$stamp.json"
 exec 8>/tmp/nodestatus-kmsg-bench.lock
 flock 8
 python3 scripts/bench-npd.py \
-    --nodestatus "$bin" --profile "$profile" --nodestatus-commit "$ns_commit" \
-    --plugin "$wasm" --npd "$npd" --npd-commit "${npd_commit:0:12}" \
+    --nodestatus "$work/nodestatus" --profile "$profile" --nodestatus-commit "$ns_commit" --nodestatus-built "$ns_built" \
+    --plugin "$work/log-rules.wasm" --npd "$npd" --npd-commit "${npd_commit:0:12}" \
     --npd-config "$cache/src/config/kernel-monitor.json" \
     --apiserver "$NODESTATUS_APISERVER" --work "$work" --out "$out" "$@"
 flock -u 8

@@ -128,6 +128,26 @@ def differences(r):
     return out
 
 
+def tail_notes(r):
+    """Why the slowest latencies are slow, from what the run recorded."""
+    lat = r["latency"]
+    notes = []
+    gaps = lat.get("gap_s")
+    per = lat["nodestatus"].get("per_message_s")
+    if gaps and per:
+        slow = sorted((x, g) for x, g in zip(per, gaps) if x is not None and g is not None)[-5:]
+        if slow:
+            notes.append(
+                "nodestatus's five slowest Events ("
+                + ", ".join(f"{ms(x)} after a gap of {g:.2f} s" for x, g in reversed(slow))
+                + "): a pass woken by lines is gated, two back to back and then one a second (docs/events.md), so a line soon after the one before waits for the next."
+            )
+    perm = [row["tools"]["npd"].get("condition_latency_s") for row in r["compare"] if row["type"] == "permanent"]
+    if any(x is not None for x in perm):
+        notes.append("NPD's condition manager writes the node's conditions when it looks, once a second (`updatePeriod`), and its Events at once: its condition comes up to a second after its Event.")
+    return notes
+
+
 def table(r, result_path):
     lat, idle, flood, after = r["latency"], r["idle"], r["flood"], r["after_flood"]
     perm = [row for row in r["compare"] if row["type"] == "permanent"]
@@ -174,9 +194,10 @@ def table(r, result_path):
         ("Warning events it sent of the lines above (compare, latency, after the flood)", str(events_sent(r, "npd")), str(events_sent(r, "nodestatus"))),
     ]
     ns, npd = r["nodestatus"], r["npd"]
+    built = f", the newest commit before the binary was built at {ns['built']}" if ns.get("built") else ""
     head = (
         f"One run of `scripts/bench-npd.sh`, {r['date']}, load {r['load_start']} at its start and {r.get('load_end', '?')} at its end; "
-        f"nodestatus {ns['commit']} ({ns['profile']} build), node-problem-detector {npd['commit']} (built from its repository without journald); "
+        f"nodestatus {ns['commit']} ({ns['profile']} build{built}), node-problem-detector {npd['commit']} (built from its repository without journald); "
         f"raw result `{result_path}`."
     )
     lines = [head, ""]
@@ -186,6 +207,7 @@ def table(r, result_path):
         lines += [f"{len(r['left_in_lookback'])} kernel line(s) matching a rule lay within the lookback at the start: both tools read them.", ""]
     lines += ["| figure | node-problem-detector | nodestatus (log-rules) |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    lines += ["", *tail_notes(r)]
     diffs = differences(r)
     lines += ["", "Every difference between the two in this run:" if diffs else "No difference between the two in this run.", ""]
     lines += [f"- {d}" for d in diffs]
