@@ -140,12 +140,25 @@ def tail_notes(r):
             notes.append(
                 "nodestatus's five slowest Events ("
                 + ", ".join(f"{ms(x)} after a gap of {g:.2f} s" for x, g in reversed(slow))
-                + "): a pass woken by lines is gated, two back to back and then one a second (docs/events.md), so a line soon after the one before waits for the next."
+                + "): passes woken by lines are gated, two back to back and then one a second (docs/events.md), and a line that comes while a pass runs waits for the next one."
             )
     perm = [row["tools"]["npd"].get("condition_latency_s") for row in r["compare"] if row["type"] == "permanent"]
     if any(x is not None for x in perm):
         notes.append("NPD's condition manager writes the node's conditions when it looks, once a second (`updatePeriod`), and its Events at once: its condition comes up to a second after its Event.")
     return notes
+
+
+def both_seen_cells(lat):
+    """p50 / max of each tool over the lines both sent an Event for."""
+    a, b = lat["npd"].get("per_message_s"), lat["nodestatus"].get("per_message_s")
+    if not a or not b:
+        return ("—", "—")
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    cells = []
+    for k in (0, 1):
+        v = sorted(p[k] for p in pairs)
+        cells.append(f"{ms(v[(len(v) + 1) // 2 - 1])} / {ms(v[-1])} ({len(v)} lines)" if v else "—")
+    return tuple(cells)
 
 
 def table(r, result_path):
@@ -184,6 +197,7 @@ def table(r, result_path):
     rows = [
         ("lines of the compare phase (one per rule) whose events and condition agree", f"{agree} of {len(r['compare'])}", "(the same)"),
         ("kernel line to its Event (TaskHung), p50 / p99 / max", latency_cell("npd"), latency_cell("nodestatus")),
+        ("the same, over the lines whose Event both sent: p50 / max", *both_seen_cells(lat)),
         ("kernel line to the condition (each permanent rule, once)", cond_cell("npd"), cond_cell("nodestatus")),
         ("kernel line to the condition's change Event", change_event_cell("npd"), change_event_cell("nodestatus")),
         ("idle: CPU", cpu_cell(idle, "npd"), cpu_cell(idle, "nodestatus")),
@@ -207,7 +221,8 @@ def table(r, result_path):
         lines += [f"{len(r['left_in_lookback'])} kernel line(s) matching a rule lay within the lookback at the start: both tools read them.", ""]
     lines += ["| figure | node-problem-detector | nodestatus (log-rules) |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    lines += ["", *tail_notes(r)]
+    for note in tail_notes(r):
+        lines += ["", note]
     diffs = differences(r)
     lines += ["", "Every difference between the two in this run:" if diffs else "No difference between the two in this run.", ""]
     lines += [f"- {d}" for d in diffs]

@@ -90,7 +90,9 @@ class NpdFigures(unittest.TestCase):
         r["nodestatus"]["built"] = "2026-11-29 13:30 UTC"
         r["latency"]["gap_s"] = [None, 1.4, 0.55, 1.2, 0.9, 0.6, 1.0]
         r["latency"]["nodestatus"]["per_message_s"] = [0.02, 0.03, 0.7, 0.02, 0.04, 0.5, None]
+        r["latency"]["npd"]["per_message_s"] = [0.01, None, 0.03, 0.02, None, None, None]
         t = nf.table(r, "x")
+        self.assertIn("| the same, over the lines whose Event both sent: p50 / max | 20 ms / 30 ms (3 lines) | 20 ms / 700 ms (3 lines) |", t)
         self.assertIn("five slowest Events (700 ms after a gap of 0.55 s, 500 ms after a gap of 0.60 s, 40 ms after a gap of 0.90 s, 30 ms after a gap of 1.40 s, 20 ms after a gap of 1.20 s)", t)
         self.assertIn("the newest commit before the binary was built at 2026-11-29 13:30 UTC", t)
         self.assertIn("once a second (`updatePeriod`)", t)
