@@ -72,6 +72,8 @@ if [[ ! -f $cache/src/config/kernel-monitor.json ]]; then
 fi
 
 work="$(mktemp -d /tmp/bench-npd.XXXXXX)"
+# A failed run leaves its configs and logs in $work, not the binary's copy.
+trap 'rm -f "$work/nodestatus"' EXIT
 # What runs is a copy: a build may replace the binary during the run. Its
 # commit is the newest of its checkout before it was built (a build of
 # uncommitted edits says no more than that).
