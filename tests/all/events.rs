@@ -413,8 +413,9 @@ async fn bench() {
     to_event.sort_by(f64::total_cmp);
 
     // Flood of unmatched lines, one matched a second.
-    let devkmsg = std::fs::read_to_string("/proc/sys/kernel/printk_devkmsg").unwrap_or_default();
-    std::fs::write("/proc/sys/kernel/printk_devkmsg", "on").unwrap();
+    // The kernel takes the setting only with its newline (EINVAL without);
+    // the guard puts the old one back however the bench ends.
+    let devkmsg = DevkmsgSetting::set("on");
     let reader = threads("stream kmsg");
     let (cpu0, reader0, writer_before) = (
         process_cpu(),
@@ -473,7 +474,7 @@ async fn bench() {
     let matched_written = writer.join().unwrap();
     let matched_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    std::fs::write("/proc/sys/kernel/printk_devkmsg", devkmsg.trim()).unwrap();
+    drop(devkmsg);
     let counts1 = streams.status();
     let delta = |f: fn(&nodestatus_engine::streams::Counts) -> u64| {
         counts1.iter().map(|(_, s)| f(&s.counts)).sum::<u64>()
@@ -751,4 +752,29 @@ fn a_pass_hands_the_matches_to_on_lines_and_the_next_keeps_its_part() {
         "True",
         "{next:#}"
     );
+}
+
+/// `kernel.printk_devkmsg` set for the bench's floods, and put back when
+/// dropped (the bench's end, or its panic).
+struct DevkmsgSetting(String);
+
+impl DevkmsgSetting {
+    const PATH: &str = "/proc/sys/kernel/printk_devkmsg";
+
+    fn set(value: &str) -> Self {
+        let old = std::fs::read_to_string(Self::PATH).unwrap_or_default();
+        std::fs::write(Self::PATH, format!("{value}\n"))
+            .unwrap_or_else(|e| panic!("{}: {value}: {e}", Self::PATH));
+        Self(old.trim().to_owned())
+    }
+}
+
+impl Drop for DevkmsgSetting {
+    fn drop(&mut self) {
+        if !self.0.is_empty()
+            && let Err(e) = std::fs::write(Self::PATH, format!("{}\n", self.0))
+        {
+            eprintln!("{}: could not put back {:?}: {e}", Self::PATH, self.0);
+        }
+    }
 }
