@@ -28,7 +28,7 @@ rows = [
      "p99 ≤ 1 s", lat["to_event_p99_s"] <= 1.0 and lat["to_event_seen"] == lat["messages"]),
     ("flood: 10,000 unmatched lines/s, engine CPU (process less the writer)",
      f"{flood['engine_core_share'] * 100:.1f} % of a core ({flood['engine_cpu_s']:.2f} CPU-s in {flood['seconds']:.0f} s; the stream reader {flood['reader_cpu_s']:.2f} CPU-s; {flood['lines_written']} lines)",
-     "≤ 2 % of a core", flood["engine_core_share"] <= 0.02),
+     "≤ 2 % of a core", 0 <= flood["engine_core_share"] <= 0.02),
     ("flood: matched lines among them handed",
      f"{flood['matched_handed']} of {flood['matched_written']}",
      "all", flood["matched_handed"] >= flood["matched_written"]),
@@ -40,7 +40,7 @@ rows = [
      "bounded (queue ≤ 4,096 matches, 8 MiB)", matched["rss_mb_max"] - matched["rss_mb_first"] < 64),
     ("1,000 matched lines/s: status patches, total / most in one second",
      f"{matched['patches']} in {matched['seconds']:.0f} s / {matched['patches_per_s_max']}",
-     "about one a second", matched["patches"] <= matched["seconds"] * 1.2 + 3),
+     "at most about one a second", matched["patches"] <= matched["seconds"] * 1.2 + 3),
 ]
 lines = [
     f"One run of `scripts/bench-events.sh` ({r['profile']} build), {r['date']}, commit {r['commit']}, load {r['load']}; raw result `{os.path.relpath(runs[-1], root)}`.",
@@ -50,6 +50,8 @@ lines = [
 ]
 for name, value, goal, met in rows:
     lines.append(f"| {name} | {value} | {goal} | {'yes' if met else 'no'} |")
+if flood["engine_core_share"] < 0:
+    sys.exit("the flood's engine CPU is negative: the measurement is wrong, not the engine fast; nothing written")
 table = "\n".join(lines)
 doc = os.path.join(root, "docs/benchmarks.md")
 text = open(doc).read()

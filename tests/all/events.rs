@@ -185,7 +185,12 @@ async fn npd_kernel_rules_turn_kernel_messages_into_conditions_and_events_at_onc
 
 /// The CPU seconds (user and system) of thread `tid` of this process.
 fn thread_cpu(tid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    stat_cpu(&format!("/proc/self/task/{tid}/stat"))
+}
+
+/// utime + stime of a `stat` file of /proc, in seconds.
+fn stat_cpu(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let fields: Vec<&str> = stat
         .rsplit_once(") ")
         .map_or(vec![], |(_, r)| r.split(' ').collect());
@@ -211,8 +216,11 @@ fn threads(prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// This process's CPU seconds, its exited threads' included (the sum over
+/// its live threads loses a thread's time once it ends: the flood's
+/// writer's, which made the engine's figure negative).
 fn process_cpu() -> f64 {
-    threads("").iter().map(|t| thread_cpu(t)).sum()
+    stat_cpu("/proc/self/stat")
 }
 
 fn rss_mb() -> f64 {
@@ -225,14 +233,15 @@ fn rss_mb() -> f64 {
 }
 
 /// Writes `lines` per second to /dev/kmsg for `secs` from a thread named
-/// `kmsg-writer` (its CPU is not the engine's), every `every`-th line the
-/// matched `matched(i)`, the rest `unmatched`.
+/// `kmsg-writer`, every `every`-th line the matched `matched(i)`, the rest
+/// `unmatched`. It returns the lines written and its own CPU seconds, read
+/// before it ends (its CPU is not the engine's).
 fn flood(
     per_second: u64,
     secs: u64,
     every: u64,
     matched: impl Fn(u64) -> String + Send + 'static,
-) -> std::thread::JoinHandle<u64> {
+) -> std::thread::JoinHandle<(u64, f64)> {
     std::thread::Builder::new()
         .name("kmsg-writer".into())
         .spawn(move || {
@@ -256,7 +265,7 @@ fn flood(
                     written += 1;
                 }
             }
-            written
+            (written, stat_cpu("/proc/thread-self/stat"))
         })
         .unwrap()
 }
@@ -417,10 +426,9 @@ async fn bench() {
     // the guard puts the old one back however the bench ends.
     let devkmsg = DevkmsgSetting::set("on");
     let reader = threads("stream kmsg");
-    let (cpu0, reader0, writer_before) = (
+    let (cpu0, reader0) = (
         process_cpu(),
         reader.iter().map(|t| thread_cpu(t)).sum::<f64>(),
-        0.0,
     );
     let handed0 = streams
         .status()
@@ -431,18 +439,10 @@ async fn bench() {
     let writer = flood(10_000, 60, 10_000, move |i| {
         format!("<4>nodestatus-bench event {run_id}9{i:04}")
     });
-    let writer_tid = loop {
-        if let Some(t) = threads("kmsg-writer").pop() {
-            break t;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let mut writer_cpu = writer_before;
     while !writer.is_finished() {
-        writer_cpu = thread_cpu(&writer_tid);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let flood_written = writer.join().unwrap();
+    let (flood_written, writer_cpu) = writer.join().unwrap();
     let flood_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let engine_cpu = process_cpu() - cpu0 - writer_cpu;
@@ -471,7 +471,7 @@ async fn bench() {
         patches_per_s.push(p - last);
         last = p;
     }
-    let matched_written = writer.join().unwrap();
+    let (matched_written, _) = writer.join().unwrap();
     let matched_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(3)).await;
     drop(devkmsg);
