@@ -7,6 +7,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_markers import MarkerError, splice  # noqa: E402
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 runs = sorted(glob.glob(os.path.join(root, "bench/events/*.json")))
 if not runs:
@@ -58,7 +61,10 @@ text = open(doc).read()
 begin, end = "<!-- events-bench:begin -->", "<!-- events-bench:end -->"
 if begin not in text:
     text = text.rstrip("\n") + f"\n\n## Reacting plugins: the kernel log to the node\n\n{begin}\n{end}\n"
-head, rest = text.split(begin, 1)
-_, tail = rest.split(end, 1)
-open(doc, "w").write(f"{head}{begin}\n{table}\n{end}{tail}")
+try:
+    text = splice(text, begin, end, table, "docs/benchmarks.md")
+except MarkerError as e:
+    sys.exit(str(e))
+with open(doc, "w") as f:
+    f.write(text)
 print(table)

@@ -18,6 +18,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_markers import splice  # noqa: E402
+
 BEGIN, END = "<!-- guests-bench:begin -->", "<!-- guests-bench:end -->"
 # The guests, in the tables' order: the bench's name, its language and how
 # it is written.
@@ -126,21 +129,13 @@ def table(path, r):
     return "\n".join(lines) + "\n"
 
 
-def splice(doc, body, name):
-    if BEGIN not in doc or END not in doc:
-        raise Error(f"{name}: no {BEGIN} ... {END} markers")
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}{END}{tail}"
-
-
 def write(args):
     path, r = newest(args.results)
     body = table(path, r)
     stale = []
     for doc_path in ("README.md", "docs/benchmarks.md"):
         doc = read(doc_path)
-        new = splice(doc, body, doc_path)
+        new = splice(doc, BEGIN, END, body, doc_path, error=Error)
         if new == doc:
             continue
         if args.check:

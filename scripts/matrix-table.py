@@ -15,6 +15,9 @@ import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_markers import splice  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "matrix", "results.tsv")
 README = os.path.join(ROOT, "README.md")
@@ -95,12 +98,7 @@ def table(latest):
 
 
 def render(readme_text, latest):
-    try:
-        before, rest = readme_text.split(BEGIN + "\n", 1)
-        _, after = rest.split(END, 1)
-    except ValueError:
-        raise Error(f"README.md lacks the lines {BEGIN} and {END}")
-    return before + BEGIN + "\n" + table(latest) + END + after
+    return splice(readme_text, BEGIN, END, table(latest), "README.md", error=Error)
 
 
 def main(argv):

@@ -21,6 +21,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_markers import splice  # noqa: E402
+
 BEGIN, END = "<!-- nfd-compare:begin -->", "<!-- nfd-compare:end -->"
 NO_REASON = "no reason known"
 
@@ -193,14 +196,6 @@ def detail_rows(case, rows, most=3):
     return out
 
 
-def splice(doc, body):
-    if BEGIN not in doc or END not in doc:
-        raise Error(f"no {BEGIN} ... {END} markers")
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}{END}{tail}"
-
-
 def main(argv):
     if len(argv) < 2:
         raise Error(__doc__)
@@ -216,7 +211,7 @@ def main(argv):
     elif cmd == "table" and len(args) == 3 and args[1] in ("--write", "--check"):
         body = table(args[0])
         doc = read(args[2])
-        new = splice(doc, body)
+        new = splice(doc, BEGIN, END, body, args[2], error=Error)
         if args[1] == "--check":
             if new != doc:
                 raise Error(f"{args[2]}'s comparison table is not what {args[0]} gives: run scripts/nfd-compare.py table {args[0]} --write {args[2]}")

@@ -12,6 +12,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doc_markers import splice  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- npd-bench:begin -->", "<!-- npd-bench:end -->"
 SECTION = "## Side by side with node-problem-detector (issue 43, item 8)"
@@ -241,11 +244,7 @@ def rewrite(text, body):
         else:
             nxt = text.find("\n## ", at + len(AFTER))
             text = text + "\n" + block if nxt < 0 else text[: nxt + 1] + block + "\n" + text[nxt + 1 :]
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise Error(f"docs/benchmarks.md must hold {BEGIN} once, then {END} once")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}\n{END}{tail}"
+    return splice(text, BEGIN, END, body, "docs/benchmarks.md", error=Error)
 
 
 def main(argv):
