@@ -192,6 +192,12 @@ export NODESTATUS_TOKEN_SERVER NODESTATUS_GGCR_REGISTRY NODESTATUS_ORAS
 # kubectl (and etcd) of the same build, first on PATH for the tests.
 PATH="$(dirname "$NODESTATUS_APISERVER"):$PATH"
 export PATH
+# Incremental passes in their checking mode for every suite (the default
+# of incrementalPasses: docs/configuration.md): every setter is called, and
+# a part that would have stood and differs from the called one is a
+# failure (a panic in this debug build; the fleet suite reads the
+# simulator's count).
+export NODESTATUS_INCREMENTAL_PASSES=check
 
 # The real-node suite (tests/realnode, docs/real-node.md): a kubelet on
 # containerd, the image and the DaemonSet; about 4 minutes of wall time at

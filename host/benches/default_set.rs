@@ -15,6 +15,12 @@
 //!   made, with every heartbeat old: the sync loop's usual pass, in which
 //!   every part is what the node holds and only the conditions' heartbeats
 //!   move;
+//! - `pass/default/wasm-incremental`: the steady pass with the node's memo,
+//!   as the sync loop runs it (`incrementalPasses: on`, the default): a
+//!   setter none of whose inputs changed since the last pass is not called,
+//!   its last part stands; what is called on this machine when idle (the
+//!   setters that read a file or a fact that moves: `/proc/meminfo`,
+//!   `statvfs`) is printed as `incremental: called [...]`;
 //! - `pass/default/native`: the eleven native setters, each on the node's
 //!   JSON (each returns its part, which is no node to chain: the host's
 //!   merge is not done natively).
@@ -57,7 +63,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nodestatus_engine::config::{Config, ConfigFile};
-use nodestatus_engine::pipeline::{PassOptions, PluginSet, Setter, pass};
+use nodestatus_engine::pipeline::{
+    Incremental, Memo, PassOptions, PluginSet, Setter, pass, pass_with,
+};
 use nodestatus_runtime::facts::{self, FactSource, Facts};
 use nodestatus_runtime::{CallContext, Plugin, PluginSettings, Runtime};
 use nodestatus_sdk::host::{self, FsStats, IpAddress, NativeHost, NetworkInterface, SystemInfo};
@@ -305,6 +313,33 @@ fn benches(c: &mut Criterion) {
                 PassOptions::default(),
             ))
         })
+    });
+    // The steady pass with the node's memo, settled by a few passes first.
+    let mut memo = Memo::new(Incremental::On, Duration::from_secs(300));
+    let incremental = |memo: &mut Memo| {
+        pass_with(
+            &runtime,
+            &set,
+            black_box(&steady),
+            &pass_ctx(),
+            PassOptions::default(),
+            None,
+            Some(memo),
+        )
+    };
+    for _ in 0..3 {
+        incremental(&mut memo);
+    }
+    let (_, settled) = incremental(&mut memo);
+    let called: Vec<&str> = settled
+        .setters
+        .iter()
+        .filter(|s| !s.skipped)
+        .map(|s| s.plugin.as_str())
+        .collect();
+    eprintln!("incremental: called {called:?}");
+    group.bench_function("wasm-incremental", |b| {
+        b.iter(|| black_box(incremental(&mut memo)))
     });
     group.bench_function("wasm-fresh", |b| {
         b.iter(|| {

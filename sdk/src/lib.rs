@@ -257,3 +257,24 @@ macro_rules! __export_with_reactor {
         };
     };
 }
+
+/// The time a setter writes on the conditions it sets
+/// ([`Node::set_condition`], [`pressure::PressureCondition::set`]). In a component,
+/// the host stamps a part's condition times itself (the heartbeat now, the
+/// transition on a flip) and ignores the part's, so none is read from a
+/// clock: the Unix epoch stands in. A call that reads a clock is called in
+/// every pass (the engine's `incrementalPasses`); a condition setter need
+/// not be. Natively (a setter's own tests, the benches), the clock.
+pub fn condition_time() -> String {
+    #[cfg(target_arch = "wasm32")]
+    {
+        HOST_STAMPED.to_owned()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        time::now()
+    }
+}
+
+/// What a component writes for a condition's times: the host stamps them.
+pub const HOST_STAMPED: &str = "1970-01-01T00:00:00Z";

@@ -497,7 +497,8 @@ impl Node {
             .and_then(|c| serde_json::from_value(c.clone()).ok())
     }
 
-    /// Sets a condition with the kubelet's rules, at the current time. See
+    /// Sets a condition with the kubelet's rules, at the current time (in a
+    /// component, the host's: see [`crate::condition_time`]). See
     /// [`Node::set_condition_at`].
     pub fn set_condition(
         &mut self,
@@ -506,7 +507,7 @@ impl Node {
         reason: &str,
         message: &str,
     ) -> Transition {
-        self.set_condition_at(type_, status, reason, message, &crate::time::now())
+        self.set_condition_at(type_, status, reason, message, &crate::condition_time())
     }
 
     /// Sets a condition with the kubelet's rules:

@@ -171,7 +171,7 @@ impl PressureCondition {
     /// it now, and record the event, if any, as a Normal event (the
     /// kubelet's type for these). Returns that event.
     pub fn set(&self, node: &mut Node, o: &Outcome) -> Option<(&'static str, String)> {
-        let event = self.apply(node, o, &crate::time::now());
+        let event = self.apply(node, o, &crate::condition_time());
         if let Some((reason, message)) = &event {
             crate::host::record_event(crate::EventType::Normal, reason, message);
         }

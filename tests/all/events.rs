@@ -729,6 +729,7 @@ fn a_pass_hands_the_matches_to_on_lines_and_the_next_keeps_its_part() {
             &ctx,
             Default::default(),
             Some(&streams),
+            None,
         );
         assert!(report.setters[0].outcome.is_ok(), "{:?}", report.setters[0]);
         (out, report.setters[0].lines)

@@ -809,6 +809,19 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         removed >= n,
         "{removed} folders removed for {n} machines: {last}"
     );
+    // Incremental passes: every part that stood, or in the test command's
+    // checking mode (NODESTATUS_INCREMENTAL_PASSES=check) would have stood,
+    // equals the called one's; and parts did stand (or were compared).
+    let field = |name: &str| -> u64 {
+        last.split_once(&format!("{name}="))
+            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the last line: {last}"))
+    };
+    assert_eq!(field("incremental_mismatches"), 0, "{last}");
+    assert!(
+        field("incremental_skipped") + field("incremental_checked") > 0,
+        "no setter's part stood or was compared: {last}"
+    );
     let reqs = audit(&cluster.audit_log_path().unwrap(), SIMULATOR_USER);
     assert!(
         !reqs.is_empty(),

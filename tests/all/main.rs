@@ -18,6 +18,7 @@ mod guests;
 mod guides;
 mod hostile;
 mod hot_reload;
+mod incremental;
 mod keyless;
 mod kube;
 mod live_config;

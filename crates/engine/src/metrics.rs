@@ -88,6 +88,12 @@ pub struct Metrics {
     pub lease_renewals: Family<ResultLabel, Counter>,
     /// Setter calls by plugin.
     pub plugin_calls: Family<PluginLabel, Counter>,
+    /// Setter calls not made by plugin: the inputs of the last call had
+    /// not changed, its part stood (`incrementalPasses`).
+    pub plugin_calls_skipped: Family<PluginLabel, Counter>,
+    /// With `incrementalPasses: check`, parts that would have stood and
+    /// differ from the called ones.
+    pub incremental_mismatches: Counter,
     /// Setter call duration by plugin.
     pub plugin_call_duration: Family<PluginLabel, Histogram>,
     /// Setter errors by plugin and kind.
@@ -156,6 +162,8 @@ impl Metrics {
             patch_bytes: Counter::default(),
             lease_renewals: Family::default(),
             plugin_calls: Family::default(),
+            plugin_calls_skipped: Family::default(),
+            incremental_mismatches: Counter::default(),
             plugin_call_duration: Family::new_with_constructor(duration_histogram),
             plugin_errors: Family::default(),
             plugin_reloads: Family::default(),
@@ -197,6 +205,16 @@ impl Metrics {
             "plugin_calls",
             "Setter calls, by plugin",
             m.plugin_calls.clone(),
+        );
+        registry.register(
+            "plugin_calls_skipped",
+            "Setter calls not made because no input of the last call changed (incrementalPasses), by plugin",
+            m.plugin_calls_skipped.clone(),
+        );
+        registry.register(
+            "incremental_mismatches",
+            "With incrementalPasses: check, parts that would have stood and differ from the called ones",
+            m.incremental_mismatches.clone(),
         );
         registry.register(
             "plugin_call_duration_seconds",
@@ -348,14 +366,19 @@ impl Metrics {
     /// Records one pass of the setters.
     pub fn observe_pass(&self, report: &PassReport, duration: std::time::Duration) {
         self.sync_pass_duration.observe(duration.as_secs_f64());
+        self.incremental_mismatches.inc_by(report.mismatches);
         for s in &report.setters {
             let plugin = PluginLabel {
                 plugin: s.plugin.clone(),
             };
-            self.plugin_calls.get_or_create(&plugin).inc();
-            self.plugin_call_duration
-                .get_or_create(&plugin)
-                .observe(s.duration.as_secs_f64());
+            if s.skipped {
+                self.plugin_calls_skipped.get_or_create(&plugin).inc();
+            } else {
+                self.plugin_calls.get_or_create(&plugin).inc();
+                self.plugin_call_duration
+                    .get_or_create(&plugin)
+                    .observe(s.duration.as_secs_f64());
+            }
             if let Err(e) = &s.outcome {
                 self.plugin_errors
                     .get_or_create(&PluginErrorLabels {

@@ -94,6 +94,7 @@ pub mod proc_view;
 pub mod reactor;
 mod refused;
 mod tier;
+pub mod trace;
 
 pub use bridge::{block_on, blocking};
 pub use cache::{CacheStats, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES, PrecompileCache};
@@ -110,6 +111,7 @@ pub use plugin::{
     name_of_file, read_plugin_file, sha256_hex,
 };
 pub use tier::{Tier, Tiers};
+pub use trace::{Trace, Unrepeatable};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -504,8 +504,12 @@ pub async fn run(o: Args) -> anyhow::Result<()> {
     let cleanup = std::time::Instant::now();
     drop((shared, agents, plugins));
     let removed = state.remove();
+    let memo = nodestatus_engine::pipeline::MemoStats::process();
     tracing::info!(
         flips,
+        incremental_skipped = memo.skipped,
+        incremental_checked = memo.checked,
+        incremental_mismatches = memo.mismatches,
         folders_removed = removed,
         cleanup = ?cleanup.elapsed(),
         "stopped"

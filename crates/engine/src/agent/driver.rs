@@ -62,6 +62,9 @@ pub struct Agent {
     /// The streams and watched paths of the reacting plugins, whose
     /// matches wake a pass ([`Agent::with_streams`]).
     streams: Option<crate::streams::Streams>,
+    /// This node's setters' last results, that may stand for their next
+    /// calls ([`pipeline::memo`]): one pass holds it at a time.
+    memo: Arc<std::sync::Mutex<pipeline::Memo>>,
 }
 
 impl Agent {
@@ -104,7 +107,9 @@ impl Agent {
         let (snapshot, _) = watch::channel(Arc::new(state.snapshot()));
         let (commands, inbox) = mpsc::unbounded_channel();
         let (watch_tx, watch_rx) = mpsc::unbounded_channel();
+        let memo = pipeline::Memo::new(cfg.incremental, cfg.node_status_report_frequency);
         Self {
+            memo: Arc::new(std::sync::Mutex::new(memo)),
             cri: cfg.cri_client().map(Arc::new),
             state,
             client,
@@ -377,6 +382,12 @@ impl Agent {
         let metrics = self.metrics.clone();
         let guest_output = self.guest_output.clone();
         let permits = self.pass_permits.clone();
+        let memo = self.memo.clone();
+        {
+            let cfg = self.state.cfg();
+            let mut m = memo.lock().expect("memo lock");
+            m.configure(cfg.incremental, cfg.node_status_report_frequency);
+        }
         self.inflight.spawn(async move {
             let _permit = match &permits {
                 Some(p) => p.clone().acquire_owned().await.ok(),
@@ -402,8 +413,18 @@ impl Agent {
             let started = std::time::Instant::now();
             let cache_runtime = runtime.clone();
             let pass_streams = streams.clone();
+            let pass_memo = memo.clone();
             let result = tokio::task::spawn_blocking(move || {
-                pipeline::pass_with(&runtime, &set, &base, &ctx, options, pass_streams.as_ref())
+                let mut memo = pass_memo.lock().unwrap_or_else(|p| p.into_inner());
+                pipeline::pass_with(
+                    &runtime,
+                    &set,
+                    &base,
+                    &ctx,
+                    options,
+                    pass_streams.as_ref(),
+                    Some(&mut memo),
+                )
             })
             .await
             .map_err(|e| e.to_string())

@@ -138,6 +138,9 @@ pub struct Config {
     pub compile_limits: CompileLimits,
     /// Which compilers load plugins (`compiler`).
     pub compiler: Tiers,
+    /// Whether passes skip setters whose inputs did not change
+    /// (`incrementalPasses`).
+    pub incremental: crate::pipeline::Incremental,
     /// The container runtime's CRI socket (`containerRuntimeEndpoint`;
     /// unset: [`DEFAULT_CONTAINER_RUNTIME_ENDPOINT`]; empty: `None`).
     pub container_runtime_endpoint: Option<String>,

@@ -180,6 +180,17 @@ settings! {
     "nodeStatusReportFrequency" node_status_report_frequency: GoDuration, Live,
         #[arg(long)]
         show |c| format!("{:?}", c.node_status_report_frequency);
+    /// incrementalPasses: `on` (the default) calls a setter only when an
+    /// input of its last call changed (the node, a file or host answer it
+    /// read) and at least once per nodeStatusReportFrequency, its last part
+    /// standing in between; `off` calls every setter every pass, as the
+    /// kubelet does; `check` calls every setter and logs (and counts in
+    /// nodestatus_incremental_mismatches_total) a part that would have
+    /// stood and differs. The environment's NODESTATUS_INCREMENTAL_PASSES,
+    /// when set, is the default.
+    "incrementalPasses" incremental_passes: String, Live,
+        #[arg(long)]
+        show |c| c.incremental.to_string();
     /// nodeLeaseDurationSeconds: the Lease's duration (40; 1 to 3600).
     "nodeLeaseDurationSeconds" node_lease_duration_seconds: i64, Restart,
         #[arg(long)]

@@ -165,6 +165,7 @@ impl ConfigFile {
                 )
             })?,
         };
+        let incremental = incremental(self.incremental_passes.as_deref())?;
         let cache_max_bytes = match &self.cache_max_size {
             None => nodestatus_runtime::DEFAULT_CACHE_MAX_BYTES,
             Some(m) => byte_size(
@@ -229,6 +230,7 @@ impl ConfigFile {
             cache_max_bytes,
             compile_limits,
             compiler,
+            incremental,
             container_runtime_defaulted: self.container_runtime_endpoint.is_none(),
             container_runtime_endpoint: match self.container_runtime_endpoint {
                 None => Some(DEFAULT_CONTAINER_RUNTIME_ENDPOINT.to_owned()),
@@ -315,3 +317,28 @@ pub(super) fn runtime_endpoint(e: &str, with_cri: bool) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// `incrementalPasses`, or its default: the environment's
+/// `NODESTATUS_INCREMENTAL_PASSES` when set (the test command's `check`),
+/// else `on`.
+fn incremental(value: Option<&str>) -> Result<crate::pipeline::Incremental> {
+    use crate::pipeline::Incremental;
+    let env = std::env::var(INCREMENTAL_ENV).ok();
+    let (name, key) = match (value, env.as_deref()) {
+        (Some(v), _) => (v, "incrementalPasses"),
+        (None, Some(e)) => (e, INCREMENTAL_ENV),
+        (None, None) => return Ok(Incremental::default()),
+    };
+    Incremental::parse(name).ok_or_else(|| {
+        Error::invalid(
+            key,
+            format!(
+                "{name:?}: one of {}",
+                Incremental::NAMES.map(|n| format!("{n:?}")).join(", ")
+            ),
+        )
+    })
+}
+
+/// The environment variable whose value is `incrementalPasses`'s default.
+pub const INCREMENTAL_ENV: &str = "NODESTATUS_INCREMENTAL_PASSES";

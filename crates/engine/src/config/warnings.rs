@@ -164,6 +164,15 @@ impl Config {
             for (i, g) in s.sandbox.paths.iter().enumerate() {
                 out.extend(exposed_protected_paths(name, i, g, &|p| p.exists()));
             }
+            // `stateless` speaks of a kept instance: a fresh one per call
+            // carries nothing anyway.
+            if s.sandbox.stateless && !s.sandbox.reuse_instance {
+                out.push(Warning {
+                    severity: Severity::Warning,
+                    field: format!("plugins.{name}.stateless"),
+                    message: "has no effect without reuseInstance: true (a fresh instance per call carries nothing from one call to the next, and its calls are skipped as they are)".into(),
+                });
+            }
         }
         out
     }

@@ -257,6 +257,9 @@ pub struct SetterReport {
     /// Matched lines handed to it (through `on-lines`, instead of `set`);
     /// 0 for a call of `set`.
     pub lines: usize,
+    /// Whether it was not called, its last part standing: its inputs had
+    /// not changed ([`memo`]).
+    pub skipped: bool,
 }
 
 /// The name of the built-in step that writes the `kubernetes.io/os` and
@@ -355,6 +358,9 @@ pub struct PassReport {
     /// configured: its name and version, or why it did not answer. Filled
     /// in by the agent, whose step logs each change of it.
     pub container_runtime: Option<Result<String, String>>,
+    /// With [`Incremental::Check`]: the parts that would have stood and
+    /// differ from the called ones, in this pass.
+    pub mismatches: u64,
 }
 
 impl PassReport {
@@ -421,13 +427,15 @@ pub fn pass(
     ctx: &CallContext,
     options: PassOptions,
 ) -> (Value, PassReport) {
-    pass_with(runtime, set, node, ctx, options, None)
+    pass_with(runtime, set, node, ctx, options, None, None)
 }
 
 /// [`pass`], where a reacting plugin with matches waiting in `streams` is
 /// called through `on-lines` with them (its part means what `set`'s does),
 /// instead of `set`. Matches its queue dropped are said in a Warning event
-/// ([`STREAM_LINES_DROPPED`]).
+/// ([`STREAM_LINES_DROPPED`]). With a `memo` (the node's, from its last
+/// passes), a setter whose inputs did not change is not called: its last
+/// part stands ([`memo`]).
 pub fn pass_with(
     runtime: &Runtime,
     set: &PluginSet,
@@ -435,14 +443,20 @@ pub fn pass_with(
     ctx: &CallContext,
     options: PassOptions,
     streams: Option<&crate::streams::Streams>,
+    mut memo: Option<&mut Memo>,
 ) -> (Value, PassReport) {
     let mut report = PassReport::default();
     let mut work = Work::new(node);
+    if let Some(m) = memo.as_deref_mut() {
+        m.retain(|name| set.contains(name));
+    }
+    let mut memo = memo.filter(|m| m.mode() != Incremental::Off);
+    let mismatches_before = memo.as_ref().map_or(0, |m| m.stats().mismatches);
 
     for setter in set.setters() {
         let plugin = setter.plugin();
         let started = Instant::now();
-        let mut called = Duration::ZERO;
+        let mut how = work::Calling::default();
         let batch = match (streams, plugin.subscriptions()) {
             (Some(s), Some(_)) => s.take(plugin.name()),
             _ => None,
@@ -464,7 +478,14 @@ pub fn pass_with(
         }
         let lines = batch.as_ref().map_or(0, |b| b.matches.len());
         let outcome = work
-            .setter(runtime, setter, ctx.clone(), batch.as_ref(), &mut called)
+            .setter(
+                runtime,
+                setter,
+                ctx.clone(),
+                batch.as_ref(),
+                memo.as_deref_mut(),
+                &mut how,
+            )
             .map(|(changed, events)| {
                 report
                     .events
@@ -483,11 +504,15 @@ pub fn pass_with(
             version: plugin.metadata().version.clone(),
             outcome,
             duration: started.elapsed(),
-            called,
+            called: how.called,
             affects_readiness: setter.affects_readiness(),
             lines,
+            skipped: how.skipped,
         });
     }
+    report.mismatches = memo
+        .as_ref()
+        .map_or(0, |m| m.stats().mismatches - mismatches_before);
     work.beat(SystemTime::now());
     for w in set.withheld() {
         report.setters.push(SetterReport {
@@ -498,6 +523,7 @@ pub fn pass_with(
             called: Duration::ZERO,
             affects_readiness: w.affects_readiness,
             lines: 0,
+            skipped: false,
         });
     }
     report.released = work.release_unloaded(set);
@@ -596,8 +622,11 @@ fn builtins<'a>(
     steps
 }
 
+pub mod memo;
 #[cfg(test)]
 mod tests;
 mod work;
+
+pub use memo::{Incremental, Memo, MemoStats};
 
 use work::{Work, runtime_and_machine};

@@ -17,6 +17,14 @@ use nodestatus_runtime::{CallContext, EmittedEvent, Runtime, SetResult};
 
 use super::{Builtin, PluginSet, Setter, SetterError, SetterErrorKind, SetterReport};
 
+/// How a setter's call went: the time in the sandbox (zero when not
+/// called), and whether its last part stood instead.
+#[derive(Debug, Default)]
+pub(super) struct Calling {
+    pub called: Duration,
+    pub skipped: bool,
+}
+
 /// The node as a pass builds it, step by step: every write, a setter's or
 /// a built-in step's, goes through [`Work::accept`], the one place where
 /// an output is checked, its fields' ownership recorded and the node
@@ -33,6 +41,9 @@ pub(super) struct Work<'a> {
     /// setter's input; `None`: serialized when a setter needs it).
     pub(super) current: Value,
     json: Option<Arc<str>>,
+    /// The fingerprint of the node as a setter's input
+    /// ([`super::memo::node_print`]), with the text it goes with.
+    print: Option<(Arc<str>, u64)>,
     /// Its problems (all already in the input) once a write changed it;
     /// `None`: the input's.
     known: Option<Vec<Problem>>,
@@ -56,6 +67,7 @@ impl<'a> Work<'a> {
             known: None,
             current: node.clone(),
             json: None,
+            print: None,
             released: false,
             heartbeats: Vec::new(),
         }
@@ -85,23 +97,51 @@ impl<'a> Work<'a> {
             .clone()
     }
 
+    /// The fingerprint of the node so far as a setter's input, whose text
+    /// is `json`.
+    fn print(&mut self, json: &Arc<str>) -> u64 {
+        match &self.print {
+            Some((text, print)) if Arc::ptr_eq(text, json) => *print,
+            _ => {
+                let print = super::memo::node_print(&self.current);
+                self.print = Some((json.clone(), print));
+                print
+            }
+        }
+    }
+
     /// Runs one setter over the node so far: a 0.1 setter's output, once
     /// parsed as a Node, or a 0.2 setter's part, is accepted as its write.
+    /// With a `memo`, a setter whose inputs did not change since its last
+    /// call is not called, and its last part stands (`skipped`).
     pub(super) fn setter(
         &mut self,
         runtime: &Runtime,
         setter: &Setter,
         ctx: CallContext,
         lines: Option<&nodestatus_runtime::reactor::Batch>,
-        called: &mut Duration,
+        memo: Option<&mut super::memo::Memo>,
+        how: &mut Calling,
     ) -> Result<(Vec<FieldPath>, Vec<EmittedEvent>), SetterError> {
         let input = self.json();
         let started = Instant::now();
-        let out = match lines {
-            Some(batch) => setter.plugin().call_lines(runtime, &input, batch, ctx),
-            None => setter.plugin().call_set(runtime, &input, ctx),
+        let plugin = setter.plugin();
+        let out = match (lines, memo) {
+            (Some(batch), memo) => {
+                if let Some(m) = memo {
+                    m.forget(plugin.name());
+                }
+                plugin.call_lines(runtime, &input, batch, ctx)
+            }
+            (None, Some(memo)) => {
+                let print = self.print(&input);
+                let (out, called) = memo.call_set(runtime, plugin, &input, print, ctx);
+                how.skipped = called == super::memo::Called::Skipped;
+                out
+            }
+            (None, None) => plugin.call_set(runtime, &input, ctx),
         };
-        *called = started.elapsed();
+        how.called = started.elapsed();
         let out = out?;
         let write = match out.result {
             SetResult::Node(text) if *text == *input => return Ok((Vec::new(), out.events)),
@@ -170,6 +210,7 @@ impl<'a> Work<'a> {
             called: Duration::ZERO,
             affects_readiness: false,
             lines: 0,
+            skipped: false,
         }
     }
 

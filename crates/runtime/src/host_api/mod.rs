@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::facts::{self, Facts};
 use super::limits::CallLimits;
 use super::proc_view::{self, ProcGrant};
+use super::trace::{Access, HostRead, Trace, Unrepeatable, print_debug};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
@@ -262,7 +263,8 @@ pub(crate) struct Preopens {
     /// [`ProcGrant::may_block`]).
     may_block: bool,
     /// The pass's filtered `/proc` views they include.
-    snapshots: Vec<Arc<proc_view::Snapshot>>,
+    /// Each with the granted host path of its procfs root.
+    snapshots: Vec<(PathBuf, Arc<proc_view::Snapshot>)>,
 }
 
 /// One directory a sandbox preopens.
@@ -302,7 +304,7 @@ impl Preopens {
                     for d in snap.live() {
                         add(ctx.facts.host_path(&g.from).join(d), &g.path.join(d));
                     }
-                    plan.snapshots.push(snap);
+                    plan.snapshots.push((g.from.clone(), snap));
                 }
                 // Host facts only (see proc_view); or refused at load, and
                 // skipped if it became refusable since (a mount appeared).
@@ -336,6 +338,8 @@ pub(crate) struct CallState {
     /// Per entry of [`proc_view::PROC_FILES`]: opened by the guest in a
     /// filtered `/proc` during this store's life.
     proc_opened: [bool; proc_view::PROC_FILES.len()],
+    /// What this call read (see [`crate::trace`]).
+    pub trace: Trace,
 }
 
 impl CallState {
@@ -386,6 +390,7 @@ impl CallState {
             stderr_logged: 0,
             preopens,
             proc_opened: [false; proc_view::PROC_FILES.len()],
+            trace: Trace::default(),
         })
     }
 
@@ -406,10 +411,15 @@ impl CallState {
         self.preopens = preopens;
         self.events.clear();
         self.denied.clear();
+        self.trace = Trace::default();
         for (i, _) in self.proc_opened.iter().enumerate().filter(|(_, o)| **o) {
-            for snap in &self.preopens.snapshots {
+            for (from, snap) in &self.preopens.snapshots {
                 // One that fails is tried again at its next open.
                 let _ = self.copy_for_pass(snap, i);
+                // The guest may read it again without opening it: an input
+                // of this call.
+                let copy = snap.path().join(proc_view::PROC_FILES[i]);
+                self.trace.proc_file(from, i, &copy);
             }
         }
     }
@@ -419,33 +429,72 @@ impl CallState {
     /// its files, copies that file for the pass (once per pass:
     /// [`proc_view::Snapshot::copy`]). A copy that fails fails the open
     /// with `io`, so that the guest never reads a stale or partial copy.
+    /// The copy is recorded in the call's trace.
     fn copy_proc_file(
         &mut self,
         fd: &Resource<fs::Descriptor>,
         path: &str,
-    ) -> Result<(), fs::ErrorCode> {
+    ) -> Result<bool, fs::ErrorCode> {
         use std::os::unix::fs::MetadataExt;
         if self.preopens.snapshots.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let Some(i) = proc_view::file_index(path) else {
-            return Ok(());
+            return Ok(false);
         };
         // Which directory `fd` is, by device and inode: the preopen itself,
         // or the same directory opened again through it (`.`).
         let Ok(fs::Descriptor::Dir(dir)) = self.table.get(fd) else {
-            return Ok(());
+            return Ok(false);
         };
         let Ok(meta) = dir.dir.metadata() else {
-            return Ok(());
+            return Ok(false);
         };
         let id = (meta.dev(), meta.ino());
-        let Some(snap) = self.preopens.snapshots.iter().find(|s| s.is_dir(id)) else {
-            return Ok(());
+        let Some((from, snap)) = self.preopens.snapshots.iter().find(|(_, s)| s.is_dir(id)) else {
+            return Ok(false);
         };
         self.copy_for_pass(snap, i).map_err(|_| fs::ErrorCode::Io)?;
         self.proc_opened[i] = true;
-        Ok(())
+        let copy = snap.path().join(proc_view::PROC_FILES[i]);
+        self.trace.proc_file(from, i, &copy);
+        Ok(true)
+    }
+
+    /// The host path of the file or directory `fd`, as the kernel names
+    /// it (`None`: it cannot).
+    fn fd_path(&self, fd: &Resource<fs::Descriptor>) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let raw = match self.table.get(fd).ok()? {
+            fs::Descriptor::Dir(d) => d.dir.as_raw_fd(),
+            fs::Descriptor::File(f) => f.file.as_raw_fd(),
+        };
+        std::fs::read_link(format!("/proc/self/fd/{raw}")).ok()
+    }
+
+    /// Records, in the call's trace, the file `path` reached through the
+    /// directory `fd` (`None`: `fd` itself) by `access`. One the kernel
+    /// cannot name makes the call [`Unrepeatable::Untraced`].
+    fn trace_file(&mut self, fd: &Resource<fs::Descriptor>, path: Option<&str>, access: Access) {
+        match self.fd_path(fd) {
+            Some(dir) => self.trace.file(
+                match path {
+                    Some(p) => dir.join(p.trim_start_matches('/')),
+                    None => dir,
+                },
+                access,
+            ),
+            None => self.trace.mark(Unrepeatable::Untraced),
+        }
+    }
+
+    /// The host functions' answers in this call's sandbox.
+    fn answers(&self) -> Answers<'_> {
+        Answers {
+            plugin: &self.plugin,
+            grants: &self.grants,
+            ctx: &self.ctx,
+        }
     }
 
     /// [`proc_view::Snapshot::copy`], logged when it fails.
@@ -515,57 +564,138 @@ impl WasiView for CallState {
     }
 }
 
-/// Adds the host interface, and the host's own `open-at` in place of
-/// wasmtime-wasi's (see [`serve_proc_opens`]): called after
-/// `wasmtime_wasi::p2::add_to_linker_async`.
+/// Adds the host interface, and the host's own WASI functions in place of
+/// wasmtime-wasi's where a call's trace records what they reach (see
+/// [`serve_traced`]): called after `wasmtime_wasi::p2::add_to_linker_async`.
 pub(crate) fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     host::add_to_linker::<CallState, HasSelf<CallState>>(linker, |s| s)?;
-    serve_proc_opens(linker)
+    linker.allow_shadowing(true);
+    let served = serve_traced(linker);
+    linker.allow_shadowing(false);
+    served
 }
 
-/// The WASI interface whose `open-at` the host serves, at the version
+/// The WASI interface whose file functions the host serves, at the version
 /// wasmtime-wasi defines (a guest's import of any `0.2.x` resolves to it).
 const WASI_FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
-/// Puts [`open_at`] in place of wasmtime-wasi's `descriptor.open-at`, the
-/// one function replaced, by its name: wasmtime-wasi's bindings are added
-/// first (were they added after, the linker would refuse theirs as a
-/// second definition). A wasmtime-wasi whose `wasi:filesystem` is not
-/// [`WASI_FILESYSTEM_TYPES`] would leave this definition in an instance of
-/// its own, and every guest that reads a filtered `/proc` would read the
-/// empty copies: the runtime's tests fail on it.
-fn serve_proc_opens(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+/// wasmtime-wasi's answer to a file function, as the guest gets it.
+fn fs_answer<T>(
+    view: &mut wasmtime_wasi::filesystem::WasiFilesystemCtxView<'_>,
+    r: wasmtime_wasi::p2::FsResult<T>,
+) -> wasmtime::Result<(Result<T, fs::ErrorCode>,)> {
+    match r {
+        Ok(v) => Ok((Ok(v),)),
+        Err(e) => Ok((Err(fs::Host::convert_error_code(view, e)?),)),
+    }
+}
+
+/// Puts the host's own functions in place of wasmtime-wasi's, each by its
+/// name, on a linker that allows shadowing (wasmtime-wasi's bindings are
+/// added first: were they added after, the linker would refuse theirs as a
+/// second definition):
+///
+/// - `descriptor.open-at` copies the file of a filtered `/proc` that the
+///   path names, if any, for the pass ([`CallState::copy_proc_file`]);
+/// - `open-at`, `stat`, `stat-at`, `metadata-hash`, `metadata-hash-at`
+///   (wasi-libc's `stat` asks it for `st_ino`), `readlink-at` and
+///   `read-directory` record what they reach in the call's trace, by the
+///   host path the kernel names;
+/// - WASI's clocks and random numbers mark the call unrepeatable (not
+///   `insecure-seed`: see [`crate::trace`]).
+///
+/// What each does, and how (beneath the directory, read-only), is
+/// wasmtime-wasi's as before. A wasmtime-wasi whose `wasi:filesystem` is
+/// not [`WASI_FILESYSTEM_TYPES`] would leave these definitions in an
+/// instance of their own, and every guest that reads a filtered `/proc`
+/// would read the empty copies: the runtime's tests fail on it.
+fn serve_traced(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     use wasmtime::StoreContextMut;
-    linker.allow_shadowing(true);
-    let replaced = linker
-        .instance(WASI_FILESYSTEM_TYPES)
-        .and_then(|mut types| {
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+    use wasmtime_wasi::filesystem::WasiFilesystemView;
+    use wasmtime_wasi::p2::bindings::{clocks, random};
+    use wasmtime_wasi::random::WasiRandom;
+    type Store<'a> = StoreContextMut<'a, CallState>;
+    type Fd = Resource<fs::Descriptor>;
+
+    let mut types = linker.instance(WASI_FILESYSTEM_TYPES)?;
+    types.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store: Store<'_>,
+         (fd, path_flags, path, oflags, flags): (
+            Fd,
+            fs::PathFlags,
+            String,
+            fs::OpenFlags,
+            fs::DescriptorFlags,
+        )| {
+            Box::new(async move {
+                open_at(store.data_mut(), fd, path_flags, path, oflags, flags)
+                    .await
+                    .map(|r| (r,))
+            })
+        },
+    )?;
+    // Each of these records what it reaches (`$record`, with the call's
+    // state as `$state`), then answers as wasmtime-wasi's `$method`.
+    macro_rules! traced {
+        ($name:literal, |$state:ident, $($arg:ident: $ty:ty),*| $record:block => $method:ident) => {
             types.func_wrap_async(
-                "[method]descriptor.open-at",
-                |mut store: StoreContextMut<'_, CallState>,
-                 (fd, path_flags, path, oflags, flags): (
-                    Resource<fs::Descriptor>,
-                    fs::PathFlags,
-                    String,
-                    fs::OpenFlags,
-                    fs::DescriptorFlags,
-                )| {
+                $name,
+                |mut store: Store<'_>, ($($arg,)*): ($($ty,)*)| {
                     Box::new(async move {
-                        open_at(store.data_mut(), fd, path_flags, path, oflags, flags)
-                            .await
-                            .map(|r| (r,))
+                        let $state = store.data_mut();
+                        $record
+                        let mut view = $state.filesystem();
+                        let r = fs::HostDescriptor::$method(&mut view, $($arg),*).await;
+                        fs_answer(&mut view, r)
                     })
                 },
-            )
-        });
-    linker.allow_shadowing(false);
-    replaced
+            )?;
+        };
+    }
+    traced!("[method]descriptor.stat-at", |state, fd: Fd, path_flags: fs::PathFlags, path: String| {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        state.trace_file(&fd, Some(&path), Access::Stat { follow });
+    } => stat_at);
+    traced!("[method]descriptor.stat", |state, fd: Fd| {
+        state.trace_file(&fd, None, Access::Stat { follow: true });
+    } => stat);
+    traced!("[method]descriptor.read-directory", |state, fd: Fd| {
+        state.trace_file(&fd, None, Access::List);
+    } => read_directory);
+    traced!("[method]descriptor.readlink-at", |state, fd: Fd, path: String| {
+        state.trace_file(&fd, Some(&path), Access::Link);
+    } => readlink_at);
+    traced!("[method]descriptor.metadata-hash", |state, fd: Fd| {
+        state.trace_file(&fd, None, Access::Stat { follow: true });
+    } => metadata_hash);
+    traced!("[method]descriptor.metadata-hash-at", |state, fd: Fd, path_flags: fs::PathFlags, path: String| {
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW);
+        state.trace_file(&fd, Some(&path), Access::Stat { follow });
+    } => metadata_hash_at);
+
+    // The clocks and randomness, each interface again with a getter that
+    // marks the call before wasmtime-wasi answers.
+    fn clock(s: &mut CallState) -> wasmtime_wasi::clocks::WasiClocksCtxView<'_> {
+        s.trace.mark(Unrepeatable::Clock);
+        s.clocks()
+    }
+    fn rng(s: &mut CallState) -> &mut wasmtime_wasi::random::WasiRandomCtx {
+        s.trace.mark(Unrepeatable::Random);
+        s.wasi.random()
+    }
+    clocks::wall_clock::add_to_linker::<CallState, WasiClocks>(linker, clock)?;
+    clocks::monotonic_clock::add_to_linker::<CallState, WasiClocks>(linker, clock)?;
+    random::random::add_to_linker::<CallState, WasiRandom>(linker, rng)?;
+    random::insecure::add_to_linker::<CallState, WasiRandom>(linker, rng)?;
+    Ok(())
 }
 
 /// WASI's `open-at`: wasmtime-wasi's, after the file of a filtered `/proc`
 /// that `path` names, if any, is copied for the pass
-/// ([`CallState::copy_proc_file`]). What is opened, and how (beneath the
-/// directory, read-only), is wasmtime-wasi's as before.
+/// ([`CallState::copy_proc_file`]), and what it reaches is recorded in the
+/// call's trace.
 async fn open_at(
     state: &mut CallState,
     fd: Resource<fs::Descriptor>,
@@ -575,14 +705,14 @@ async fn open_at(
     flags: fs::DescriptorFlags,
 ) -> wasmtime::Result<Result<Resource<fs::Descriptor>, fs::ErrorCode>> {
     use wasmtime_wasi::filesystem::WasiFilesystemView;
-    if let Err(e) = state.copy_proc_file(&fd, &path) {
-        return Ok(Err(e));
+    match state.copy_proc_file(&fd, &path) {
+        Err(e) => return Ok(Err(e)),
+        Ok(true) => {}
+        Ok(false) => state.trace_file(&fd, Some(&path), Access::Open),
     }
     let mut view = state.filesystem();
-    match fs::HostDescriptor::open_at(&mut view, fd, path_flags, path, oflags, flags).await {
-        Ok(opened) => Ok(Ok(opened)),
-        Err(e) => Ok(Err(fs::Host::convert_error_code(&mut view, e)?)),
-    }
+    let r = fs::HostDescriptor::open_at(&mut view, fd, path_flags, path, oflags, flags).await;
+    fs_answer(&mut view, r).map(|(r,)| r)
 }
 
 fn truncate(mut s: String, max: usize) -> String {
@@ -618,47 +748,17 @@ fn clean_message(message: String) -> String {
         .collect()
 }
 
-impl host::Host for CallState {
-    fn log(&mut self, level: host::Level, message: String) {
-        let level = match level {
-            host::Level::Trace => tracing::Level::TRACE,
-            host::Level::Debug => tracing::Level::DEBUG,
-            host::Level::Info => tracing::Level::INFO,
-            host::Level::Warn => tracing::Level::WARN,
-            host::Level::Error => tracing::Level::ERROR,
-        };
-        self.guest_line(level, &message, false);
-    }
+/// The host functions' answers, from a plugin's grants and a pass's
+/// context: what a call sees, and what the next call would see (a trace's
+/// check asks them again: [`Answers::print`]).
+pub(crate) struct Answers<'a> {
+    pub plugin: &'a str,
+    pub grants: &'a Grants,
+    pub ctx: &'a CallContext,
+}
 
-    fn config(&mut self) -> String {
-        self.grants.config.to_string()
-    }
-
-    fn record_event(&mut self, event_type: host::EventType, reason: String, message: String) {
-        let cap = self.grants.events_per_window;
-        match self.output.admit_up_to(&self.plugin, true, cap) {
-            Admit::Yes => {}
-            Admit::FirstNo => {
-                tracing::warn!(
-                    plugin = &*self.plugin,
-                    "plugin records more than {cap} events per {}s (its eventsPerMinute); dropping its events until the window ends",
-                    GUEST_OUTPUT_WINDOW.as_secs()
-                );
-                return;
-            }
-            Admit::No => return,
-        }
-        self.events.push(EmittedEvent {
-            event_type: match event_type {
-                host::EventType::Normal => EventType::Normal,
-                host::EventType::Warning => EventType::Warning,
-            },
-            reason: clean_reason(&reason),
-            message: clean_message(message),
-        });
-    }
-
-    fn system(&mut self) -> host::SystemInfo {
+impl Answers<'_> {
+    fn system(&self) -> host::SystemInfo {
         let s = self.ctx.facts.system();
         host::SystemInfo {
             hostname: s.hostname.clone(),
@@ -673,7 +773,7 @@ impl host::Host for CallState {
         }
     }
 
-    fn network_interfaces(&mut self) -> Vec<host::NetworkInterface> {
+    fn network_interfaces(&self) -> Vec<host::NetworkInterface> {
         self.ctx
             .facts
             .interfaces()
@@ -694,9 +794,11 @@ impl host::Host for CallState {
             .collect()
     }
 
-    fn statvfs(&mut self, path: String) -> Result<host::FsStats, String> {
-        let Some(norm) = facts::normalize_abs(&path) else {
-            return Err(format!("statvfs: {path:?} is not an absolute path"));
+    /// `statvfs(path)`; `Err((message, true))` when the path is outside
+    /// every grant.
+    fn statvfs(&self, path: &str) -> Result<host::FsStats, (String, bool)> {
+        let Some(norm) = facts::normalize_abs(path) else {
+            return Err((format!("statvfs: {path:?} is not an absolute path"), false));
         };
         // The innermost grant that holds the path says where it is on the
         // host; the rest is resolved beneath it, never following a symlink
@@ -708,14 +810,14 @@ impl host::Host for CallState {
             .filter(|g| norm.starts_with(&g.path))
             .max_by_key(|g| g.path.components().count())
         else {
-            self.denied.push(Denied::Statvfs(path.clone()));
-            return Err(format!(
-                "statvfs: {path:?} is not inside a path granted to this plugin"
+            return Err((
+                format!("statvfs: {path:?} is not inside a path granted to this plugin"),
+                true,
             ));
         };
         let rest = norm.strip_prefix(&grant.path).unwrap_or(Path::new(""));
         let st = facts::statvfs_beneath(&self.ctx.facts.host_path(&grant.from), rest)
-            .map_err(|e| format!("statvfs: {path:?}: {e}"))?;
+            .map_err(|e| (format!("statvfs: {path:?}: {e}"), false))?;
         Ok(host::FsStats {
             total_bytes: st.total_bytes,
             free_bytes: st.free_bytes,
@@ -726,13 +828,8 @@ impl host::Host for CallState {
         })
     }
 
-    fn node_problems(&mut self) -> Vec<String> {
-        self.ctx.node_problems.to_vec()
-    }
-
-    fn container_runtime(&mut self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
+    fn container_runtime(&self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
         if !self.grants.container_runtime {
-            self.denied.push(Denied::ContainerRuntime);
             return Err(host::RuntimeError::NotGranted(format!(
                 "the container runtime is not granted to this plugin: set `containerRuntime: true` under plugins.{} in the config",
                 self.plugin
@@ -774,6 +871,98 @@ impl host::Host for CallState {
                 .collect(),
             handlers: facts.handlers.iter().map(|h| h.name.clone()).collect(),
         })
+    }
+
+    /// The fingerprint of the answer to `read`, as a call would get it now.
+    pub fn print(&self, read: &HostRead) -> u64 {
+        match read {
+            HostRead::Config => print_debug(&self.grants.config),
+            HostRead::System => print_debug(&self.system()),
+            HostRead::Interfaces => print_debug(&self.network_interfaces()),
+            HostRead::Statvfs(path) => print_debug(&self.statvfs(path)),
+            HostRead::NodeProblems => print_debug(&self.ctx.node_problems),
+            HostRead::ContainerRuntime => print_debug(&self.container_runtime()),
+        }
+    }
+}
+
+impl host::Host for CallState {
+    fn log(&mut self, level: host::Level, message: String) {
+        let level = match level {
+            host::Level::Trace => tracing::Level::TRACE,
+            host::Level::Debug => tracing::Level::DEBUG,
+            host::Level::Info => tracing::Level::INFO,
+            host::Level::Warn => tracing::Level::WARN,
+            host::Level::Error => tracing::Level::ERROR,
+        };
+        self.guest_line(level, &message, false);
+    }
+
+    fn config(&mut self) -> String {
+        self.trace.host(HostRead::Config, &self.grants.config);
+        self.grants.config.to_string()
+    }
+
+    fn record_event(&mut self, event_type: host::EventType, reason: String, message: String) {
+        let cap = self.grants.events_per_window;
+        match self.output.admit_up_to(&self.plugin, true, cap) {
+            Admit::Yes => {}
+            Admit::FirstNo => {
+                tracing::warn!(
+                    plugin = &*self.plugin,
+                    "plugin records more than {cap} events per {}s (its eventsPerMinute); dropping its events until the window ends",
+                    GUEST_OUTPUT_WINDOW.as_secs()
+                );
+                return;
+            }
+            Admit::No => return,
+        }
+        self.events.push(EmittedEvent {
+            event_type: match event_type {
+                host::EventType::Normal => EventType::Normal,
+                host::EventType::Warning => EventType::Warning,
+            },
+            reason: clean_reason(&reason),
+            message: clean_message(message),
+        });
+    }
+
+    fn system(&mut self) -> host::SystemInfo {
+        let answer = self.answers().system();
+        self.trace.host(HostRead::System, &answer);
+        answer
+    }
+
+    fn network_interfaces(&mut self) -> Vec<host::NetworkInterface> {
+        let answer = self.answers().network_interfaces();
+        self.trace.host(HostRead::Interfaces, &answer);
+        answer
+    }
+
+    fn statvfs(&mut self, path: String) -> Result<host::FsStats, String> {
+        let answer = self.answers().statvfs(&path);
+        self.trace.host(HostRead::Statvfs(path.clone()), &answer);
+        answer.map_err(|(message, denied)| {
+            if denied {
+                self.denied.push(Denied::Statvfs(path));
+            }
+            message
+        })
+    }
+
+    fn node_problems(&mut self) -> Vec<String> {
+        self.trace
+            .host(HostRead::NodeProblems, &self.ctx.node_problems);
+        self.ctx.node_problems.to_vec()
+    }
+
+    fn container_runtime(&mut self) -> Result<host::ContainerRuntimeInfo, host::RuntimeError> {
+        let answer = self.answers().container_runtime();
+        self.trace.host(HostRead::ContainerRuntime, &answer);
+        if !self.grants.container_runtime {
+            self.denied.push(Denied::ContainerRuntime);
+        }
+        answer
     }
 }
 

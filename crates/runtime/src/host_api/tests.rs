@@ -63,7 +63,7 @@ fn proc_sandbox(facts: &Arc<Facts>, root: &Path) -> (CallContext, Preopens) {
             guest: "/proc".into(),
         }],
         may_block: false,
-        snapshots: vec![snap],
+        snapshots: vec![(root.to_owned(), snap)],
     };
     (ctx, preopens)
 }
@@ -144,6 +144,7 @@ fn a_guests_open_copies_the_proc_file_once_a_pass() {
     assert_eq!(source.proc_files_read(), 0, "nothing read before an open");
     assert_eq!(read(&mut state, &dir, "meminfo"), "meminfo 1\n");
     assert_eq!(source.proc_files_read(), 1);
+    assert_eq!(state.trace.reads(), 1, "the open is in the call's trace");
     // Opened again in the pass, by any path to it: the pass's copy.
     std::fs::write(root.path().join("meminfo"), "meminfo 2\n").unwrap();
     assert_eq!(read(&mut state, &dir, "./meminfo"), "meminfo 1\n");
@@ -172,6 +173,9 @@ fn a_guests_open_copies_the_proc_file_once_a_pass() {
     assert!(state.serves(&preopens), "the same directory, reused");
     state.renew(ctx, preopens);
     assert_eq!(source.proc_files_read(), 6);
+    // They are inputs of the next call too, opened again or not (its
+    // trace: crate::trace).
+    assert_eq!(state.trace.reads(), 3);
     assert_eq!(text(&state, &kept), "meminfo 2\n");
     assert_eq!(read(&mut state, &dir, "meminfo"), "meminfo 2\n");
     assert_eq!(source.proc_files_read(), 6, "copied once in the pass");

@@ -112,6 +112,9 @@ pub struct SetOutput {
     pub result: SetResult,
     /// Events it recorded.
     pub events: Vec<EmittedEvent>,
+    /// What it read ([`crate::trace`]): a caller may stand this result for
+    /// the next call whose inputs [`Plugin::inputs_changed`] finds the same.
+    pub trace: crate::Trace,
 }
 
 /// A loaded plugin. Immutable; a new version is a new `Plugin`.
@@ -498,8 +501,16 @@ impl Plugin {
         log_stderr(&mut store, result.is_err());
         tracing::trace!(plugin = %self.name, elapsed = ?started.elapsed(), "set");
         let events = std::mem::take(&mut store.data_mut().events);
+        let mut trace = std::mem::take(&mut store.data_mut().trace);
+        if self.settings.reuse_instance && !self.settings.stateless {
+            trace.mark(crate::Unrepeatable::KeptInstance);
+        }
         let outcome = match result? {
-            Ok(result) => Ok(SetOutput { result, events }),
+            Ok(result) => Ok(SetOutput {
+                result,
+                events,
+                trace,
+            }),
             Err(message) => Err(self.setter_failed(&store.data().denied, message)),
         };
         // A store goes back only after a call that returned: a trap, a
@@ -513,6 +524,31 @@ impl Plugin {
             *self.warm.lock().expect("warm instance lock") = Some(Warm { store, instance });
         }
         outcome
+    }
+
+    /// What of `trace` (a call's of this plugin) would read otherwise in
+    /// the pass of `ctx`: the first host answer, file or `/proc` copy that
+    /// changed, for people; `None` when every one is the same, so that a
+    /// call over the same node would return the same result. A trace that
+    /// is [`crate::Unrepeatable`] is said changed.
+    pub fn inputs_changed(&self, trace: &crate::Trace, ctx: &CallContext) -> Option<String> {
+        if let Some(why) = trace.unrepeatable() {
+            return Some(format!("unrepeatable: {}", why.as_str()));
+        }
+        let answers = super::host_api::Answers {
+            plugin: &self.name,
+            grants: &self.grants,
+            ctx,
+        };
+        trace.first_change(
+            |read| answers.print(read),
+            |from, i| {
+                ctx.facts
+                    .proc_file(from, super::proc_view::PROC_FILES[i])
+                    .ok()
+                    .flatten()
+            },
+        )
     }
 
     /// The error of a setter that returned `Err(message)`: of kind

@@ -32,6 +32,12 @@ pub struct PluginSettings {
     /// Whether one instance serves call after call (see
     /// [`Plugin::call_set`](super::Plugin::call_set)), instead of a fresh one per call.
     pub reuse_instance: bool,
+    /// With `reuse_instance`: the operator says its kept instance carries
+    /// nothing from one call to the next that changes an answer, so that a
+    /// call's trace may stand for the next call (a fresh instance carries
+    /// nothing by construction). Without it, a kept instance's calls are
+    /// [`crate::Unrepeatable::KeptInstance`].
+    pub stateless: bool,
     /// The streams it may follow (a reacting plugin's, WIT 0.2.1).
     pub streams: Vec<crate::reactor::StreamGrant>,
     /// Events it may record per minute, however many calls it makes
@@ -51,6 +57,7 @@ impl Default for PluginSettings {
             on_ungranted: Ungranted::LoadWithout,
             container_runtime: false,
             reuse_instance: false,
+            stateless: false,
             streams: Vec::new(),
             events_per_minute: crate::EVENTS_PER_WINDOW,
         }

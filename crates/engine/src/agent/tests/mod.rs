@@ -285,6 +285,7 @@ pub fn report_with(plugin: &str, failed: bool) -> PassReport {
             called: Duration::ZERO,
             affects_readiness: true,
             lines: 0,
+            skipped: false,
         }],
         ..PassReport::default()
     }

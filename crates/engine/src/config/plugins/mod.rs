@@ -76,6 +76,11 @@ pub struct PluginFile {
     /// Keeps one instance from call to call instead of a fresh one per call.
     #[serde(default)]
     pub reuse_instance: bool,
+    /// With `reuseInstance`: its kept instance carries nothing from call
+    /// to call that changes an answer (a pass may then skip it while
+    /// nothing it read changed: `incrementalPasses`).
+    #[serde(default)]
+    pub stateless: bool,
     /// The streams a reacting plugin may follow: `kmsg`, `journal`, or a
     /// log file's absolute path.
     #[serde(default)]
@@ -469,6 +474,7 @@ pub(super) fn plugin_settings(
     }
     s.container_runtime = p.container_runtime;
     s.reuse_instance = p.reuse_instance;
+    s.stateless = p.stateless;
     if let Some(n) = p.events_per_minute {
         if !(1..=600).contains(&n) {
             return Err(Error::invalid(

@@ -132,19 +132,23 @@ fn the_registry_cache_is_bounded_and_aged_by_default_and_as_set() {
     }
 }
 
+/// The messages of the warnings about `field` of the config whose plugin
+/// `gpu` is `section`.
+fn gpu_warnings(section: &str, field: &str) -> Vec<String> {
+    check(&format!(
+        "nodeName: n\npluginDir: /nonexistent\nplugins:\n  gpu: {section}\n"
+    ))
+    .unwrap()
+    .warnings()
+    .into_iter()
+    .filter(|w| w.field == format!("plugins.gpu.{field}"))
+    .map(|w| w.message)
+    .collect()
+}
+
 #[test]
 fn a_pull_interval_on_a_tag_resolved_once_is_warned_about() {
-    let warned = |section: &str| {
-        check(&format!(
-            "nodeName: n\npluginDir: /nonexistent\nplugins:\n  gpu: {section}\n"
-        ))
-        .unwrap()
-        .warnings()
-        .into_iter()
-        .filter(|w| w.field == "plugins.gpu.pullInterval")
-        .map(|w| w.message)
-        .collect::<Vec<_>>()
-    };
+    let warned = |section: &str| gpu_warnings(section, "pullInterval");
     let w = warned("{image: r.example.com/v/gpu:1, pullInterval: 1m}");
     assert!(w.len() == 1 && w[0].contains("pullPolicy: Always"), "{w:?}");
     for quiet in [
@@ -154,6 +158,14 @@ fn a_pull_interval_on_a_tag_resolved_once_is_warned_about() {
     ] {
         assert!(warned(quiet).is_empty(), "{quiet}: {:?}", warned(quiet));
     }
+}
+
+#[test]
+fn stateless_without_a_kept_instance_is_warned_about() {
+    let warned = |section: &str| gpu_warnings(section, "stateless").len();
+    assert_eq!(warned("{stateless: true}"), 1);
+    assert_eq!(warned("{stateless: true, reuseInstance: true}"), 0);
+    assert_eq!(warned("{reuseInstance: true}"), 0);
 }
 
 /// A trusted root made by the real Fulcio and Rekor (the registry
