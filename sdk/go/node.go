@@ -35,16 +35,81 @@ type Node struct {
 	raw  []byte
 	name string
 	// metadata.labels and .annotations, status.capacity and .allocatable.
-	labels, annotations, capacity, allocatable lazy[strMap, *strMap]
+	labels, annotations, capacity, allocatable strField
 	nodeInfo                                   lazy[rawMap, *rawMap]
 	conditionsRaw                              lazy[rawList, *rawList]
 	addresses                                  lazy[lenient[[]Address], *lenient[[]Address]]
 	taints                                     lazy[lenient[[]Taint], *lenient[[]Taint]]
-	// conds holds status.conditions decoded, entry by entry (nil for an
-	// entry that is not a condition object, which is kept and skipped);
-	// decoded on first use.
-	conds   []*Condition
-	decoded bool
+	// conds holds status.conditions decoded, entry by entry, each on first
+	// use (nil until then; notCondition for an entry that is not a
+	// condition object, which is kept and skipped); sized when it has an
+	// entry for each.
+	conds []*Condition
+	sized bool
+}
+
+// notCondition is the entry of conds for one that is no condition.
+var notCondition = new(Condition)
+
+// strField is one of the node's maps of strings (labels, annotations,
+// capacity, allocatable), decoded on first read: the writes before it
+// are kept beside it, in order, so that a setter that only writes the map
+// does not decode it.
+type strField struct {
+	lazy[strMap, *strMap]
+	writes []strWrite
+}
+
+// strWrite is a write of a key (v nil: removed).
+type strWrite struct {
+	key string
+	v   *string
+}
+
+// m is the map, decoded, with the writes.
+func (f *strField) m() strMap {
+	m := f.get()
+	for _, w := range f.writes {
+		w.apply(m)
+	}
+	f.writes = nil
+	return *m
+}
+
+func (w strWrite) apply(m *strMap) {
+	if w.v == nil {
+		delete(*m, w.key)
+		return
+	}
+	if *m == nil {
+		*m = strMap{}
+	}
+	(*m)[w.key] = *w.v
+}
+
+// put writes key (v nil: removes it).
+func (f *strField) put(key string, v *string) {
+	if f.done {
+		strWrite{key, v}.apply(&f.v)
+		return
+	}
+	f.writes = append(f.writes, strWrite{key, v})
+}
+
+// lookup is key's value; false when absent.
+func (f *strField) lookup(key string) (string, bool) {
+	if !f.done {
+		for i := len(f.writes) - 1; i >= 0; i-- {
+			if w := f.writes[i]; w.key == key {
+				if w.v == nil {
+					return "", false
+				}
+				return *w.v, true
+			}
+		}
+	}
+	v, ok := f.m()[key]
+	return v, ok
 }
 
 // lazy is one field of the node: its JSON, decoded into v on first use.
@@ -208,6 +273,14 @@ func stringFields(raw []byte, names []string, dst []*string) bool {
 // conditionFields are Condition's JSON names.
 var conditionFields = []string{"type", "status", "lastHeartbeatTime", "lastTransitionTime", "reason", "message"}
 
+// hasType is whether raw, a condition's JSON, has type t (as
+// decodeCondition decodes its type). When it has, the condition may still
+// be none (another field of the wrong type).
+func hasType(raw []byte, t string) bool {
+	var typ string
+	return stringFields(raw, conditionFields[:1], []*string{&typ}) && typ == t
+}
+
 // decodeCondition is the condition whose JSON is raw; nil when raw is no
 // condition object.
 func decodeCondition(raw []byte) *Condition {
@@ -357,31 +430,29 @@ func (n *Node) Name() string { return n.name }
 
 // Label is a label's value; false when absent.
 func (n *Node) Label(key string) (string, bool) {
-	v, ok := (*n.labels.get())[key]
-	return v, ok
+	return n.labels.lookup(key)
 }
 
 // Labels is a copy of metadata.labels.
-func (n *Node) Labels() map[string]string { return copyMap(*n.labels.get()) }
+func (n *Node) Labels() map[string]string { return copyMap(n.labels.m()) }
 
 // Annotation is an annotation's value; false when absent.
 func (n *Node) Annotation(key string) (string, bool) {
-	v, ok := (*n.annotations.get())[key]
-	return v, ok
+	return n.annotations.lookup(key)
 }
 
 // Annotations is a copy of metadata.annotations.
-func (n *Node) Annotations() map[string]string { return copyMap(*n.annotations.get()) }
+func (n *Node) Annotations() map[string]string { return copyMap(n.annotations.m()) }
 
 // Capacity is status.capacity[name]; false when absent or not a quantity.
 func (n *Node) Capacity(name string) (Quantity, bool) {
-	return quantityIn(*n.capacity.get(), name)
+	return quantityIn(n.capacity.lookup(name))
 }
 
 // Allocatable is status.allocatable[name]; false when absent or not a
 // quantity.
 func (n *Node) Allocatable(name string) (Quantity, bool) {
-	return quantityIn(*n.allocatable.get(), name)
+	return quantityIn(n.allocatable.lookup(name))
 }
 
 // NodeInfo is status.nodeInfo.<field> when it is a string; false otherwise.
@@ -398,8 +469,8 @@ func (n *Node) NodeInfo(field string) (string, bool) {
 // not condition objects are skipped).
 func (n *Node) Conditions() []Condition {
 	var out []Condition
-	for _, c := range n.conditions() {
-		if c != nil {
+	for i := range n.entries() {
+		if c := n.condition(i); c != notCondition {
 			out = append(out, *c)
 		}
 	}
@@ -414,22 +485,30 @@ func (n *Node) Condition(conditionType string) (Condition, bool) {
 	return Condition{}, false
 }
 
-func (n *Node) conditions() []*Condition {
-	if !n.decoded {
-		n.decoded = true
-		raws := *n.conditionsRaw.get()
+// entries is status.conditions' entries, with conds sized to them.
+func (n *Node) entries() []json.RawMessage {
+	raws := *n.conditionsRaw.get()
+	if !n.sized {
+		n.sized = true
 		n.conds = make([]*Condition, len(raws))
-		for i, raw := range raws {
-			n.conds[i] = decodeCondition(raw)
+	}
+	return raws
+}
+
+// condition is entry i, decoded (notCondition: no condition).
+func (n *Node) condition(i int) *Condition {
+	if n.conds[i] == nil {
+		if n.conds[i] = decodeCondition((*n.conditionsRaw.get())[i]); n.conds[i] == nil {
+			n.conds[i] = notCondition
 		}
 	}
-	return n.conds
+	return n.conds[i]
 }
 
 // putCondition writes c at entry i (-1: appended).
 func (n *Node) putCondition(i int, c Condition) {
 	raw := appendCondition(nil, &c)
-	n.conditions()
+	n.entries()
 	if i < 0 {
 		raws := n.conditionsRaw.get()
 		*raws = append(*raws, raw)
@@ -442,6 +521,7 @@ func (n *Node) putCondition(i int, c Condition) {
 
 // dropCondition removes entry i.
 func (n *Node) dropCondition(i int) {
+	n.entries()
 	raws := n.conditionsRaw.get()
 	*raws = append((*raws)[:i], (*raws)[i+1:]...)
 	n.conds = append(n.conds[:i], n.conds[i+1:]...)
@@ -453,17 +533,21 @@ func (n *Node) Addresses() []Address { return append([]Address(nil), n.addresses
 // Taints is a copy of spec.taints.
 func (n *Node) Taints() []Taint { return append([]Taint(nil), n.taints.get().v...) }
 
+// conditionIndex is the entry of the condition of type t; -1 for none.
+// An entry not decoded yet is decoded only when its type is t.
 func (n *Node) conditionIndex(t string) int {
-	for i, c := range n.conditions() {
-		if c != nil && c.Type == t {
+	for i, raw := range n.entries() {
+		if n.conds[i] == nil && !hasType(raw, t) {
+			continue
+		}
+		if c := n.condition(i); c != notCondition && c.Type == t {
 			return i
 		}
 	}
 	return -1
 }
 
-func quantityIn(m strMap, name string) (Quantity, bool) {
-	v, ok := m[name]
+func quantityIn(v string, ok bool) (Quantity, bool) {
 	if !ok {
 		return Quantity{}, false
 	}

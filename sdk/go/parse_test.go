@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,10 +105,10 @@ func sameAsEncodingJSON(t *testing.T, text []byte) {
 		return
 	}
 	got := map[string]any{
-		"name": n.Name(), "labels": map[string]string(*n.labels.get()), "annotations": map[string]string(*n.annotations.get()),
-		"capacity": map[string]string(*n.capacity.get()), "allocatable": map[string]string(*n.allocatable.get()),
+		"name": n.Name(), "labels": map[string]string(n.labels.m()), "annotations": map[string]string(n.annotations.m()),
+		"capacity": map[string]string(n.capacity.m()), "allocatable": map[string]string(n.allocatable.m()),
 		"nodeInfo": map[string]json.RawMessage(*n.nodeInfo.get()), "conditions": []json.RawMessage(*n.conditionsRaw.get()),
-		"addresses": n.addresses.get().v, "taints": n.taints.get().v, "conds": n.conditions(),
+		"addresses": n.addresses.get().v, "taints": n.taints.get().v, "conds": allConditions(n),
 	}
 	w := map[string]any{
 		"name": want.Metadata.Name, "labels": map[string]string(want.Metadata.Labels),
@@ -122,6 +123,31 @@ func sameAsEncodingJSON(t *testing.T, text []byte) {
 			t.Errorf("%q: %s %#v, encoding/json %#v", text, k, got[k], w[k])
 		}
 	}
+	// The condition of a type, found on a node whose conditions are not
+	// decoded yet (conditionIndex decodes only the entries of that type).
+	conds := oracleConditions(want.Status.Conditions.v)
+	for _, c := range append(conds, &Condition{Type: "Absent"}) {
+		if c == nil {
+			continue
+		}
+		wantIndex := slices.IndexFunc(conds, func(o *Condition) bool { return o != nil && o.Type == c.Type })
+		fresh, _ := ParseNode(text)
+		if i := fresh.conditionIndex(c.Type); i != wantIndex {
+			t.Errorf("%q: condition %q at %d, encoding/json %d", text, c.Type, i, wantIndex)
+		}
+	}
+}
+
+// allConditions is every entry of status.conditions decoded (nil: no
+// condition).
+func allConditions(n *Node) []*Condition {
+	out := make([]*Condition, len(n.entries()))
+	for i := range out {
+		if c := n.condition(i); c != notCondition {
+			out[i] = c
+		}
+	}
+	return out
 }
 
 // parseCases are texts where a scanner is easy to get wrong.
@@ -136,6 +162,7 @@ var parseCases = []string{
 	`{"status":{"capacity":{"cpu":"4","memory":4},"allocatable":null,"nodeInfo":{"a":"b","c":1,"d":null},` +
 		`"conditions":[{"type":"Ready","status":"True"},5,null,{"type":1}],"addresses":[{"type":"Hostname","address":"h"}]}}`,
 	`{"status":{"nodeInfo":[],"conditions":{},"addresses":[1]}}`,
+	`{"status":{"conditions":[{"type":"B","status":5},{"type":"B"},{"TYPE":"C","type":"B"},{"type":"C","type":null}]}}`,
 	`{"status":{"conditions":[ {"type":"A","status":null,"Reason":"r","REASON":"R","reason":null} , {"type":"B","status":"True","status":1},` +
 		` {"type":"C","extra":{"x":[1]},"message":"m\u00e9"}, [], "x" ]}}`,
 	// Keys: given twice, in another case, escaped, unknown.

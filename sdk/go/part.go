@@ -59,58 +59,51 @@ func (p *Part) fail(err error) {
 func (p *Part) Err() error { return p.err }
 
 // write records key of a map of the part (nil: removed) and writes it in
-// the node's map m.
-func (p *Part) write(k *keyed[string], m *strMap, key string, v *string) *Part {
+// the node's map f.
+func (p *Part) write(k *keyed[string], f *strField, key string, v *string) *Part {
 	k.put(key, v)
-	if v == nil {
-		delete(*m, key)
-		return p
-	}
-	if *m == nil {
-		*m = strMap{}
-	}
-	(*m)[key] = *v
+	f.put(key, v)
 	return p
 }
 
 // SetLabel sets a label.
 func (p *Part) SetLabel(key, value string) *Part {
-	return p.write(&p.labels, p.node.labels.get(), key, &value)
+	return p.write(&p.labels, &p.node.labels, key, &value)
 }
 
 // RemoveLabel removes a label (null in the part, whether the node had it
 // or not).
 func (p *Part) RemoveLabel(key string) *Part {
-	return p.write(&p.labels, p.node.labels.get(), key, nil)
+	return p.write(&p.labels, &p.node.labels, key, nil)
 }
 
 // SetAnnotation sets an annotation.
 func (p *Part) SetAnnotation(key, value string) *Part {
-	return p.write(&p.annotations, p.node.annotations.get(), key, &value)
+	return p.write(&p.annotations, &p.node.annotations, key, &value)
 }
 
 // RemoveAnnotation removes an annotation.
 func (p *Part) RemoveAnnotation(key string) *Part {
-	return p.write(&p.annotations, p.node.annotations.get(), key, nil)
+	return p.write(&p.annotations, &p.node.annotations, key, nil)
 }
 
 // SetCapacity sets status.capacity[name], in the canonical form.
 func (p *Part) SetCapacity(name string, q Quantity) *Part {
 	s := q.String()
-	return p.write(&p.capacity, p.node.capacity.get(), name, &s)
+	return p.write(&p.capacity, &p.node.capacity, name, &s)
 }
 
 // SetAllocatable sets status.allocatable[name], in the canonical form.
 func (p *Part) SetAllocatable(name string, q Quantity) *Part {
 	s := q.String()
-	return p.write(&p.allocatable, p.node.allocatable.get(), name, &s)
+	return p.write(&p.allocatable, &p.node.allocatable, name, &s)
 }
 
 // RemoveResource removes status.capacity[name] and
 // status.allocatable[name].
 func (p *Part) RemoveResource(name string) *Part {
-	p.write(&p.capacity, p.node.capacity.get(), name, nil)
-	return p.write(&p.allocatable, p.node.allocatable.get(), name, nil)
+	p.write(&p.capacity, &p.node.capacity, name, nil)
+	return p.write(&p.allocatable, &p.node.allocatable, name, nil)
 }
 
 // SetNodeInfo sets status.nodeInfo.<field>.
