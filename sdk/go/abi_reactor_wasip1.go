@@ -58,14 +58,14 @@ func postSubscribe(uint32) { keep = nil; releaseCall() }
 
 //go:wasmexport nodestatus:plugin/reactor@0.2.1#on-lines
 func exportOnLines(nodePtr, nodeLen, matchesPtr, matchesLen uint32, dropped uint64) uint32 {
-	node := hostString(nodePtr, nodeLen)
+	node := hostBytes(nodePtr, nodeLen)
 	lines := &Lines{Matches: make([]Match, matchesLen), Dropped: dropped}
 	base := mem(matchesPtr)
 	for i := range lines.Matches {
 		e := unsafe.Add(base, uintptr(i)*32)
 		lines.Matches[i] = Match{Stream: stringAt(e, 0), Pattern: le32(e, 8), Text: stringAt(e, 12), TimeMs: le64(e, 24)}
 	}
-	part, err := RunLines(registeredReactor(), node, lines)
+	part, err := run(node, func(n *Node) (*Part, error) { return registeredReactor().OnLines(n, lines) })
 	lowerResult(&linesRet, part, err)
 	return addr(unsafe.Pointer(&linesRet))
 }

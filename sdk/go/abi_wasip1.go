@@ -57,6 +57,12 @@ func mem(addr uint32) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(nil), ui
 // addr is p's address in the linear memory.
 func addr(p unsafe.Pointer) uint32 { return uint32(uintptr(p)) }
 
+// hostBytes copies bytes the host wrote (into the arena): the node, which
+// ParseNode reads from a []byte (a string would be copied again).
+func hostBytes(ptr, n uint32) []byte {
+	return append([]byte(nil), unsafe.Slice((*byte)(mem(ptr)), n)...)
+}
+
 // hostString copies a string the host wrote (into the arena).
 func hostString(ptr, n uint32) string {
 	if n == 0 {
@@ -185,8 +191,7 @@ func postMetadata(uint32) { keep = nil; releaseCall() }
 
 //go:wasmexport nodestatus:plugin/setter@0.2.1#set
 func exportSet(ptr, n uint32) uint32 {
-	node := hostString(ptr, n)
-	part, err := Run(registered(), node)
+	part, err := run(hostBytes(ptr, n), registered().Set)
 	lowerResult(&setRet, part, err)
 	return addr(unsafe.Pointer(&setRet))
 }

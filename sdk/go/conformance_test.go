@@ -176,7 +176,7 @@ func TestConformanceConditions(t *testing.T) {
 // conditionEntries is status.conditions as JSON values.
 func conditionEntries(t *testing.T, n *Node) []any {
 	var out []any
-	for _, raw := range n.doc.Status.Conditions.v {
+	for _, raw := range *n.conditionsRaw.get() {
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
 			t.Fatal(err)

@@ -101,13 +101,13 @@ func registered() Setter {
 // caught: in a component it stops the call, which the host reports as a
 // trap, with Go's message in the plugin's log.
 func Run(s Setter, nodeJSON string) (part *string, err error) {
-	return run(nodeJSON, s.Set)
+	return run([]byte(nodeJSON), s.Set)
 }
 
 // run parses the node, calls f, and gives the part's JSON: Run's and
-// RunLines' work.
-func run(nodeJSON string, f func(*Node) (*Part, error)) (part *string, err error) {
-	node, err := ParseNode([]byte(nodeJSON))
+// RunLines' work, and the exports'.
+func run(nodeJSON []byte, f func(*Node) (*Part, error)) (part *string, err error) {
+	node, err := ParseNode(nodeJSON)
 	if err != nil {
 		return nil, fmt.Errorf("the host sent a node that does not parse: %w", err)
 	}

@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,50 @@ func TestTaintsAndAddressesAreWholeFields(t *testing.T) {
 	text, _ = n.Part().SetTaints().JSON()
 	if text != `{"spec":{"taints":[]}}` {
 		t.Errorf("%s", text)
+	}
+}
+
+// The node's getters see the part's writes, whether the map was read
+// before them or not, from one part or two.
+func TestGettersSeeThePartsWrites(t *testing.T) {
+	n, err := ParseNode([]byte(`{"metadata":{"name":"n1","labels":{"a":"1","b":"2"},"annotations":{"x":"y"}},` +
+		`"status":{"capacity":{"cpu":"4"},"allocatable":{"cpu":"3"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := n.Part().SetLabel("c", "3").SetLabel("a", "again").RemoveLabel("a").SetLabel("a", "again")
+	p.SetCapacity("gpu", Units(2)).RemoveResource("cpu")
+	n.Part().SetAnnotation("x", "z").SetLabel("b", "two").RemoveAnnotation("x")
+	if v, ok := n.Label("c"); v != "3" || !ok {
+		t.Errorf("label c: %q %v", v, ok)
+	}
+	if got := n.Labels(); !reflect.DeepEqual(got, map[string]string{"a": "again", "b": "two", "c": "3"}) {
+		t.Errorf("labels %v", got)
+	}
+	p.RemoveLabel("a").SetLabel("d", "4") // after the map was read
+	if got := n.Labels(); !reflect.DeepEqual(got, map[string]string{"b": "two", "c": "3", "d": "4"}) {
+		t.Errorf("labels %v", got)
+	}
+	if got := n.Annotations(); len(got) != 0 {
+		t.Errorf("annotations %v", got)
+	}
+	if q, ok := n.Capacity("gpu"); !ok || q.String() != "2" {
+		t.Errorf("capacity gpu: %v %v", q, ok)
+	}
+	if _, ok := n.Capacity("cpu"); ok {
+		t.Error("capacity cpu: removed, still there")
+	}
+	if _, ok := n.Allocatable("cpu"); ok {
+		t.Error("allocatable cpu: removed, still there")
+	}
+	// A map the node lacks, written then read whole.
+	n = NamedNode("n2")
+	n.Part().SetAllocatable("gpu", Units(1))
+	if q, ok := n.Allocatable("gpu"); !ok || q.String() != "1" {
+		t.Errorf("allocatable gpu: %v %v", q, ok)
+	}
+	if got := n.Labels(); len(got) != 0 {
+		t.Errorf("labels %v", got)
 	}
 }
 

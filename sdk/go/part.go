@@ -3,6 +3,7 @@ package nodestatus
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Part is a setter's part of the node: the fields it sets, which Set
@@ -43,15 +44,6 @@ func (k *keyed[V]) put(key string, v *V) {
 	k.vals[key] = v
 }
 
-// MarshalJSON writes the map: each key with its value, or null.
-func (k keyed[V]) MarshalJSON() ([]byte, error) {
-	m := make(map[string]*V, len(k.keys))
-	for _, key := range k.keys {
-		m[key] = k.vals[key]
-	}
-	return json.Marshal(m)
-}
-
 // Part starts this setter's part of the node, empty.
 func (n *Node) Part() *Part { return &Part{node: n} }
 
@@ -67,67 +59,60 @@ func (p *Part) fail(err error) {
 func (p *Part) Err() error { return p.err }
 
 // write records key of a map of the part (nil: removed) and writes it in
-// the node's map m.
-func (p *Part) write(k *keyed[string], m *strMap, key string, v *string) *Part {
+// the node's map f.
+func (p *Part) write(k *keyed[string], f *strField, key string, v *string) *Part {
 	k.put(key, v)
-	if v == nil {
-		delete(*m, key)
-		return p
-	}
-	if *m == nil {
-		*m = strMap{}
-	}
-	(*m)[key] = *v
+	f.put(key, v)
 	return p
 }
 
 // SetLabel sets a label.
 func (p *Part) SetLabel(key, value string) *Part {
-	return p.write(&p.labels, &p.node.doc.Metadata.Labels, key, &value)
+	return p.write(&p.labels, &p.node.labels, key, &value)
 }
 
 // RemoveLabel removes a label (null in the part, whether the node had it
 // or not).
 func (p *Part) RemoveLabel(key string) *Part {
-	return p.write(&p.labels, &p.node.doc.Metadata.Labels, key, nil)
+	return p.write(&p.labels, &p.node.labels, key, nil)
 }
 
 // SetAnnotation sets an annotation.
 func (p *Part) SetAnnotation(key, value string) *Part {
-	return p.write(&p.annotations, &p.node.doc.Metadata.Annotations, key, &value)
+	return p.write(&p.annotations, &p.node.annotations, key, &value)
 }
 
 // RemoveAnnotation removes an annotation.
 func (p *Part) RemoveAnnotation(key string) *Part {
-	return p.write(&p.annotations, &p.node.doc.Metadata.Annotations, key, nil)
+	return p.write(&p.annotations, &p.node.annotations, key, nil)
 }
 
 // SetCapacity sets status.capacity[name], in the canonical form.
 func (p *Part) SetCapacity(name string, q Quantity) *Part {
 	s := q.String()
-	return p.write(&p.capacity, &p.node.doc.Status.Capacity, name, &s)
+	return p.write(&p.capacity, &p.node.capacity, name, &s)
 }
 
 // SetAllocatable sets status.allocatable[name], in the canonical form.
 func (p *Part) SetAllocatable(name string, q Quantity) *Part {
 	s := q.String()
-	return p.write(&p.allocatable, &p.node.doc.Status.Allocatable, name, &s)
+	return p.write(&p.allocatable, &p.node.allocatable, name, &s)
 }
 
 // RemoveResource removes status.capacity[name] and
 // status.allocatable[name].
 func (p *Part) RemoveResource(name string) *Part {
-	p.write(&p.capacity, &p.node.doc.Status.Capacity, name, nil)
-	return p.write(&p.allocatable, &p.node.doc.Status.Allocatable, name, nil)
+	p.write(&p.capacity, &p.node.capacity, name, nil)
+	return p.write(&p.allocatable, &p.node.allocatable, name, nil)
 }
 
 // SetNodeInfo sets status.nodeInfo.<field>.
 func (p *Part) SetNodeInfo(field, value string) *Part {
 	p.info.put(field, &value)
 	raw, _ := json.Marshal(value)
-	info := &p.node.doc.Status.NodeInfo.v
+	info := p.node.nodeInfo.get()
 	if *info == nil {
-		*info = map[string]json.RawMessage{}
+		*info = rawMap{}
 	}
 	(*info)[field] = raw
 	return p
@@ -137,7 +122,7 @@ func (p *Part) SetNodeInfo(field, value string) *Part {
 func (p *Part) SetAddresses(addresses ...Address) *Part {
 	a := append([]Address{}, addresses...)
 	p.addresses = &a
-	p.node.doc.Status.Addresses.v = append([]Address(nil), a...)
+	p.node.addresses.set(lenient[[]Address]{append([]Address(nil), a...)})
 	return p
 }
 
@@ -146,7 +131,7 @@ func (p *Part) SetAddresses(addresses ...Address) *Part {
 func (p *Part) SetTaints(taints ...Taint) *Part {
 	t := append([]Taint{}, taints...)
 	p.taints = &t
-	p.node.doc.Spec.Taints.v = append([]Taint(nil), t...)
+	p.node.taints.set(lenient[[]Taint]{append([]Taint(nil), t...)})
 	return p
 }
 
@@ -200,49 +185,173 @@ func (p *Part) RemoveCondition(conditionType string) bool {
 }
 
 // JSON is the part as JSON text: no kind, apiVersion or name, and no empty
-// section ({} when the setter wrote nothing).
+// section ({} when the setter wrote nothing). It is what encoding/json
+// writes of the part as maps (keys in order), written by hand.
 func (p *Part) JSON() (string, error) {
 	if p.err != nil {
 		return "", p.err
 	}
-	type obj = map[string]any
-	metadata, spec, status := obj{}, obj{}, obj{}
-	for _, f := range []struct {
-		section obj
-		key     string
-		m       keyed[string]
-	}{
-		{metadata, "labels", p.labels}, {metadata, "annotations", p.annotations},
-		{status, "capacity", p.capacity}, {status, "allocatable", p.allocatable},
-		{status, "nodeInfo", p.info},
-	} {
-		if len(f.m.keys) > 0 {
-			f.section[f.key] = f.m
-		}
-	}
-	if len(p.conditions.keys) > 0 {
-		list := make([]any, len(p.conditions.keys))
-		for i, t := range p.conditions.keys {
-			if c := p.conditions.vals[t]; c != nil {
-				list[i] = c
-			} else {
-				list[i] = map[string]string{"type": t, "$patch": "delete"}
-			}
-		}
-		status["conditions"] = list
-	}
-	if p.addresses != nil {
-		status["addresses"] = *p.addresses
+	top := jsonObject{b: make([]byte, 0, 512)}
+	top.open()
+	if len(p.annotations.keys)+len(p.labels.keys) > 0 {
+		m := top.object("metadata")
+		m.keyed("annotations", p.annotations)
+		m.keyed("labels", p.labels)
+		top.b = m.close()
 	}
 	if p.taints != nil {
-		spec["taints"] = *p.taints
+		spec := top.object("spec")
+		spec.key("taints")
+		spec.b = appendList(spec.b, *p.taints, appendTaint)
+		top.b = spec.close()
 	}
-	part := obj{}
-	for k, v := range map[string]obj{"metadata": metadata, "spec": spec, "status": status} {
-		if len(v) > 0 {
-			part[k] = v
+	if p.addresses != nil || len(p.allocatable.keys)+len(p.capacity.keys)+len(p.conditions.keys)+len(p.info.keys) > 0 {
+		status := top.object("status")
+		if p.addresses != nil {
+			status.key("addresses")
+			status.b = appendList(status.b, *p.addresses, appendAddress)
+		}
+		status.keyed("allocatable", p.allocatable)
+		status.keyed("capacity", p.capacity)
+		if len(p.conditions.keys) > 0 {
+			status.key("conditions")
+			status.b = append(status.b, '[')
+			for i, t := range p.conditions.keys {
+				if i > 0 {
+					status.b = append(status.b, ',')
+				}
+				if c := p.conditions.vals[t]; c != nil {
+					status.b = appendCondition(status.b, c)
+				} else {
+					status.b = append(status.b, `{"$patch":"delete","type":`...)
+					status.b = append(appendString(status.b, t), '}')
+				}
+			}
+			status.b = append(status.b, ']')
+		}
+		status.keyed("nodeInfo", p.info)
+		top.b = status.close()
+	}
+	return string(top.close()), nil
+}
+
+// jsonObject writes a JSON object's members.
+type jsonObject struct {
+	b       []byte
+	members int
+}
+
+func (o *jsonObject) open() { o.b = append(o.b, '{') }
+
+// key starts a member.
+func (o *jsonObject) key(k string) {
+	if o.members > 0 {
+		o.b = append(o.b, ',')
+	}
+	o.members++
+	o.b = append(appendString(o.b, k), ':')
+}
+
+// object starts a member whose value is an object, written by the
+// jsonObject returned and ended by its close.
+func (o *jsonObject) object(k string) jsonObject {
+	o.key(k)
+	inner := jsonObject{b: o.b}
+	inner.open()
+	return inner
+}
+
+// close ends the object and returns the text.
+func (o *jsonObject) close() []byte { return append(o.b, '}') }
+
+// keyed writes a map of the part as a member, its keys in order, each
+// with its value or null; nothing when it is empty.
+func (o *jsonObject) keyed(k string, m keyed[string]) {
+	if len(m.keys) == 0 {
+		return
+	}
+	keys := append([]string(nil), m.keys...)
+	// In order, as encoding/json writes a map: an insertion sort, for a
+	// handful of keys (slices.Sort would add 13 kB of WebAssembly).
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
 		}
 	}
-	b, err := json.Marshal(part)
-	return string(b), err
+	inner := o.object(k)
+	for _, key := range keys {
+		inner.key(key)
+		if v := m.vals[key]; v != nil {
+			inner.b = appendString(inner.b, *v)
+		} else {
+			inner.b = append(inner.b, "null"...)
+		}
+	}
+	o.b = inner.close()
+}
+
+// htmlSafe marks the bytes that encoding/json writes as they are in a
+// string: printable ASCII but '"', '\\', '<', '>' and '&'.
+var htmlSafe = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+	}
+	return
+}()
+
+// appendString appends s as encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if !htmlSafe[s[i]] {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func appendList[T any](b []byte, items []T, item func([]byte, *T) []byte) []byte {
+	b = append(b, '[')
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = item(b, &items[i])
+	}
+	return append(b, ']')
+}
+
+// appendFields appends an object of string members: name, value pairs;
+// a name that starts with '?' is left out when its value is "" (JSON's
+// omitempty).
+func appendFields(b []byte, pairs ...string) []byte {
+	o := jsonObject{b: b}
+	o.open()
+	for i := 0; i < len(pairs); i += 2 {
+		name, v := pairs[i], pairs[i+1]
+		if name[0] == '?' {
+			if v == "" {
+				continue
+			}
+			name = name[1:]
+		}
+		o.key(name)
+		o.b = appendString(o.b, v)
+	}
+	return o.close()
+}
+
+func appendCondition(b []byte, c *Condition) []byte {
+	return appendFields(b, "type", c.Type, "status", c.Status, "?lastHeartbeatTime", c.LastHeartbeatTime,
+		"?lastTransitionTime", c.LastTransitionTime, "reason", c.Reason, "message", c.Message)
+}
+
+func appendAddress(b []byte, a *Address) []byte {
+	return appendFields(b, "type", a.Type, "address", a.Address)
+}
+
+func appendTaint(b []byte, t *Taint) []byte {
+	return appendFields(b, "key", t.Key, "?value", t.Value, "effect", t.Effect, "?timeAdded", t.TimeAdded)
 }

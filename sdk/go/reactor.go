@@ -148,5 +148,5 @@ func registeredReactor() Reactor {
 // `on-lines` call does: parse, OnLines, and the part's JSON (nil for a nil
 // part). Tests call it with LinesOf to feed lines.
 func RunLines(r Reactor, nodeJSON string, lines *Lines) (part *string, err error) {
-	return run(nodeJSON, func(n *Node) (*Part, error) { return r.OnLines(n, lines) })
+	return run([]byte(nodeJSON), func(n *Node) (*Part, error) { return r.OnLines(n, lines) })
 }
