@@ -315,9 +315,18 @@ impl Agent {
                 } => self.run_pass(for_loop, base, problems, options),
                 Action::RecordEvent(event) => {
                     let client = self.client.clone();
+                    let first_wait = self.rng.unit();
                     tokio::spawn(async move {
-                        if let Err(e) = client.create_event(&event).await {
-                            tracing::debug!("could not record event: {e}");
+                        let post = || client.create_event(&event);
+                        match super::events::deliver(post, first_wait).await {
+                            super::events::Delivered::Yes(_) => {}
+                            super::events::Delivered::Refused(e) => {
+                                tracing::debug!("the server refused an event: {e}")
+                            }
+                            super::events::Delivered::GaveUp(e) => tracing::info!(
+                                "an event got no answer in {} tries, dropped: {e}",
+                                super::events::EVENT_TRIES
+                            ),
                         }
                     });
                 }

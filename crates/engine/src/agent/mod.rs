@@ -36,6 +36,7 @@ pub mod client;
 mod common;
 pub mod decide;
 mod driver;
+pub mod events;
 mod handle;
 mod health;
 mod io;
