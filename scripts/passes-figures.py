@@ -94,13 +94,16 @@ def table(path, r):
     for row, what in ROWS:
         lines.append(f"| `{row}` | {what} | {fmt(m[row])} | {m[row] / native:.2f}x |")
     calls = r["incremental_called"]
-    lines += [
-        "",
+    said = (
         "The settled incremental pass called "
-        + (", ".join(f"`{c}`" for c in calls) if calls else "no setter")
-        + " on this machine (each read something that moved between passes: "
-        "`/proc/meminfo`, a `statvfs`); every other setter's part stood.",
-    ]
+        + ", ".join(f"`{c}`" for c in calls)
+        + " on this machine (each read something that moved between passes); every other setter's part stood."
+        if calls
+        else "The settled incremental pass called no setter on this machine: nothing any of them read moved "
+        "between two passes (a pass that finds `/proc/meminfo` or a `statvfs` moved calls the setters that "
+        "read it, and the median counts those passes too)."
+    )
+    lines += ["", said]
     return "\n".join(lines) + "\n"
 
 

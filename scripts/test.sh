@@ -77,6 +77,8 @@ log "style: README.md's Kubernetes version table is what docs/matrix/results.tsv
 { python3 -m unittest -q scripts/matrix_table_test.py && python3 scripts/matrix-table.py --check; } || style=1
 log "style: scripts/npd-figures.py (the table of the bench beside node-problem-detector) reads its raw results as they are written (scripts/npd_figures_test.py)"
 python3 -m unittest -q scripts/npd_figures_test.py || style=1
+log "style: the default pass's table in docs/benchmarks.md is what bench/passes gives (scripts/passes-figures.py, from scripts/bench-passes.sh's raw results)"
+{ python3 -m unittest -q scripts/passes_figures_test.py && python3 scripts/passes-figures.py write --check; } || style=1
 log "style: the guests' tables in README.md and docs/benchmarks.md are what bench/guests gives (scripts/guests-figures.py, from scripts/bench-guests.sh's raw results)"
 { python3 -m unittest -q scripts/guests_figures_test.py && python3 scripts/guests-figures.py write --check; } || style=1
 log "style: docs/features.md's comparison with nfd-worker is what docs/bench/nfd gives (scripts/nfd-compare.py, from scripts/bench-nfd.sh's raw results)"
