@@ -96,9 +96,36 @@ fn memory_pressure(node: &Value) -> String {
         .to_owned()
 }
 
+/// The setters that ask `statvfs` of the machine's root: its free space
+/// is an input, and moves with any write on that file system.
+const STATVFS_READERS: [&str; 2] = ["machine-info", "disk-pressure"];
+
+/// A directory for the machines' files on a file system nothing else
+/// writes to (`/dev/shm`, where there is one), so that their `statvfs`
+/// holds from pass to pass; and whether it is one.
+fn quiet_dir() -> (tempfile::TempDir, bool) {
+    let shm = Path::new("/dev/shm");
+    match tempfile::tempdir_in(shm) {
+        Ok(d) => (d, true),
+        Err(_) => (tempfile::tempdir().unwrap(), false),
+    }
+}
+
+/// Asserts that a settled pass called no setter: on a shared file system
+/// (no `/dev/shm`), the statvfs readers may be called, when its free
+/// space moved between the passes.
+fn assert_settled(report: &PassReport, quiet: bool) {
+    let called = called(report);
+    let allowed: &[&str] = if quiet { &[] } else { &STATVFS_READERS };
+    assert!(
+        called.iter().all(|c| allowed.contains(c)),
+        "a settled pass called {called:?}: {report:#?}"
+    );
+}
+
 #[test]
 fn an_unchanged_setter_is_not_called_and_a_changed_file_is_in_the_same_pass() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, quiet) = quiet_dir();
     let s = setup(tmp.path());
     let m = &s.fleet.machines[0];
     let mut memo = Memo::new(Incremental::On, Duration::from_secs(300));
@@ -112,7 +139,7 @@ fn an_unchanged_setter_is_not_called_and_a_changed_file_is_in_the_same_pass() {
     // From the third on, nothing changed, and none is called.
     let (one, _) = s.pass(0, &one, &mut memo);
     let (two, second) = s.pass(0, &one, &mut memo);
-    assert_eq!(called(&second), Vec::<&str>::new(), "{second:#?}");
+    assert_settled(&second, quiet);
     assert_eq!(
         common::without_times(two.clone()),
         common::without_times(one)
@@ -143,7 +170,7 @@ fn an_unchanged_setter_is_not_called_and_a_changed_file_is_in_the_same_pass() {
         common::without_times(three)
     );
     let (four, fifth) = s.pass(0, &four, &mut memo);
-    assert_eq!(called(&fifth), Vec::<&str>::new(), "{fifth:#?}");
+    assert_settled(&fifth, quiet);
 
     // And back.
     m.write(false).unwrap();

@@ -16,8 +16,9 @@
 //! - the clocks and randomness of WASI: a call that reads either is
 //!   [`Unrepeatable`], whatever else it read.
 //!
-//! [`Trace::first_change`] asks the same questions again, of the next
-//! pass's facts and files: a trace whose every answer is the same says
+//! [`Plugin::inputs_changed`](crate::Plugin::inputs_changed) asks the
+//! same questions again, of the next pass's facts and files: a trace whose
+//! every answer is the same says
 //! that the call, given the same node, would return the same result. The
 //! node, the plugin's code and its settings are the caller's to compare.
 //!

@@ -140,7 +140,7 @@ pub struct Config {
     pub compiler: Tiers,
     /// Whether passes skip setters whose inputs did not change
     /// (`incrementalPasses`).
-    pub incremental: crate::pipeline::Incremental,
+    pub incremental: Incremental,
     /// The container runtime's CRI socket (`containerRuntimeEndpoint`;
     /// unset: [`DEFAULT_CONTAINER_RUNTIME_ENDPOINT`]; empty: `None`).
     pub container_runtime_endpoint: Option<String>,
@@ -293,5 +293,49 @@ impl Config {
             }
         }
         s
+    }
+}
+
+/// Whether passes skip setters whose inputs did not change
+/// (`incrementalPasses`; the passes' side is `pipeline::memo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Incremental {
+    /// Every setter is called every pass, as the kubelet calls its own.
+    Off,
+    /// A setter whose inputs did not change is not called (the default).
+    #[default]
+    On,
+    /// Every setter is called, and a result that would have stood is
+    /// compared with the called one: for tests.
+    Check,
+}
+
+impl Incremental {
+    /// The config's names, in order.
+    pub const NAMES: [&'static str; 3] = ["on", "off", "check"];
+
+    /// The mode named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "on" => Some(Self::On),
+            "off" => Some(Self::Off),
+            "check" => Some(Self::Check),
+            _ => None,
+        }
+    }
+
+    /// Its config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Check => "check",
+        }
+    }
+}
+
+impl std::fmt::Display for Incremental {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }

@@ -321,8 +321,8 @@ pub(super) fn runtime_endpoint(e: &str, with_cri: bool) -> Result<(), Error> {
 /// `incrementalPasses`, or its default: the environment's
 /// `NODESTATUS_INCREMENTAL_PASSES` when set (the test command's `check`),
 /// else `on`.
-fn incremental(value: Option<&str>) -> Result<crate::pipeline::Incremental> {
-    use crate::pipeline::Incremental;
+fn incremental(value: Option<&str>) -> Result<super::Incremental> {
+    use super::Incremental;
     let env = std::env::var(INCREMENTAL_ENV).ok();
     let (name, key) = match (value, env.as_deref()) {
         (Some(v), _) => (v, "incrementalPasses"),
