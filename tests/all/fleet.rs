@@ -800,10 +800,13 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
-    let removed: usize = last
-        .split_once("folders_removed=")
-        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-        .unwrap_or_else(|| panic!("the last line is not \"stopped\" with folders_removed: {last}"));
+    // A number the last line says, as `name=N`.
+    let field = |name: &str| -> u64 {
+        last.split_once(&format!("{name}="))
+            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .unwrap_or_else(|| panic!("the last line is not \"stopped\" with {name}: {last}"))
+    };
+    let removed = field("folders_removed") as usize;
     assert!(last.contains("stopped"), "{last}");
     assert!(
         removed >= n,
@@ -812,11 +815,6 @@ async fn a_fleet_is_as_polite_as_the_kubelet() {
     // Incremental passes: every part that stood, or in the test command's
     // checking mode (NODESTATUS_INCREMENTAL_PASSES=check) would have stood,
     // equals the called one's; and parts did stand (or were compared).
-    let field = |name: &str| -> u64 {
-        last.split_once(&format!("{name}="))
-            .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in the last line: {last}"))
-    };
     assert_eq!(field("incremental_mismatches"), 0, "{last}");
     assert!(
         field("incremental_skipped") + field("incremental_checked") > 0,

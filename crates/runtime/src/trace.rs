@@ -72,7 +72,7 @@ impl Unrepeatable {
 
 /// A host function of `nodestatus:plugin/host` a call asked, with its
 /// arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum HostRead {
     Config,
     System,
@@ -83,7 +83,7 @@ pub(crate) enum HostRead {
 }
 
 /// How a call reached a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Access {
     /// Opened (and perhaps read): its metadata and, when small, its text.
     Open,
@@ -95,20 +95,22 @@ pub(crate) enum Access {
     Link,
 }
 
-/// One thing a call read, with the fingerprint of what it saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One thing a call read (its fingerprint is kept beside it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Read {
-    Host(HostRead, u64),
-    File(PathBuf, Access, u64),
+    Host(HostRead),
+    File(PathBuf, Access),
     /// File `index` of [`crate::proc_view::PROC_FILES`] in the pass's
     /// filtered view of the procfs root `from` (a grant's host path).
-    Proc(PathBuf, usize, u64),
+    Proc(PathBuf, usize),
 }
 
 /// What one call read (see the [module docs](self)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trace {
-    reads: Vec<Read>,
+    /// Each thing read once, with the fingerprint of what the call saw at
+    /// its first read.
+    reads: std::collections::HashMap<Read, u64>,
     unrepeatable: Option<Unrepeatable>,
 }
 
@@ -128,47 +130,38 @@ impl Trace {
         self.unrepeatable.get_or_insert(why);
     }
 
-    /// Records a host function's answer (once per function and arguments:
-    /// the first answer is what the call saw first).
-    pub(crate) fn host(&mut self, read: HostRead, answer: &impl std::fmt::Debug) {
-        if !self
-            .reads
-            .iter()
-            .any(|r| matches!(r, Read::Host(h, _) if *h == read))
-        {
-            self.reads.push(Read::Host(read, print_debug(answer)));
+    /// Records `read`, once, with the fingerprint `print` gives (`None`:
+    /// it cannot be told, and the call is untraced). Nothing is recorded
+    /// once the call is unrepeatable: no one will ask again.
+    fn record(&mut self, read: Read, print: impl FnOnce() -> Option<u64>) {
+        if self.unrepeatable.is_some() || self.reads.contains_key(&read) {
+            return;
         }
+        match print() {
+            Some(p) => {
+                self.reads.insert(read, p);
+            }
+            None => self.mark(Unrepeatable::Untraced),
+        }
+    }
+
+    /// Records a host function's answer.
+    pub(crate) fn host(&mut self, read: HostRead, answer: &impl std::fmt::Debug) {
+        self.record(Read::Host(read), || Some(print_debug(answer)));
     }
 
     /// Records a file reached at the host path `path`.
     pub(crate) fn file(&mut self, path: PathBuf, access: Access) {
-        if self
-            .reads
-            .iter()
-            .any(|r| matches!(r, Read::File(p, a, _) if *p == path && *a == access))
-        {
-            return;
-        }
-        match print_file(&path, access) {
-            Some(print) => self.reads.push(Read::File(path, access, print)),
-            None => self.mark(Unrepeatable::Untraced),
-        }
+        let at = path.clone();
+        self.record(Read::File(path, access), move || print_file(&at, access));
     }
 
     /// Records file `index` of the filtered view of the procfs root `from`,
     /// whose copy for this pass is at `copy`.
     pub(crate) fn proc_file(&mut self, from: &Path, index: usize, copy: &Path) {
-        if self
-            .reads
-            .iter()
-            .any(|r| matches!(r, Read::Proc(f, i, _) if f == from && *i == index))
-        {
-            return;
-        }
-        match print_file(copy, Access::Open) {
-            Some(print) => self.reads.push(Read::Proc(from.to_owned(), index, print)),
-            None => self.mark(Unrepeatable::Untraced),
-        }
+        self.record(Read::Proc(from.to_owned(), index), || {
+            print_file(copy, Access::Open)
+        });
     }
 
     /// The first thing the call read that would now read otherwise:
@@ -180,11 +173,11 @@ impl Trace {
         mut host: impl FnMut(&HostRead) -> u64,
         mut proc_copy: impl FnMut(&Path, usize) -> Option<PathBuf>,
     ) -> Option<String> {
-        self.reads.iter().find_map(|r| match r {
-            Read::Host(read, print) => (host(read) != *print).then(|| format!("host {read:?}")),
-            Read::File(path, access, print) => (print_file(path, *access) != Some(*print))
+        self.reads.iter().find_map(|(read, print)| match read {
+            Read::Host(h) => (host(h) != *print).then(|| format!("host {h:?}")),
+            Read::File(path, access) => (print_file(path, *access) != Some(*print))
                 .then(|| format!("{access:?} {}", path.display())),
-            Read::Proc(from, i, print) => {
+            Read::Proc(from, i) => {
                 let same = proc_copy(from, *i)
                     .and_then(|copy| print_file(&copy, Access::Open))
                     .is_some_and(|p| p == *print);
@@ -394,6 +387,17 @@ mod tests {
             t.first_change(|_| print_debug(&43u64), |_, _| None)
                 .is_some()
         );
+    }
+
+    #[test]
+    fn nothing_is_recorded_once_the_call_is_unrepeatable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Trace::default();
+        t.file(dir.path().to_owned(), Access::List);
+        t.mark(Unrepeatable::Clock);
+        t.file(dir.path().join("x"), Access::Open);
+        t.host(HostRead::System, &1u8);
+        assert_eq!(t.reads(), 1);
     }
 
     #[test]
